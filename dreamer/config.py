@@ -1,0 +1,107 @@
+"""The one `Settings` object: read once at the edge (CLI, worker start) and passed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DREAMER_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    # --- places -------------------------------------------------------------
+    data_dir: Path = Field(Path(".dreamer"), description="SQLite file, Qdrant Edge folder, Markdown")
+    database_url: str = Field("", description="SQLAlchemy URL; empty = SQLite file in data_dir")
+    qdrant_url: str = Field("", description="Qdrant server URL; empty = embedded Qdrant Edge")
+    qdrant_api_key: str = ""
+    qdrant_collection: str = "dreamer_memories"
+
+    # --- LLM ----------------------------------------------------------------
+    llm_base_url: str = Field("", description="OpenAI-compatible endpoint; empty = rules extractor")
+    llm_api_key: str = "none"
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout: float = 60.0
+    llm_max_retries: int = 4
+    llm_retry_base: float = 1.0
+    llm_retry_cap: float = 30.0
+    llm_pass_token_budget: int = 2_000_000
+    llm_breaker_threshold: int = 3
+    llm_json_schema: bool = True
+
+    # --- embeddings ---------------------------------------------------------
+    embedder: Literal["auto", "local", "openai", "none"] = "auto"
+    embed_base_url: str = Field("", description="OpenAI-compatible /v1/embeddings; empty = llm_base_url")
+    embed_model: str = "text-embedding-3-small"
+    embed_dim: int = 384
+    embed_batch: int = 64
+
+    # --- the dream pass ---------------------------------------------------------
+    dream_interval_seconds: float = 4 * 3600
+    warmup_seconds: float = 120
+    busy_window_seconds: float = 60
+    backoff_base_seconds: float = 60
+    backoff_cap_seconds: float = 30 * 60
+    max_sessions_per_pass: int = 10
+    min_rounds: int = 4
+    max_age_days: float = 30
+    quiet_period_seconds: float = 0
+    tokens_per_session_pass: int = 30_000
+    chunk_tokens: int = 6_000
+    overlap_messages: int = 2
+    entries_per_session: int = 5
+    max_attempts: int = 3
+    lease_seconds: float = 600
+    triage: bool = True
+    dreams_cap: int = 50
+
+    # --- consolidation ------------------------------------------------------
+    dup_threshold: float = 0.90
+    ambiguous_low: float = 0.75
+    neighbours: int = 5
+
+    # --- recall and context ---------------------------------------------------
+    dense_weight: float = 0.7
+    text_weight: float = 0.3
+    candidate_multiplier: int = 4
+    recall_k: int = 5
+    context_budget: int = 800
+
+    # --- online flush ---------------------------------------------------------
+    context_window: int = 128_000
+    reserve_floor: int = 20_000
+    soft_threshold: int = 4_000
+    flush_every_messages: int = 200
+    tool_result_chars: int = 2_000
+
+    # --- ingest ---------------------------------------------------------------
+    max_message_bytes: int = 1_000_000
+
+    # --- services -------------------------------------------------------------
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    broker_url: str = "redis://127.0.0.1:6379/1"
+    result_backend: str = "redis://127.0.0.1:6379/2"
+
+    # --- derived places ---------------------------------------------------------
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'dreamer.db').resolve()}"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.data_dir / "workspace"
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_base_url)

@@ -1,0 +1,132 @@
+"""Engine construction and schema migrations (Alembic) for the SQL store."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlmodel import Session as DBSession
+from sqlmodel import create_engine
+
+from dreamer.errors import ConfigError, StoreError
+
+log = logging.getLogger(__name__)
+
+HEAD = "0001"
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"bad database URL: {url!r}") from exc
+    kwargs: dict = {"echo": echo}
+    if parsed.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        if parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(url, **kwargs)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise ConfigError(f"unsupported database URL {redact_url(url)}: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for display."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid url>"
+
+
+def is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[DBSession]:
+    """One transaction: commit on success, roll back on any error."""
+    with DBSession(engine, expire_on_commit=False) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+def _alembic_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "alembic", Path.cwd() / "alembic"):
+        if (candidate / "env.py").exists():
+            return candidate
+    raise StoreError("cannot find the Alembic migration scripts")
+
+
+def alembic_config(engine: Engine):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_alembic_dir()))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
+    _check_reachable(engine)
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    from alembic import command
+
+    _check_reachable(engine)
+    command.downgrade(alembic_config(engine), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    _check_reachable(engine)
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def require_schema(engine: Engine) -> None:
+    """Refuse to work on a database that `dreamer init` has not prepared."""
+    rev = current_revision(engine)
+    if rev != HEAD:
+        raise StoreError(
+            f"database {redact_url(str(engine.url))} is at schema {rev or 'none'}, "
+            f"expected {HEAD}: run `dreamer init`"
+        )
+
+
+def _check_reachable(engine: Engine) -> None:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise StoreError(f"cannot reach database {redact_url(str(engine.url))}: {reason}") from exc

@@ -1,0 +1,75 @@
+"""One exception tree under one root; the retryable branch carries its delay."""
+
+from __future__ import annotations
+
+
+class DreamerError(Exception):
+    """Root of every error dreamer raises on purpose."""
+
+
+class ConfigError(DreamerError):
+    """A setting is missing, malformed or inconsistent."""
+
+
+class StoreError(DreamerError):
+    """The SQL store cannot be reached or is not at the expected schema."""
+
+
+class NotFound(DreamerError):
+    """A session, memory or run that was asked for does not exist."""
+
+
+class IngestError(DreamerError):
+    """A transcript file cannot be read at all (missing, unknown format)."""
+
+
+class TranscriptChanged(IngestError):
+    """A transcript's earlier messages differ from what is stored."""
+
+
+class IndexFailure(DreamerError):
+    """The search index refused an operation."""
+
+
+class ScopeRequired(IndexFailure):
+    """An index query came without a scope filter."""
+
+
+class IndexInUse(IndexFailure):
+    """An embedded index folder is owned by another process."""
+
+
+class LLMError(DreamerError):
+    """The LLM call failed for good (after retries, or not retryable)."""
+
+
+class LLMInvalidOutput(LLMError):
+    """The model answered, but not with output matching the schema."""
+
+
+class BudgetExceeded(LLMError):
+    """The pass's token budget is spent."""
+
+
+class CircuitOpen(LLMError):
+    """Too many consecutive LLM failures: the pass stops."""
+
+
+class Retryable(DreamerError):
+    """A transient failure; try again after `delay` seconds."""
+
+    def __init__(self, message: str, delay: float = 0.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class TransientLLMError(Retryable, LLMError):
+    """429, 5xx, timeouts and dropped connections."""
+
+
+class Busy(Retryable):
+    """The agent is busy; the pass should wait."""
+
+
+class LeaseHeld(DreamerError):
+    """Another worker holds the lease for this session."""
