@@ -1,0 +1,125 @@
+"""Writes to the cabinet (memories and their history), inside a caller's transaction.
+
+Correction never deletes: a superseded memory keeps its row with a validity end and a
+pointer to its successor; every change leaves a `memory_events` row."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from sqlmodel import Session as DBSession
+from sqlmodel import select
+
+from dreamer.consolidate import content_hash, merge_evidence, promoted_status
+from dreamer.errors import NotFound
+from dreamer.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id, utcnow
+
+log = logging.getLogger(__name__)
+
+
+def record_event(
+    s: DBSession, memory_id: str, event: str, *, reason: str | None = None,
+    run_id: int | None = None, data: dict | None = None,
+) -> None:
+    s.add(MemoryEvent(memory_id=memory_id, event=event, reason=reason, run_id=run_id, data=data))
+
+
+def add_memory(
+    s: DBSession, *, user_id: str, kind: str, text: str, source: str, evidence: list[dict],
+    agent_id: str | None = None, project: str | None = None, team: str | None = None,
+    importance: float = 0.5, tags: list[str] | None = None, untrusted: bool = False,
+    run_id: int | None = None, reason: str = "new", memory_id: str | None = None,
+    now: datetime | None = None,
+) -> Memory:
+    now = now or utcnow()
+    m = Memory(
+        id=memory_id or new_memory_id(), user_id=user_id, agent_id=agent_id, project=project, team=team,
+        kind=kind, text=text, content_hash=content_hash(text), status=promoted_status("candidate", evidence),
+        source=source, evidence=evidence, tags=tags or [], importance=importance, untrusted=untrusted,
+        valid_from=now, created_at=now, updated_at=now, last_seen=now, indexed_at=None,
+    )
+    s.add(m)
+    s.flush()
+    record_event(s, m.id, "add", reason=reason, run_id=run_id, data={"evidence": evidence})
+    return m
+
+
+def merge_into(
+    s: DBSession, m: Memory, evidence: list[dict], *, run_id: int | None = None,
+    reason: str = "merged", importance: float | None = None, now: datetime | None = None,
+) -> Memory:
+    now = now or utcnow()
+    before = m.status
+    m.evidence = merge_evidence(list(m.evidence), evidence)
+    m.status = promoted_status(m.status, m.evidence)
+    if importance is not None:
+        m.importance = max(m.importance, importance)
+    m.last_seen = m.updated_at = now
+    m.indexed_at = None
+    s.add(m)
+    data = {"evidence": evidence, "status": [before, m.status]}
+    record_event(s, m.id, "merge", reason=reason, run_id=run_id, data=data)
+    return m
+
+
+def supersede(
+    s: DBSession, old: Memory, new: Memory, *, run_id: int | None = None, reason: str = "superseded",
+    now: datetime | None = None,
+) -> None:
+    now = now or utcnow()
+    old.status = "superseded"
+    old.valid_to = now
+    old.superseded_by = new.id
+    old.updated_at = now
+    old.indexed_at = None
+    s.add(old)
+    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data={"by": new.id})
+
+
+def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = None) -> Memory:
+    m = s.get(Memory, memory_id)
+    if m is None or (user_id is not None and m.user_id != user_id):
+        raise NotFound(f"no memory {memory_id}")
+    if m.status == "forgotten":
+        return m
+    before = m.status
+    m.status = "forgotten"
+    m.valid_to = m.updated_at = utcnow()
+    m.indexed_at = None
+    s.add(m)
+    record_event(s, m.id, "forget", reason=reason, data={"status": [before, "forgotten"]})
+    return m
+
+
+def current_by_hash(s: DBSession, user_id: str, hashes: list[str]) -> dict[str, Memory]:
+    if not hashes:
+        return {}
+    rows = s.exec(
+        select(Memory)
+        .where(Memory.user_id == user_id)
+        .where(Memory.content_hash.in_(hashes))
+        .where(Memory.status.in_(CURRENT_STATUSES))
+    ).all()
+    return {m.content_hash: m for m in rows}
+
+
+def forgotten_hashes(s: DBSession, user_id: str, hashes: list[str]) -> frozenset[str]:
+    if not hashes:
+        return frozenset()
+    rows = s.exec(
+        select(Memory.content_hash)
+        .where(Memory.user_id == user_id)
+        .where(Memory.content_hash.in_(hashes))
+        .where(Memory.status == "forgotten")
+    ).all()
+    return frozenset(rows)
+
+
+def current_memories(s: DBSession, user_id: str) -> list[Memory]:
+    return list(
+        s.exec(
+            select(Memory).where(Memory.user_id == user_id).where(Memory.status.in_(CURRENT_STATUSES))
+            .order_by(Memory.created_at, Memory.id)
+        ).all()
+    )

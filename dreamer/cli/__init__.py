@@ -1,0 +1,54 @@
+"""The admin CLI. Settings are read once here, at the edge, and passed in."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from dreamer.config import Settings
+from dreamer.errors import DreamerError
+
+app = typer.Typer(
+    name="dreamer", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="dreamer: the memory back office for AI agents.",
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    data_dir: str = typer.Option(None, "--data-dir", help="Overrides DREAMER_DATA_DIR."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level to stderr."),
+) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+    ctx.obj = Settings(**overrides)
+
+
+def settings_of(ctx: typer.Context) -> Settings:
+    return ctx.obj
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
+def main() -> None:
+    """Console entry point: expected failures are one line on stderr and exit 1."""
+    from dreamer.cli import cabinet, records  # noqa: F401  (register commands)
+
+    try:
+        app()
+    except DreamerError as exc:
+        err.print(f"error: {exc}", markup=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        sys.exit(130)

@@ -1,0 +1,379 @@
+"""The dream pass: due sessions -> new messages -> extraction -> consolidation -> one
+transaction per session (memories, history, cursor) -> index via the outbox -> Markdown."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from sqlmodel import select
+
+from dreamer import cabinet, leases, markdown, outbox
+from dreamer.consolidate import (
+    JUDGE_SYSTEM, Decision, JudgeRequest, Judgements, Neighbour, Thresholds, content_hash,
+    decide, resolve, token_similarity, verdicts_by_pair,
+)
+from dreamer.db import session_scope
+from dreamer.due import DueRules, due_sessions
+from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError
+from dreamer.extract import (
+    Candidate, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, worth_a_call,
+)
+from dreamer.index import Scope, SearchFilter
+from dreamer.llm import GuardedLLM, Usage
+from dreamer.models import Cursor, DreamRun, Memory, Message, Session, utcnow
+from dreamer.redact import clean_for_model
+from dreamer.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Work:
+    """One session's slice for this pass."""
+
+    session: Session
+    processed_seq: int
+    lines: list[Line]
+    upto: int  # the cursor after this pass
+    new_messages: int
+
+
+@dataclass
+class Planned:
+    candidate: Candidate
+    decision: Decision
+    vector: list[float] | None = None
+    memory_id: str | None = None
+
+
+@dataclass
+class Tally:
+    candidates: int = 0
+    added: int = 0
+    merged: int = 0
+    superseded: int = 0
+    rejected: list[dict] = field(default_factory=list)
+    touched_users: set[str] = field(default_factory=set)
+
+
+def dream_pass(
+    rt, *, trigger: str = "manual", session_ids: list[int] | None = None, user_id: str | None = None,
+    force: bool = False, now: datetime | None = None, stop=None,
+) -> DreamRun:
+    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions."""
+    now = now or utcnow()
+    if not force and (reason := rt.busy.busy_reason(now)):
+        return _finish_skipped(rt, trigger, reason)
+    llm = _guarded(rt)
+    extractor = _extractor(rt, llm)
+    run = _start_run(rt, trigger, extractor.name)
+    tally = Tally()
+    try:
+        outbox.drain(rt)
+        with session_scope(rt.engine) as s:
+            due = due_sessions(s, DueRules.from_settings(rt.settings), now, session_ids=session_ids, user_id=user_id)
+        for sess, _cursor in due:
+            if stop is not None and stop():
+                run.error = "stopped on request"
+                break
+            try:
+                _one_session(rt, sess, extractor, llm, run, tally)
+            except (CircuitOpen, BudgetExceeded) as exc:
+                run.status, run.error = "stopped", str(exc)
+                break
+        outbox.drain(rt)
+        _render(rt, tally.touched_users)
+    except BaseException as exc:
+        run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        _save_run(rt, run, tally, llm)
+        raise
+    if run.status == "running":
+        run.status = "ok" if not run.failed_sessions else "partial"
+    return _save_run(rt, run, tally, llm)
+
+
+# --------------------------------------------------------------------------- one session
+
+
+def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, tally: Tally) -> None:
+    owner = f"{socket.gethostname()}:{os.getpid()}:{run.id}"
+    name = leases.session_lease(sess.id)
+    if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
+        log.info("session %s is leased by another worker; skipped", sess.id)
+        return
+    try:
+        work = _load_work(rt, sess)
+        if work is None:
+            return
+        try:
+            candidates, _usage = _extract(rt, work, extractor)
+            planned = _plan(rt, work, candidates, llm)
+        except (CircuitOpen, BudgetExceeded):
+            raise
+        except LLMError as exc:
+            _record_failure(rt, sess.id, exc)
+            run.failed_sessions += 1
+            return
+        _apply(rt, work, planned, run, tally)
+        run.sessions += 1
+        run.messages += work.new_messages
+    finally:
+        leases.release(rt.engine, name, owner)
+
+
+def _load_work(rt, sess: Session) -> Work | None:
+    """New messages after the cursor (plus a little overlap), up to the per-pass token budget."""
+    st = rt.settings
+    with session_scope(rt.engine) as s:
+        cursor = s.get(Cursor, sess.id)
+        if cursor is None or cursor.processed_seq >= sess.last_seq or cursor.status == "quarantined":
+            return None
+        start = max(1, cursor.processed_seq - st.overlap_messages + 1)
+        rows = s.exec(
+            select(Message).where(Message.session_id == sess.id).where(Message.seq >= start).order_by(Message.seq)
+        )
+        lines, upto, new, spent = [], cursor.processed_seq, 0, 0
+        for m in rows:
+            line = _line(m, cursor.processed_seq, st.tool_result_chars)
+            cost = count_tokens(line.text)
+            if not line.context_only and new and spent + cost > st.tokens_per_session_pass:
+                break
+            lines.append(line)
+            if not line.context_only:
+                spent, new, upto = spent + cost, new + 1, m.seq
+        processed = cursor.processed_seq
+    return Work(sess, processed, lines, upto, new) if new else None
+
+
+def _line(m: Message, processed_seq: int, tool_chars: int) -> Line:
+    text = m.content if m.role != "tool" else m.content[:tool_chars]
+    return Line(m.seq, m.role, m.name, clean_for_model(text), context_only=m.seq <= processed_seq)
+
+
+def _extract(rt, work: Work, extractor: Extractor) -> tuple[list[Candidate], Usage]:
+    st = rt.settings
+    usage = Usage()
+    found: list[Candidate] = []
+    for chunk in chunk_lines(work.lines, st.chunk_tokens):
+        if st.triage and isinstance(extractor, LLMExtractor) and not worth_a_call(chunk, work.session.mode):
+            continue
+        result = extractor.extract(chunk, work.session.mode)
+        usage = usage + result.usage
+        found.extend(result.candidates)
+    ranked = sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))
+    return [c for _, c in ranked[: st.entries_per_session]], usage
+
+
+# --------------------------------------------------------------------------- consolidation
+
+
+def _scope(sess: Session) -> Scope:
+    return Scope(user_id=sess.user_id, project=sess.project if sess.mode == "code" else None)
+
+
+def _plan(rt, work: Work, candidates: list[Candidate], llm) -> list[Planned]:
+    if not candidates:
+        return []
+    st = rt.settings
+    sess = work.session
+    vectors = rt.embedder.embed([c.text for c in candidates]) if rt.embedder else [None] * len(candidates)
+    hashes = [content_hash(c.text) for c in candidates]
+    with session_scope(rt.engine) as s:
+        by_hash = cabinet.current_by_hash(s, sess.user_id, hashes)
+        forgotten = cabinet.forgotten_hashes(s, sess.user_id, hashes)
+    thresholds = Thresholds(dup=st.dup_threshold, ambiguous_low=st.ambiguous_low)
+    planned: list[Planned] = []
+    for cand, vec, digest in zip(candidates, vectors, hashes):
+        neighbours = _neighbours(rt, sess, cand, vec) + _pending(planned, cand, vec)
+        if digest in by_hash:
+            m = by_hash[digest]
+            neighbours.append(Neighbour(m.id, m.text, m.kind, m.content_hash, 1.0, m.status))
+        d = decide(cand.text, cand.kind, neighbours, thresholds, forgotten_hashes=forgotten, can_judge=llm is not None)
+        planned.append(Planned(cand, d, vec))
+    _judge(llm, planned, _texts(rt, planned))
+    return planned
+
+
+def _neighbours(rt, sess: Session, cand: Candidate, vec) -> list[Neighbour]:
+    k = rt.settings.neighbours
+    scope = _scope(sess)
+    if vec is not None:
+        hits = rt.index.search_dense(list(vec), scope, k, SearchFilter())
+        return [_neighbour(h.payload, h.memory_id, float(h.score)) for h in hits]
+    hits = rt.index.search_text(cand.text, scope, k, SearchFilter())
+    return [_neighbour(h.payload, h.memory_id, token_similarity(cand.text, h.payload.get("text", ""))) for h in hits]
+
+
+def _neighbour(payload: dict, memory_id: str, similarity: float) -> Neighbour:
+    text = payload.get("text", "")
+    return Neighbour(memory_id, text, payload.get("kind", ""), content_hash(text), similarity, payload.get("status", ""))
+
+
+def _pending(planned: list[Planned], cand: Candidate, vec) -> list[Neighbour]:
+    """Candidates added earlier in this session count as neighbours too."""
+    out = []
+    for i, p in enumerate(planned):
+        if p.decision.action not in ("add", "judge", "supersede"):
+            continue
+        if vec is not None and p.vector is not None:
+            sim = float(np.dot(np.asarray(vec), np.asarray(p.vector)))
+        else:
+            sim = token_similarity(cand.text, p.candidate.text)
+        out.append(Neighbour(f"pending:{i}", p.candidate.text, p.candidate.kind, content_hash(p.candidate.text), sim))
+    return out
+
+
+def _texts(rt, planned: list[Planned]) -> dict[str, str]:
+    ids = [p.decision.target for p in planned if p.decision.action == "judge" and p.decision.target]
+    ids = [i for i in ids if not i.startswith("pending:")]
+    if not ids:
+        return {}
+    with session_scope(rt.engine) as s:
+        return {m.id: m.text for m in s.exec(select(Memory).where(Memory.id.in_(ids))).all()}
+
+
+def _judge(llm, planned: list[Planned], texts: dict[str, str]) -> None:
+    """One batched judgement for the session's ambiguous pairs."""
+    pending = [p for p in planned if p.decision.action == "judge"]
+    if not pending:
+        return
+    if llm is None:
+        for p in pending:
+            p.decision = resolve(p.decision, None)
+        return
+    req = JudgeRequest()
+    for p in pending:
+        target = p.decision.target or ""
+        old = planned[int(target.split(":")[1])].candidate.text if target.startswith("pending:") else texts.get(target, "")
+        req.pairs.append((old, p.candidate.text))
+    result, _ = llm.complete_json(system=JUDGE_SYSTEM, user=req.prompt(), schema=Judgements, name="judgements")
+    for p, verdict in zip(pending, verdicts_by_pair(result, len(pending))):
+        p.decision = resolve(p.decision, verdict)
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def _apply(rt, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) -> None:
+    """Memories, history and the cursor in one transaction; the index follows via the outbox."""
+    sess = work.session
+    now = utcnow()
+    with session_scope(rt.engine) as s:
+        cursor = s.get(Cursor, sess.id)
+        if cursor is None or cursor.processed_seq != work.processed_seq:
+            log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
+            return
+        for i, p in enumerate(planned):
+            _apply_one(s, sess, p, planned, run, tally, now, i)
+        cursor.processed_seq = work.upto
+        cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
+        s.add(cursor)
+    tally.candidates += len(planned)
+    if planned:
+        tally.touched_users.add(sess.user_id)
+
+
+def _apply_one(s, sess: Session, p: Planned, planned: list[Planned], run: DreamRun, tally: Tally, now, i: int) -> None:
+    d = p.decision
+    evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": p.candidate.seqs}]
+    if d.action == "reject":
+        tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": d.reason})
+        return
+    target = _target(s, d.target, planned)
+    if d.action == "merge" and target is not None:
+        cabinet.merge_into(s, target, evidence, run_id=run.id, reason=d.reason, importance=p.candidate.importance, now=now)
+        p.memory_id = target.id
+        tally.merged += 1
+        return
+    m = cabinet.add_memory(
+        s, user_id=sess.user_id, agent_id=sess.agent_id, project=sess.project, team=sess.team,
+        kind=p.candidate.kind, text=p.candidate.text, source="dream", evidence=evidence,
+        importance=p.candidate.importance, tags=p.candidate.tags, run_id=run.id, reason=d.reason, now=now,
+    )
+    p.memory_id = m.id
+    tally.added += 1
+    if d.action == "supersede" and target is not None:
+        cabinet.supersede(s, target, m, run_id=run.id, reason=d.reason, now=now)
+        tally.superseded += 1
+
+
+def _target(s, target: str | None, planned: list[Planned]) -> Memory | None:
+    if not target:
+        return None
+    if target.startswith("pending:"):
+        mid = planned[int(target.split(":")[1])].memory_id
+        return s.get(Memory, mid) if mid else None
+    m = s.get(Memory, target)
+    return m if m is not None and m.status in ("candidate", "verified", "review_required") else None
+
+
+def _record_failure(rt, session_id: int, exc: Exception) -> None:
+    with session_scope(rt.engine) as s:
+        cursor = s.get(Cursor, session_id)
+        if cursor is None:
+            return
+        cursor.attempts += 1
+        cursor.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        cursor.status = "quarantined" if cursor.attempts >= rt.settings.max_attempts else "failed"
+        cursor.updated_at = utcnow()
+        s.add(cursor)
+    log.warning("session %s failed (%s): %s", session_id, cursor.status, exc)
+
+
+# --------------------------------------------------------------------------- run record and view
+
+
+def _guarded(rt):
+    if rt.llm is None:
+        return None
+    st = rt.settings
+    return GuardedLLM(rt.llm, token_budget=st.llm_pass_token_budget, breaker_threshold=st.llm_breaker_threshold)
+
+
+def _extractor(rt, llm) -> Extractor:
+    if llm is None:
+        return RulesExtractor(limit=rt.settings.entries_per_session)
+    return LLMExtractor(llm, limit=rt.settings.entries_per_session)
+
+
+def _start_run(rt, trigger: str, extractor: str) -> DreamRun:
+    with session_scope(rt.engine) as s:
+        run = DreamRun(trigger=trigger, status="running", extractor=extractor)
+        s.add(run)
+    return run
+
+
+def _finish_skipped(rt, trigger: str, reason: str) -> DreamRun:
+    with session_scope(rt.engine) as s:
+        run = DreamRun(trigger=trigger, status="skipped_busy", error=reason, finished_at=utcnow())
+        s.add(run)
+    return run
+
+
+def _save_run(rt, run: DreamRun, tally: Tally, llm) -> DreamRun:
+    run.candidates, run.added, run.merged = tally.candidates, tally.added, tally.merged
+    run.superseded, run.rejected, run.rejections = tally.superseded, len(tally.rejected), tally.rejected
+    if llm is not None:
+        run.llm_calls = llm.calls
+        run.prompt_tokens, run.completion_tokens = llm.usage.prompt_tokens, llm.usage.completion_tokens
+    run.finished_at = utcnow()
+    with session_scope(rt.engine) as s:
+        s.add(run)
+    return run
+
+
+def _render(rt, users: set[str]) -> None:
+    for user_id in sorted(users):
+        render_user(rt, user_id)
+
+
+def render_user(rt, user_id: str) -> None:
+    with session_scope(rt.engine) as s:
+        memories = cabinet.current_memories(s, user_id)
+    files = markdown.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
+    markdown.write_files(files)

@@ -1,0 +1,91 @@
+"""The small context object a process builds once: settings, store, and lazily the index,
+embedder, LLM and busy signal. Constructors accept ready-made parts, so tests hand in real
+local ones instead of patching."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from dreamer import db
+from dreamer.config import Settings
+
+log = logging.getLogger(__name__)
+
+_UNSET: Any = object()
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: Engine
+    _llm: Any = _UNSET
+    _embedder: Any = _UNSET
+    _index: Any = _UNSET
+    _busy: Any = _UNSET
+    _owned: list = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        *,
+        engine: Engine | None = None,
+        llm: Any = _UNSET,
+        embedder: Any = _UNSET,
+        index: Any = _UNSET,
+        busy: Any = _UNSET,
+        check_schema: bool = True,
+    ) -> "Runtime":
+        eng = engine or db.make_engine(settings.resolved_database_url())
+        if check_schema:
+            db.require_schema(eng)
+        return cls(settings, eng, llm, embedder, index, busy)
+
+    @property
+    def llm(self):
+        if self._llm is _UNSET:
+            from dreamer.llm import build_llm
+
+            self._llm = build_llm(self.settings)
+        return self._llm
+
+    @property
+    def embedder(self):
+        if self._embedder is _UNSET:
+            from dreamer.embed import build_embedder
+
+            self._embedder = build_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def index(self):
+        if self._index is _UNSET:
+            from dreamer.index import build_index
+
+            dim = self.embedder.dim if self.embedder else self.settings.embed_dim
+            self._index = build_index(self.settings, dim)
+            self._owned.append(self._index)
+        return self._index
+
+    @property
+    def busy(self):
+        if self._busy is _UNSET:
+            from dreamer.busy import SqlBusySignal
+
+            self._busy = SqlBusySignal(self.engine, window_seconds=self.settings.busy_window_seconds)
+        return self._busy
+
+    def close(self) -> None:
+        for part in self._owned:
+            part.close()
+        self._owned.clear()
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,48 @@
+from datetime import timedelta
+
+from dreamer.due import DueRules, due_sessions, is_due
+from dreamer.db import session_scope
+from dreamer.models import Cursor, Session, utcnow
+
+RULES = DueRules(min_rounds=4, quiet=timedelta(minutes=10), max_age=timedelta(days=30), limit=10)
+
+
+def test_is_due_policy():
+    now = utcnow()
+    ok = dict(last_seq=10, processed_seq=5, status="ok", rounds=4, updated_at=now - timedelta(hours=1), now=now, rules=RULES)
+    assert is_due(**ok)
+    assert not is_due(**{**ok, "processed_seq": 10})
+    assert not is_due(**{**ok, "status": "quarantined"})
+    assert is_due(**{**ok, "status": "failed"})
+    assert not is_due(**{**ok, "rounds": 3})
+    assert not is_due(**{**ok, "updated_at": now - timedelta(minutes=5)})
+    assert not is_due(**{**ok, "updated_at": now - timedelta(days=31)})
+    assert is_due(**{**ok, "rounds": 1, "updated_at": now}, explicit=True)
+    assert not is_due(**{**ok, "status": "quarantined"}, explicit=True)
+
+
+def _add(s, ext, *, last_seq, processed, status="ok", rounds=5, age=timedelta(hours=1), now):
+    sess = Session(external_id=ext, source="t", user_id="u", last_seq=last_seq, rounds=rounds, updated_at=now - age, created_at=now - age)
+    s.add(sess)
+    s.flush()
+    s.add(Cursor(session_id=sess.id, processed_seq=processed, status=status))
+    return sess
+
+
+def test_sql_selection_matches_the_policy_oldest_first(engine):
+    now = utcnow()
+    with session_scope(engine) as s:
+        _add(s, "young", last_seq=5, processed=0, age=timedelta(minutes=1), now=now)
+        _add(s, "done", last_seq=5, processed=5, now=now)
+        _add(s, "quarantined", last_seq=5, processed=0, status="quarantined", now=now)
+        _add(s, "short", last_seq=5, processed=0, rounds=2, now=now)
+        _add(s, "old", last_seq=5, processed=0, age=timedelta(days=40), now=now)
+        _add(s, "b", last_seq=9, processed=3, age=timedelta(hours=1), now=now)
+        _add(s, "a", last_seq=9, processed=0, status="failed", age=timedelta(hours=2), now=now)
+    with session_scope(engine) as s:
+        got = [sess.external_id for sess, _ in due_sessions(s, RULES, now)]
+        assert got == ["a", "b"]
+        limited = DueRules(RULES.min_rounds, RULES.quiet, RULES.max_age, limit=1)
+        assert [x.external_id for x, _ in due_sessions(s, limited, now)] == ["a"]
+        young_id = s.exec(Session.__table__.select().where(Session.external_id == "young")).first().id
+        assert [x.external_id for x, _ in due_sessions(s, RULES, now, session_ids=[young_id])] == ["young"]

@@ -1,0 +1,1 @@
+"""Deployment shells around the dreamer library: the scheduler daemon and Celery workers."""
