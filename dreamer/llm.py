@@ -1,0 +1,408 @@
+"""The LLM client: JSON answers validated into pydantic models, with retries, one repair and a pass guard."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+
+import openai
+import tenacity
+from openai.types.chat import ChatCompletion
+from pydantic import BaseModel, ValidationError
+
+from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError, LLMInvalidOutput, TransientLLMError
+
+if TYPE_CHECKING:
+    from dreamer.config import Settings
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+REPAIR_PROMPT = (
+    "Your previous reply was not valid: {problem}. "
+    "Reply again with only the corrected JSON object, matching the required schema."
+)
+SCHEMA_PROMPT = "Reply with a single JSON object that matches this JSON schema:\n{schema}"
+
+
+@dataclass
+class Usage:
+    """Tokens reported by the server, and how many HTTP requests were made."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.requests + other.requests,
+        )
+
+    def add(self, other: Usage) -> None:
+        """Add `other` in place."""
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.requests += other.requests
+
+
+class LLM(Protocol):
+    """Asks a model for one JSON object validated into `schema`."""
+
+    name: str
+
+    def complete_json(
+        self, *, system: str, user: str, schema: type[M], name: str = "result"
+    ) -> tuple[M, Usage]: ...
+
+
+def compute_backoff(
+    attempt: int, *, base: float, cap: float, retry_after: float | None, rand: float
+) -> float:
+    """Full-jitter exponential backoff for retry number `attempt` (1-based).
+
+    The ceiling is ``min(cap, base * 2 ** (attempt - 1))``; the wait is ``rand * ceiling``
+    with ``rand`` in [0, 1). A server's Retry-After is a floor: ``max(retry_after, wait)``.
+    """
+    ceiling = min(cap, base * 2 ** max(attempt - 1, 0))
+    wait = rand * ceiling
+    if retry_after is not None and retry_after > wait:
+        return float(retry_after)
+    return wait
+
+
+@dataclass
+class _Answer:
+    """The assistant's content, or the reason there is no usable content."""
+
+    content: str | None
+    problem: str | None = None
+
+
+class OpenAILLM:
+    """`LLM` over the official openai client; build the client with ``max_retries=0``."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        *,
+        model: str,
+        max_retries: int = 4,
+        retry_base: float = 1.0,
+        retry_cap: float = 30.0,
+        json_schema: bool = True,
+        temperature: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.name = model
+        self.max_retries = max_retries
+        self.retry_base = retry_base
+        self.retry_cap = retry_cap
+        self.json_schema = json_schema
+        self.temperature = temperature
+        self._sleep = sleep
+        self._rand = rand
+
+    def complete_json(
+        self, *, system: str, user: str, schema: type[M], name: str = "result"
+    ) -> tuple[M, Usage]:
+        """One validated answer; at most one repair call. Errors carry ``usage``."""
+        usage = Usage()
+        try:
+            return self._complete(system, user, schema, name, usage), usage
+        except LLMError as exc:
+            exc.usage = usage  # type: ignore[attr-defined]
+            raise
+
+    # --- the conversation -----------------------------------------------------
+    def _complete(self, system: str, user: str, schema: type[M], name: str, usage: Usage) -> M:
+        answer = self._ask(system, user, schema, name, [], usage)
+        parsed, problem = _validate(schema, answer)
+        if parsed is not None:
+            return parsed
+        log.warning("invalid output from %s (%s); asking once for a repair", self.model, problem)
+        answer = self._ask(system, user, schema, name, _repair_messages(answer, problem), usage)
+        parsed, problem = _validate(schema, answer)
+        if parsed is not None:
+            return parsed
+        raise LLMInvalidOutput(f"invalid output after one repair: {problem}")
+
+    def _ask(
+        self, system: str, user: str, schema: type[BaseModel], name: str, extra: list[dict], usage: Usage
+    ) -> _Answer:
+        while True:
+            messages = [{"role": "system", "content": self._system(system, schema)},
+                        {"role": "user", "content": user}, *extra]
+            try:
+                return self._send_with_retries(messages, self._response_format(schema, name), usage)
+            except openai.BadRequestError as exc:
+                if not (self.json_schema and _rejects_response_format(exc)):
+                    raise _rejected(exc) from exc
+                log.warning("%s does not accept json_schema; switching to json_object", self.model)
+                self.json_schema = False
+            except openai.APIStatusError as exc:
+                raise _rejected(exc) from exc
+
+    def _system(self, system: str, schema: type[BaseModel]) -> str:
+        if self.json_schema:
+            return system
+        return f"{system}\n\n{SCHEMA_PROMPT.format(schema=json.dumps(schema.model_json_schema()))}"
+
+    def _response_format(self, schema: type[BaseModel], name: str) -> dict[str, Any]:
+        if not self.json_schema:
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": False},
+        }
+
+    # --- one request, retried -----------------------------------------------------
+    def _send_with_retries(self, messages: list[dict], response_format: dict, usage: Usage) -> _Answer:
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(is_transient),
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            before_sleep=_log_retry,
+            retry_error_callback=_give_up,
+        )
+        return retrying(self._send_once, messages, response_format, usage)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        return compute_backoff(
+            state.attempt_number,
+            base=self.retry_base,
+            cap=self.retry_cap,
+            retry_after=retry_after_of(exc),
+            rand=self._rand(),
+        )
+
+    def _send_once(self, messages: list[dict], response_format: dict, usage: Usage) -> _Answer:
+        usage.requests += 1
+        try:
+            completion = self.client.chat.completions.create(
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                response_format=response_format,  # type: ignore[arg-type]
+                temperature=self.temperature,
+            )
+        except json.JSONDecodeError as exc:
+            return _Answer(None, f"response body is not JSON ({exc.msg})")
+        except openai.APIResponseValidationError as exc:
+            return _Answer(None, f"response body is not a chat completion ({exc.message})")
+        if not isinstance(completion, ChatCompletion):
+            return _Answer(None, "response body is not a chat completion")
+        _add_usage(usage, completion)
+        return _answer_of(completion)
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+def is_transient(exc: BaseException) -> bool:
+    """429, 5xx, timeouts and connection errors are worth retrying."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return False
+
+
+def retry_after_of(exc: BaseException | None) -> float | None:
+    """The Retry-After seconds of a 429/503 answer, when present and numeric."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in RETRY_AFTER_STATUSES:
+        return None
+    value = exc.response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        log.debug("ignoring non-numeric Retry-After %r", value)
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def _describe(exc: BaseException | None) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {_error_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return exc.message
+
+
+def _rejected(exc: openai.APIStatusError) -> LLMError:
+    return LLMError(f"LLM request rejected, {_describe(exc)}")
+
+
+def _rejects_response_format(exc: openai.BadRequestError) -> bool:
+    return exc.param == "response_format" or "response_format" in _error_message(exc)
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    log.warning(
+        "LLM request failed (%s); retry %d in %.2fs", _describe(exc), state.attempt_number, state.upcoming_sleep
+    )
+
+
+def _give_up(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    raise TransientLLMError(
+        f"LLM unavailable after {state.attempt_number} attempts, {_describe(exc)}", delay=state.upcoming_sleep
+    ) from exc
+
+
+def _add_usage(usage: Usage, completion: ChatCompletion) -> None:
+    reported = getattr(completion, "usage", None)
+    if reported is None:
+        return
+    usage.prompt_tokens += reported.prompt_tokens or 0
+    usage.completion_tokens += reported.completion_tokens or 0
+
+
+def _answer_of(completion: ChatCompletion) -> _Answer:
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        return _Answer(None, "no choices in the response")
+    choice = choices[0]
+    message = choice.message
+    if getattr(message, "refusal", None):
+        return _Answer(None, f"the model refused: {message.refusal}")
+    if choice.finish_reason == "length":
+        return _Answer(message.content, "output truncated (finish_reason=length)")
+    if not message.content:
+        return _Answer(None, "empty content")
+    return _Answer(message.content)
+
+
+def _validate(schema: type[M], answer: _Answer) -> tuple[M | None, str]:
+    if answer.problem is not None or answer.content is None:
+        return None, answer.problem or "empty content"
+    try:
+        return schema.model_validate_json(answer.content), ""
+    except ValidationError as exc:
+        return None, _summarise(exc)
+
+
+def _summarise(exc: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{where}: {err['msg']}")
+    more = f" (+{exc.error_count() - limit} more)" if exc.error_count() > limit else ""
+    return "; ".join(parts) + more
+
+
+def _repair_messages(answer: _Answer, problem: str) -> list[dict]:
+    messages: list[dict] = []
+    if answer.content:
+        messages.append({"role": "assistant", "content": answer.content})
+    messages.append({"role": "user", "content": REPAIR_PROMPT.format(problem=problem)})
+    return messages
+
+
+# --- the pass guard -----------------------------------------------------------------
+
+
+class GuardedLLM:
+    """Wraps an `LLM` for one pass: a token budget and a consecutive-failure breaker.
+
+    ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``.
+    A `breaker_threshold` of 0 or less disables the breaker.
+    """
+
+    def __init__(self, inner: LLM, *, token_budget: int, breaker_threshold: int) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.token_budget = token_budget
+        self.breaker_threshold = breaker_threshold
+        self.calls = 0
+        self.usage = Usage()
+        self.consecutive_failures = 0
+        self.open_reason: str | None = None
+
+    def complete_json(
+        self, *, system: str, user: str, schema: type[M], name: str = "result"
+    ) -> tuple[M, Usage]:
+        self._check()
+        try:
+            result, usage = self.inner.complete_json(system=system, user=user, schema=schema, name=name)
+        except LLMError as exc:
+            self._record(getattr(exc, "usage", None))
+            self._failed(exc)
+            raise
+        self._record(usage)
+        self.consecutive_failures = 0
+        return result, usage
+
+    def _check(self) -> None:
+        if self.open_reason is not None:
+            raise CircuitOpen(f"circuit open: {self.open_reason}")
+        spent = self.usage.total_tokens
+        if spent >= self.token_budget:
+            raise BudgetExceeded(f"token budget spent: {spent} of {self.token_budget} tokens")
+
+    def _record(self, usage: Usage | None) -> None:
+        usage = usage if usage is not None else Usage()
+        self.usage.add(usage)
+        self.calls += max(usage.requests, 1)
+
+    def _failed(self, exc: LLMError) -> None:
+        self.consecutive_failures += 1
+        if 0 < self.breaker_threshold <= self.consecutive_failures:
+            self.open_reason = (
+                f"{self.consecutive_failures} consecutive LLM failures, last: {type(exc).__name__}: {exc}"
+            )
+            log.error("LLM circuit opened: %s", self.open_reason)
+
+
+# --- construction -------------------------------------------------------------------
+
+
+def build_openai_client(settings: Settings) -> openai.OpenAI:
+    """The openai client for `settings`, with its own retries off (``max_retries=0``).
+
+    `OpenAILLM` owns the retry policy (backoff, Retry-After, error mapping); leaving the
+    client's built-in retries on would multiply attempts and hide them from the counts.
+    """
+    return openai.OpenAI(
+        base_url=settings.llm_base_url,
+        api_key=settings.llm_api_key or "none",
+        timeout=settings.llm_timeout,
+        max_retries=0,
+    )
+
+
+def build_llm(settings: Settings) -> LLM | None:
+    """An `OpenAILLM` for the configured endpoint, or None when no endpoint is set."""
+    if not settings.llm_base_url:
+        return None
+    return OpenAILLM(
+        build_openai_client(settings),
+        model=settings.llm_model,
+        max_retries=settings.llm_max_retries,
+        retry_base=settings.llm_retry_base,
+        retry_cap=settings.llm_retry_cap,
+        json_schema=settings.llm_json_schema,
+    )
