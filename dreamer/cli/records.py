@@ -55,7 +55,7 @@ def ingest(
     user: str = typer.Option(None, "--user", help="User the sessions belong to (LoCoMo: defaults to sample_id)."),
     agent: str = typer.Option(None, "--agent"),
     project: str = typer.Option(None, "--project"),
-    mode: str = typer.Option("agent", "--mode", help="agent|code"),
+    mode: str = typer.Option(None, "--mode", help="agent|code (default: code for Claude Code, else agent)"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Import transcripts; re-importing a file appends only what is new."""
@@ -63,7 +63,7 @@ def ingest(
 
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if mode not in ("agent", "code"):
+    if mode not in (None, "agent", "code"):
         raise IngestError(f"unknown mode {mode!r}; choose agent or code")
     settings = settings_of(ctx)
     engine = prepare(settings)

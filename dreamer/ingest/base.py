@@ -1,0 +1,231 @@
+"""Parsed transcript shapes shared by every importer, and the line-level helpers they use."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Iterator
+
+from dreamer.config import Settings
+from dreamer.errors import IngestError
+from dreamer.models import ROLES
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["max_message_bytes"].default
+MAX_FIELD_CHARS = 255  # name, tool_call_id and external ids fit a VARCHAR(255)
+_EPOCH_MS_THRESHOLD = 100_000_000_000  # numbers above this are epoch milliseconds
+
+
+@dataclass
+class ParsedMessage:
+    """One message of a transcript, normalised to the store's shape."""
+
+    role: str
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict] | None = None
+    created_at: datetime | None = None
+    meta: dict | None = None
+    line: int | None = None
+
+
+@dataclass
+class ParsedSession:
+    """One conversation of a transcript file."""
+
+    external_id: str
+    messages: list[ParsedMessage]
+    user_id: str | None = None
+    project: str | None = None
+    title: str | None = None
+    created_at: datetime | None = None
+    source: str = ""
+
+
+@dataclass
+class Rejection:
+    """A part of a file that was not imported, and why."""
+
+    path: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return f"{self.path}: {self.reason}"
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class ParseResult:
+    sessions: list[ParsedSession] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+class LineRejected(Exception):
+    """Raised inside an importer for one bad line or item; becomes a `Rejection`."""
+
+
+# --- reading ------------------------------------------------------------------
+
+
+def read_bytes(path: Path) -> bytes:
+    """The whole file, or `IngestError` when it cannot be read."""
+    path = Path(path)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IngestError(_unreadable(path, exc)) from exc
+
+
+def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, raw bytes) for every line; opening errors become `IngestError`."""
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise IngestError(_unreadable(path, exc)) from exc
+    with handle:
+        try:
+            for lineno, raw in enumerate(handle, start=1):
+                yield lineno, raw
+        except OSError as exc:
+            raise IngestError(_unreadable(path, exc)) from exc
+
+
+def iter_json_lines(path: Path, rejections: list[Rejection]) -> Iterator[tuple[int, Any]]:
+    """Decoded JSON values of the non-blank lines; bad UTF-8 or JSON lines are rejected."""
+    where = str(path)
+    for lineno, raw in iter_raw_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            rejections.append(Rejection(where, lineno, f"not valid UTF-8 (byte offset {exc.start})"))
+            continue
+        if lineno == 1:
+            text = text.lstrip("\ufeff")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            rejections.append(Rejection(where, lineno, f"invalid JSON: {exc.msg} at column {exc.colno}"))
+            continue
+        yield lineno, value
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    if path.is_dir():
+        return f"cannot read {path}: it is a directory"
+    reason = exc.strerror or exc.__class__.__name__
+    return f"cannot read {path}: {reason}"
+
+
+# --- values -------------------------------------------------------------------
+
+
+def clean_text(value: str) -> str:
+    """Text the SQL stores accept: NUL characters and lone surrogates become U+FFFD."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+def optional_text(value: Any, what: str) -> str | None:
+    """A short optional string field (name, ids); rejects non-strings and over-long values."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise LineRejected(f"{what} must be a string")
+    value = clean_text(value)
+    if len(value) > MAX_FIELD_CHARS:
+        raise LineRejected(f"{what} longer than {MAX_FIELD_CHARS} characters")
+    return value
+
+
+def short_title(value: Any) -> str | None:
+    """A title cut to the column width; None for non-strings and blanks."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return clean_text(value.strip())[:MAX_FIELD_CHARS]
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """ISO 8601 text or epoch seconds/milliseconds as aware UTC; None when absent or unreadable."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return as_utc(value)
+    if isinstance(value, (int, float)):
+        seconds = value / 1000 if abs(value) > _EPOCH_MS_THRESHOLD else value
+        try:
+            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        try:
+            return parse_timestamp(float(text))
+        except ValueError:
+            log.debug("unreadable timestamp %r", value)
+            return None
+    return as_utc(parsed)
+
+
+def as_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def to_json_text(value: Any) -> str:
+    """Tool-call arguments as JSON text (strings are kept as they are)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    return clean_text(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def message_size(message: ParsedMessage) -> int:
+    """UTF-8 bytes of the content plus any tool-call arguments."""
+    size = len(message.content.encode("utf-8"))
+    for call in message.tool_calls or ():
+        size += len(str(call.get("arguments") or "").encode("utf-8"))
+    return size
+
+
+def check_message(message: ParsedMessage, max_message_bytes: int) -> None:
+    """Reject a message with an unknown role or over the size limit."""
+    if message.role not in ROLES:
+        raise LineRejected(f"unknown role {message.role!r}")
+    size = message_size(message)
+    if size > max_message_bytes:
+        raise LineRejected(f"message is {size} bytes, over the {max_message_bytes}-byte limit")
+
+
+def session_start(messages: list[ParsedMessage]) -> datetime | None:
+    """The earliest message time, if any message has one."""
+    times = [m.created_at for m in messages if m.created_at is not None]
+    return min(times) if times else None
+
+
+def project_name(cwd: str | None) -> str | None:
+    """Basename of a POSIX or Windows working directory."""
+    if not cwd:
+        return None
+    pure = PureWindowsPath(cwd) if "\\" in cwd else PurePosixPath(cwd)
+    return pure.name[:MAX_FIELD_CHARS] or None

@@ -1,0 +1,391 @@
+"""Writing transcripts to the SQL store: the recording API and whole-file ingest.
+
+Recording is idempotent: a transcript given again appends only the messages beyond what is
+stored, and a transcript whose stored messages differ is left untouched and reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlmodel import Session as DBSession
+
+from dreamer.db import is_postgres, session_scope
+from dreamer.errors import IngestError
+from dreamer.ingest.base import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_FIELD_CHARS,
+    LineRejected,
+    ParsedMessage,
+    ParsedSession,
+    Rejection,
+    as_utc,
+    clean_text,
+)
+from dreamer.ingest import openai_jsonl
+from dreamer.ingest.detect import PARSERS, resolve_format
+from dreamer.models import MODES, ROLES, Cursor, Message, Session, utcnow
+from dreamer.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+INSERT_BATCH = 1000
+CHANGED_REASON = "transcript changed: earlier messages differ from the stored ones; not imported"
+CODE_FORMATS = ("claude-code",)
+
+
+@dataclass
+class RecordResult:
+    session_id: int
+    external_id: str
+    added: int
+    skipped: int
+    changed: bool = False
+
+
+@dataclass
+class FileReport:
+    path: str
+    format: str
+    sessions: list[RecordResult] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+    @property
+    def added(self) -> int:
+        return sum(r.added for r in self.sessions)
+
+    @property
+    def skipped(self) -> int:
+        return sum(r.skipped for r in self.sessions)
+
+
+@dataclass
+class _Target:
+    """Which session row a transcript belongs to, and what to create it with."""
+
+    external_id: str
+    user_id: str
+    source: str
+    agent_id: str | None = None
+    project: str | None = None
+    team: str | None = None
+    mode: str = "agent"
+    title: str | None = None
+    created_at: datetime | None = None
+
+
+# --- public API -----------------------------------------------------------------
+
+
+def record_messages(
+    engine: Engine,
+    external_id: str,
+    messages: Sequence[ParsedMessage | dict],
+    *,
+    user_id: str,
+    agent_id: str | None = None,
+    project: str | None = None,
+    team: str | None = None,
+    mode: str = "agent",
+    source: str = "api",
+    title: str | None = None,
+    db_session: DBSession | None = None,
+) -> RecordResult:
+    """Store a session's transcript (the whole of it, as known so far); append only the new tail.
+
+    Works inside `db_session` without committing when one is given, else in its own transaction.
+    Raises `IngestError` for an invalid message or argument.
+    """
+    parsed = [as_message(m, i) for i, m in enumerate(messages, start=1)]
+    target = _target(external_id, user_id, source, agent_id, project, team, mode, title)
+    if db_session is not None:
+        return _record(db_session, target, parsed)
+    with session_scope(engine) as s:
+        return _record(s, target, parsed)
+
+
+def ingest_file(
+    engine: Engine,
+    path: Path,
+    *,
+    fmt: str = "auto",
+    user_id: str | None,
+    agent_id: str | None = None,
+    project: str | None = None,
+    team: str | None = None,
+    mode: str | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> FileReport:
+    """Parse one file and store all its sessions in one transaction.
+
+    The importer's user id (LoCoMo) and project (Claude Code, OpenClaw) fill in for None
+    arguments; `mode` None means ``code`` for Claude Code and ``agent`` otherwise.
+    """
+    path = Path(path)
+    name = resolve_format(path, fmt)
+    parsed = PARSERS[name](path, max_message_bytes=max_message_bytes)
+    report = FileReport(path=str(path), format=name, rejections=list(parsed.rejections))
+    targets = [
+        _session_target(ps, name, user_id, agent_id, project, team, mode, path) for ps in parsed.sessions
+    ]
+    with session_scope(engine) as s:
+        for ps, target in zip(parsed.sessions, targets):
+            result = _record(s, target, ps.messages)
+            report.sessions.append(result)
+            if result.changed:
+                report.rejections.append(Rejection(str(path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
+    log.info(
+        "ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
+        path, name, len(report.sessions), report.added, report.skipped, len(report.rejections),
+    )
+    return report
+
+
+def content_hash(role: str, name: str | None, content: str, tool_call_id: str | None) -> str:
+    """sha256 of a message's identity: role, name, content and tool call id."""
+    payload = json.dumps([role, name, content, tool_call_id], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def as_message(item: ParsedMessage | dict, position: int = 0) -> ParsedMessage:
+    """Validate a message given to the recording API; dicts become `ParsedMessage`."""
+    if isinstance(item, ParsedMessage):
+        message = item
+        if isinstance(message.content, str):
+            message = replace(message, content=clean_text(message.content))
+    elif isinstance(item, dict):
+        message = _from_dict(item, position)
+    else:
+        raise IngestError(f"message {position}: expected a dict or ParsedMessage, got {type(item).__name__}")
+    if message.role not in ROLES:
+        raise IngestError(f"message {position}: unknown role {message.role!r} (expected one of {', '.join(ROLES)})")
+    if not isinstance(message.content, str):
+        raise IngestError(f"message {position}: content must be a string")
+    for what in ("name", "tool_call_id"):
+        value = getattr(message, what)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_FIELD_CHARS):
+            raise IngestError(f"message {position}: {what} must be a string of at most {MAX_FIELD_CHARS} characters")
+    return message
+
+
+# --- validation helpers -----------------------------------------------------------
+
+
+def _from_dict(item: dict, position: int) -> ParsedMessage:
+    """An OpenAI-style message dict (string or list-of-parts content, tool calls)."""
+    try:
+        message = openai_jsonl.to_message(item)
+    except LineRejected as exc:
+        raise IngestError(f"message {position}: {exc}") from exc
+    if isinstance(item.get("meta"), dict):
+        message.meta = item["meta"]
+    return message
+
+
+def _target(
+    external_id: str,
+    user_id: str | None,
+    source: str,
+    agent_id: str | None,
+    project: str | None,
+    team: str | None,
+    mode: str,
+    title: str | None,
+    created_at: datetime | None = None,
+) -> _Target:
+    for what, value in (("external_id", external_id), ("user_id", user_id), ("source", source)):
+        if not isinstance(value, str) or not value:
+            raise IngestError(f"{what} is required")
+    for what, value in (("external_id", external_id), ("user_id", user_id), ("agent_id", agent_id),
+                        ("project", project), ("team", team)):
+        if value is not None and len(value) > MAX_FIELD_CHARS:
+            raise IngestError(f"{what} longer than {MAX_FIELD_CHARS} characters")
+    if mode not in MODES:
+        raise IngestError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+    return _Target(
+        external_id=external_id,
+        user_id=user_id,  # type: ignore[arg-type]  (checked above)
+        source=source,
+        agent_id=agent_id,
+        project=project,
+        team=team,
+        mode=mode,
+        title=title[:MAX_FIELD_CHARS] if title else None,
+        created_at=created_at,
+    )
+
+
+def _session_target(
+    ps: ParsedSession,
+    fmt: str,
+    user_id: str | None,
+    agent_id: str | None,
+    project: str | None,
+    team: str | None,
+    mode: str | None,
+    path: Path,
+) -> _Target:
+    owner = user_id if user_id is not None else ps.user_id
+    if owner is None:
+        raise IngestError(f"{path}: no user id given and the {fmt} format does not carry one")
+    return _target(
+        ps.external_id,
+        owner,
+        ps.source or fmt,
+        agent_id,
+        project if project is not None else ps.project,
+        team,
+        mode or ("code" if fmt in CODE_FORMATS else "agent"),
+        ps.title,
+        ps.created_at,
+    )
+
+
+# --- writing ----------------------------------------------------------------------
+
+
+def _record(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> RecordResult:
+    row = _session_row(s, target, messages)
+    hashes = [content_hash(m.role, m.name, m.content, m.tool_call_id) for m in messages]
+    matched = _stored_prefix(s, row.id, hashes)  # type: ignore[arg-type]
+    if matched is None:
+        log.warning("session %s (%s): %s", target.external_id, row.id, CHANGED_REASON)
+        return RecordResult(row.id, target.external_id, added=0, skipped=0, changed=True)  # type: ignore[arg-type]
+    new = messages[matched:]
+    if new:
+        if row.title is None and target.title:
+            row.title = target.title
+        _append(s, row, new, hashes[matched:])
+    return RecordResult(row.id, target.external_id, added=len(new), skipped=matched)  # type: ignore[arg-type]
+
+
+def _session_row(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> Session:
+    """The session row, created (with its cursor) when missing.
+
+    PostgreSQL locks the row FOR UPDATE. SQLite tries the insert first, so the transaction holds
+    the write lock before it reads what is stored and concurrent writers queue instead of clashing.
+    """
+    key = (
+        (Session.user_id == target.user_id)
+        & (Session.source == target.source)
+        & (Session.external_id == target.external_id)
+    )
+    query = select(Session).where(key).with_for_update().execution_options(populate_existing=True)
+    if is_postgres(s.get_bind()):
+        row = s.exec(query).scalars().first()
+        if row is not None:
+            return row
+    created = _insert_session(s, target, messages)
+    if created is not None:
+        s.exec(insert(Cursor).values(session_id=created, processed_seq=0, updated_at=utcnow()))
+    return s.exec(query).scalars().one()
+
+
+def _insert_session(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> int | None:
+    """Insert the session row unless a concurrent writer did; the new id, or None."""
+    now = utcnow()
+    started = target.created_at or next((m.created_at for m in messages if m.created_at), None) or now
+    values = dict(
+        external_id=target.external_id,
+        source=target.source,
+        user_id=target.user_id,
+        agent_id=target.agent_id,
+        project=target.project,
+        team=target.team,
+        mode=target.mode,
+        title=target.title,
+        created_at=as_utc(started),
+        updated_at=now,
+        message_count=0,
+        rounds=0,
+        last_seq=0,
+    )
+    dialect = s.get_bind().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        module = postgresql if dialect == "postgresql" else sqlite
+        stmt = (
+            module.insert(Session)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["user_id", "source", "external_id"])
+            .returning(Session.id)
+        )
+    else:
+        stmt = insert(Session).values(**values).returning(Session.id)
+    return s.exec(stmt).scalar_one_or_none()
+
+
+def _stored_prefix(s: DBSession, session_id: int, hashes: list[str]) -> int | None:
+    """How many leading messages are already stored, or None when a stored one differs."""
+    if not hashes:
+        return 0
+    stored = s.exec(
+        select(Message.content_hash)
+        .where(Message.session_id == session_id)
+        .order_by(Message.seq)
+        .limit(len(hashes))
+    ).scalars()
+    matched = 0
+    for stored_hash, given_hash in zip(stored, hashes):
+        if stored_hash != given_hash:
+            return None
+        matched += 1
+    return matched
+
+
+def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: list[str]) -> None:
+    now = utcnow()
+    first_seq = row.last_seq + 1
+    session_id: int = row.id  # type: ignore[assignment]
+    rows = [
+        _message_row(session_id, first_seq + i, m, digest, now)
+        for i, (m, digest) in enumerate(zip(messages, hashes))
+    ]
+    for batch in _batches(rows):
+        s.exec(insert(Message), params=batch)
+    row.last_seq = first_seq + len(messages) - 1
+    row.message_count += len(messages)
+    row.rounds += sum(1 for m in messages if m.role == "user")
+    row.updated_at = now
+    s.add(row)
+    s.flush()
+
+
+def _message_row(session_id: int, seq: int, m: ParsedMessage, digest: str, now: datetime) -> dict:
+    values: dict[str, Any] = {
+        "session_id": session_id,
+        "seq": seq,
+        "role": m.role,
+        "name": m.name,
+        "content": m.content,
+        "tool_call_id": m.tool_call_id,
+        "content_hash": digest,
+        "created_at": as_utc(m.created_at) if m.created_at else now,
+        "token_count": count_tokens(m.content),
+    }
+    # JSON columns are left out rather than given None, so they hold SQL NULL, not JSON null.
+    if m.tool_calls is not None:
+        values["tool_calls"] = m.tool_calls
+    if m.meta is not None:
+        values["meta"] = m.meta
+    return values
+
+
+def _batches(rows: list[dict]) -> Iterator[list[dict]]:
+    """Runs of at most INSERT_BATCH rows sharing the same keys, in order."""
+    batch: list[dict] = []
+    for row in rows:
+        if batch and (len(batch) >= INSERT_BATCH or row.keys() != batch[0].keys()):
+            yield batch
+            batch = []
+        batch.append(row)
+    if batch:
+        yield batch
