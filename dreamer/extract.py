@@ -163,7 +163,7 @@ def _anchor(cand: Candidate, valid: set[int]) -> Candidate:
 
 # --------------------------------------------------------------------------- rules extractor
 
-_S = r"(?:(?!,? (?:and|but) I\b)[^.!?\n]){3,200}"
+_S = r"(?:(?!,? (?:and|but) I\b|, (?:but|so) )[^.!?\n]){3,200}"
 _AGENT_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("preference", re.compile(rf"\bI (?:really )?(?:prefer|like|love|enjoy|hate|dislike|can't stand|don't like){_S}", re.I)),
     ("preference", re.compile(rf"\b(?:please )?(?:always|never) (?:use|write|call|reply|answer|give|show|include|add|put|keep|format|make){_S}", re.I)),
@@ -171,13 +171,14 @@ _AGENT_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("profile", re.compile(rf"\bmy name is {_S}", re.I)),
     ("profile", re.compile(rf"\b(?:call me|I live in|I work (?:as|at|for|on)|I'm from|I am from|I grew up in){_S}", re.I)),
     ("profile", re.compile(rf"\bI(?:'m| am) an? (?!bit\b|little\b|lot\b)[a-z]{_S}", re.I)),
+    ("profile", re.compile(r"\bI(?:'m| am) (?:vegetarian|vegan|pescatarian|lactose intolerant|allergic to [\w -]{2,60})", re.I)),
     ("focus", re.compile(rf"\bI(?:'m| am) (?:working on|learning|building|training for|preparing for){_S}", re.I)),
 ]
 _CODE_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("root_cause", re.compile(rf"\b(?:the )?root cause (?:was|is|:){_S}", re.I)),
     ("root_cause", re.compile(rf"\b(?:it was |this was |the bug was )?fixed by {_S}", re.I)),
     ("root_cause", re.compile(rf"\b(?:the )?(?:bug|crash|failure|error) was caused by {_S}", re.I)),
-    ("interface_behavior", re.compile(rf"\b[\w.()]+ (?:returns|raises|throws) {_S}\b(?:when|if|on|for) {_S}", re.I)),
+    ("interface_behavior", re.compile(rf"\b(?:[\w.()]+ ){{0,2}}[\w.()]+ (?:returns|raises|throws) {_S}\b(?:when|if|on|for) {_S}", re.I)),
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]

@@ -96,11 +96,11 @@ def memories_ls(
 
 
 def print_memories(rows: list[Memory]) -> None:
-    table = Table("id", "user", "kind", "status", "evidence", "text")
+    if not rows:
+        out.print("no memories", markup=False)
     for m in rows:
         sessions = len({e.get("session_id") for e in m.evidence})
-        table.add_row(m.id[:12], m.user_id, m.kind, m.status, f"{sessions} session(s)", m.text)
-    out.print(table)
+        out.print(f"{m.id[:12]}  {m.user_id}  [{m.kind}, {m.status}, {sessions} session(s)]  {m.text}", markup=False)
 
 
 def _find(s, memory_id: str) -> Memory:
