@@ -1,0 +1,3 @@
+from dreamer.cli import main
+
+main()

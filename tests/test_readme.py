@@ -1,0 +1,42 @@
+"""The README's promises: two quick-start lines, CI runs the second, every setting documented."""
+
+import re
+import subprocess
+from pathlib import Path
+
+from dreamer.config import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def quick_start() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1]
+    block = section.split("```", 2)[1]
+    return [ln for ln in block.splitlines() if ln.strip()]
+
+
+def test_quick_start_has_two_lines_demo_then_tests():
+    lines = quick_start()
+    assert len(lines) == 2
+    assert lines[0].endswith("dreamer demo")
+    assert lines[1].endswith("pytest")
+    assert "pip install" in lines[0] and "pip install" in lines[1]
+
+
+def test_ci_runs_the_second_line_with_services_required():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "DREAMER_REQUIRE_SERVICES=1" in ci
+    extracted = subprocess.run(
+        ["bash", "-c", "awk '/^## Quick start/{f=1;next} f&&/^```/{c++; if(c==2) exit; next} f&&c==1&&NF{print}' README.md | sed -n 2p"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert extracted == quick_start()[1]
+    assert "awk '/^## Quick start/" in ci
+
+
+def test_every_setting_is_documented():
+    text = (ROOT / "README.md").read_text()
+    documented = set(re.findall(r"`(DREAMER_[A-Z0-9_]+)`", text))
+    expected = {f"DREAMER_{name.upper()}" for name in Settings.model_fields}
+    assert expected - documented == set()
