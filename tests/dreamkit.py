@@ -1,0 +1,78 @@
+"""Test helpers: a scripted model that extracts "I prefer ..." statements, and a runtime
+built from real local parts (store, scripted OpenAI-compatible server, Qdrant index)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from qdrant_client import QdrantClient
+
+from dreamer.busy import AlwaysIdle
+from dreamer.embed import CachedEmbedder, OpenAIEmbedder
+from dreamer.index import EdgeIndex, QdrantClientIndex
+from dreamer.llm import OpenAILLM, build_openai_client
+from dreamer.runtime import Runtime
+from dreamer.scripted import Reply
+
+LINE = re.compile(r"^\[(\d+)\] (\w+)(?::[^ :]+)?( \(context\))?: (.*)$")
+PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
+EMBED_DIM = 64
+
+
+def transcript_lines(body: dict) -> list[tuple[int, str, bool, str]]:
+    """(seq, role, context_only, text) of each transcript line in an extraction request."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    out = []
+    for raw in user.splitlines():
+        m = LINE.match(raw)
+        if m:
+            out.append((int(m.group(1)), m.group(2), bool(m.group(3)), m.group(4)))
+    return out
+
+
+def is_judgement(body: dict) -> bool:
+    system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+    return "compare pairs" in system
+
+
+def extraction_script(verdict: str = "new"):
+    """A model stand-in: every new 'I prefer X' line becomes a preference; judgements answer `verdict`."""
+
+    def script(body: dict) -> Reply:
+        if is_judgement(body):
+            user = body["messages"][-1]["content"]
+            n = len(re.findall(r"^pair \d+:", user, re.M))
+            return Reply.json({"judgements": [{"pair": i, "verdict": verdict} for i in range(n)]})
+        memories = []
+        for seq, role, context, text in transcript_lines(body):
+            m = PREFER.search(text)
+            if m and role == "user" and not context:
+                memories.append({"kind": "preference", "text": f"The user prefers {m.group(1).strip()}.",
+                                 "importance": 0.6, "seqs": [seq], "tags": []})
+        return Reply.json({"memories": memories})
+
+    return script
+
+
+def make_index(backend: str, tmp_path: Path, dim: int = EMBED_DIM):
+    if backend == "edge":
+        return EdgeIndex(tmp_path / "edge", dim)
+    return QdrantClientIndex(QdrantClient(path=str(tmp_path / "qdrant-local")), collection="memories", dim=dim)
+
+
+def make_runtime(settings, engine, server, index, *, llm: bool = True, embed: bool = True) -> Runtime:
+    settings = settings.model_copy(update={"llm_base_url": server.url if llm else "", "embed_dim": EMBED_DIM})
+    client = build_openai_client(settings.model_copy(update={"llm_base_url": server.url}))
+    model = OpenAILLM(client, model="scripted", max_retries=2, retry_base=0.01, retry_cap=0.02, sleep=lambda s: None) if llm else None
+    embedder = CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=EMBED_DIM)) if embed else None
+    return Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index, busy=AlwaysIdle())
+
+
+def chat_bodies(server) -> list[dict]:
+    return [r["body"] for r in server.requests if r["path"].endswith("/chat/completions")]
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, default=str)

@@ -1,0 +1,247 @@
+"""The dream pass end to end: real store (SQLite, PostgreSQL), the real openai client over
+HTTP to the scripted server, and both index backends."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from dreamer import cabinet
+from dreamer.db import session_scope
+from dreamer.dream import dream_pass
+from dreamer.index import Scope, SearchFilter
+from dreamer.ingest.store import record_messages
+from dreamer.models import Cursor, Memory, MemoryEvent
+from dreamer.scripted import Reply, ScriptedServer
+from dreamkit import chat_bodies, dumps, extraction_script, make_index, make_runtime
+
+
+@pytest.fixture
+def server():
+    with ScriptedServer(embed_dim=64) as srv:
+        srv.set_script(extraction_script())
+        yield srv
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def rt(request, settings, engine, server, tmp_path):
+    runtime = make_runtime(settings, engine, server, make_index(request.param, tmp_path))
+    yield runtime
+    runtime.close()
+
+
+def chat(*texts: str) -> list[dict]:
+    """Alternating user / assistant turns, user first."""
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]
+
+
+FILLER = ["ok", "sure", "fine", "thanks", "noted", "great", "right", "yes"]
+
+
+def session_with(*user_lines: str) -> list[dict]:
+    texts: list[str] = []
+    for i, line in enumerate(list(user_lines) + FILLER[: max(0, 4 - len(user_lines))]):
+        texts += [line, f"reply {i}"]
+    return chat(*texts)
+
+
+def memories(rt, user_id: str | None = None, current: bool = True) -> list[Memory]:
+    with session_scope(rt.engine) as s:
+        q = select(Memory).order_by(Memory.created_at, Memory.id)
+        if user_id:
+            q = q.where(Memory.user_id == user_id)
+        if current:
+            q = q.where(Memory.status.in_(("candidate", "verified", "review_required")))
+        return list(s.exec(q).all())
+
+
+def cursor(rt, session_id: int) -> Cursor:
+    with session_scope(rt.engine) as s:
+        return s.get(Cursor, session_id)
+
+
+def test_second_pass_over_unchanged_sessions_calls_nothing_and_changes_nothing(rt, server):
+    record_messages(rt.engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice")
+    first = dream_pass(rt)
+    assert (first.sessions, first.added, first.llm_calls) == (1, 1, 1)
+    before = [(m.id, m.updated_at) for m in memories(rt)]
+    files = sorted(p.read_text() for p in rt.settings.workspace_dir.rglob("*.md"))
+    n_requests = len(chat_bodies(server))
+
+    second = dream_pass(rt)
+
+    assert (second.sessions, second.added, second.merged, second.llm_calls) == (0, 0, 0, 0)
+    assert len(chat_bodies(server)) == n_requests
+    assert [(m.id, m.updated_at) for m in memories(rt)] == before
+    assert sorted(p.read_text() for p in rt.settings.workspace_dir.rglob("*.md")) == files
+
+
+def test_a_grown_session_sends_only_its_new_messages(rt, server):
+    msgs = session_with("I prefer window seats on trains.")
+    rec = record_messages(rt.engine, "s1", msgs, user_id="alice")
+    dream_pass(rt)
+    assert cursor(rt, rec.session_id).processed_seq == 8
+    grown = msgs + chat("I prefer aisle seats on planes.", "noted")
+    record_messages(rt.engine, "s1", grown, user_id="alice")
+
+    dream_pass(rt)
+
+    last = chat_bodies(server)[-1]
+    user_text = last["messages"][-1]["content"]
+    assert "window seats" not in user_text
+    assert "[9] user: I prefer aisle seats on planes." in user_text
+    assert "[7] user (context)" in user_text  # a little overlap, marked as context
+    assert "[6]" not in user_text
+    assert cursor(rt, rec.session_id).processed_seq == 10
+    assert sorted(m.text for m in memories(rt)) == [
+        "The user prefers aisle seats on planes.", "The user prefers window seats on trains."]
+
+
+def test_the_same_preference_in_three_sessions_is_one_verified_memory(rt):
+    for ext in ("s1", "s2", "s3"):
+        record_messages(rt.engine, ext, session_with("I prefer dark mode in every editor."), user_id="alice")
+
+    run = dream_pass(rt)
+
+    assert (run.sessions, run.added, run.merged) == (3, 1, 2)
+    [m] = memories(rt)
+    assert m.status == "verified"
+    assert len({e["session_id"] for e in m.evidence}) == 3
+    with session_scope(rt.engine) as s:
+        events = [e.event for e in s.exec(select(MemoryEvent).where(MemoryEvent.memory_id == m.id).order_by(MemoryEvent.id))]
+    assert events == ["add", "merge", "merge"]
+    memory_md = (next(rt.settings.workspace_dir.glob("*/MEMORY.md"))).read_text()
+    assert f"id:{m.id}" in memory_md
+
+
+def test_a_contradicting_preference_supersedes_the_old_one(settings, engine, server, tmp_path):
+    server.set_script(extraction_script(verdict="contradicts"))
+    st = settings.model_copy(update={"ambiguous_low": 0.3, "dup_threshold": 0.99})
+    rt = make_runtime(st, engine, server, make_index("edge", tmp_path))
+    try:
+        record_messages(rt.engine, "s1", session_with("I prefer tea with breakfast."), user_id="alice")
+        dream_pass(rt)
+        record_messages(rt.engine, "s2", session_with("I prefer coffee with breakfast."), user_id="alice")
+        run = dream_pass(rt)
+        assert (run.added, run.superseded) == (1, 1)
+        [current] = memories(rt)
+        assert current.text == "The user prefers coffee with breakfast."
+        everything = memories(rt, current=False)
+        old = next(m for m in everything if m.id != current.id)
+        assert (old.status, old.superseded_by) == ("superseded", current.id)
+        assert old.valid_to is not None
+        with session_scope(rt.engine) as s:
+            history = [(e.memory_id, e.event) for e in s.exec(select(MemoryEvent).order_by(MemoryEvent.id))]
+        assert history == [(old.id, "add"), (current.id, "add"), (old.id, "supersede")]
+        hits = rt.index.search_text("breakfast", Scope("alice"), 5, SearchFilter())
+        assert [h.memory_id for h in hits] == [current.id]
+    finally:
+        rt.close()
+
+
+FAULTS = [
+    Reply.error(500).times(3), Reply.error(503, retry_after=0.01).times(3), Reply.error(429).times(3),
+    Reply.malformed().times(2), Reply.truncated({"memories": []}).times(2), Reply.empty_choices().times(2),
+    Reply.refusal("no").times(2), Reply.json({"memories": [{"kind": "nonsense"}]}).times(2),
+    Reply.error(400), Reply.drop().times(3),
+]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda r: r.kind)
+def test_a_fault_leaves_the_cursor_and_the_pass_goes_on(settings, sqlite_engine, server, tmp_path, fault):
+    rt = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        bad = record_messages(rt.engine, "bad", session_with("I prefer red."), user_id="alice")
+        good = record_messages(rt.engine, "good", session_with("I prefer blue."), user_id="bob")
+        server.push(fault)
+
+        run = dream_pass(rt)
+
+        assert (run.status, run.sessions, run.failed_sessions) == ("partial", 1, 1)
+        c = cursor(rt, bad.session_id)
+        assert (c.processed_seq, c.status, c.attempts) == (0, "failed", 1)
+        assert c.last_error
+        assert cursor(rt, good.session_id).processed_seq == 8
+        assert [m.text for m in memories(rt)] == ["The user prefers blue."]
+    finally:
+        rt.close()
+
+
+def test_quarantine_after_max_attempts(settings, sqlite_engine, server, tmp_path):
+    rt = make_runtime(settings.model_copy(update={"max_attempts": 2}), sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        rec = record_messages(rt.engine, "bad", session_with("I prefer red."), user_id="alice")
+        server.push(Reply.error(400), Reply.error(400))
+        dream_pass(rt)
+        dream_pass(rt)
+        c = cursor(rt, rec.session_id)
+        assert (c.status, c.attempts, c.processed_seq) == ("quarantined", 2, 0)
+        third = dream_pass(rt)
+        assert third.sessions == 0 and third.llm_calls == 0
+    finally:
+        rt.close()
+
+
+def test_circuit_breaker_stops_the_pass_and_keeps_cursors(settings, sqlite_engine, server, tmp_path):
+    st = settings.model_copy(update={"llm_breaker_threshold": 2})
+    rt = make_runtime(st, sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        recs = [record_messages(rt.engine, f"s{i}", session_with("I prefer red."), user_id="alice") for i in range(4)]
+        server.push(Reply.error(401), Reply.error(401), Reply.error(401), Reply.error(401))
+        run = dream_pass(rt)
+        assert run.status == "stopped"
+        assert "consecutive" in run.error
+        assert run.failed_sessions == 2
+        assert [cursor(rt, r.session_id).processed_seq for r in recs] == [0, 0, 0, 0]
+        assert [cursor(rt, r.session_id).attempts for r in recs] == [1, 1, 0, 0]
+    finally:
+        rt.close()
+
+
+def test_a_crash_between_commit_and_index_is_healed_by_the_next_pass(rt):
+    with session_scope(rt.engine) as s:  # committed to SQL, never indexed: what a crash leaves
+        m = cabinet.add_memory(s, user_id="alice", kind="preference", text="The user prefers oat milk.",
+                               source="dream", evidence=[{"session_id": 1, "seqs": [1]}])
+    assert rt.index.search_text("oat milk", Scope("alice"), 5) == []
+
+    dream_pass(rt)
+
+    assert [h.memory_id for h in rt.index.search_text("oat milk", Scope("alice"), 5)] == [m.id]
+    with session_scope(rt.engine) as s:
+        assert s.get(Memory, m.id).indexed_at is not None
+
+
+def test_a_planted_secret_never_leaves(rt, server):
+    secret = "sk-proj-4fJk29XqLmN8pR7sT1uV3wY5zA6bC0dE"
+    record_messages(rt.engine, "s1", session_with(f"I prefer keys like {secret} in my env file."), user_id="alice")
+
+    dream_pass(rt)
+
+    assert secret not in dumps(server.requests)
+    assert all(secret not in m.text for m in memories(rt, current=False))
+    assert all(secret not in p.read_text() for p in rt.settings.workspace_dir.rglob("*.md"))
+    assert any("[REDACTED" in m.text for m in memories(rt))
+
+
+def test_two_users_never_cross_in_a_search(rt):
+    record_messages(rt.engine, "a", session_with("I prefer jazz records."), user_id="alice")
+    record_messages(rt.engine, "b", session_with("I prefer jazz concerts."), user_id="bob")
+    dream_pass(rt)
+    alice = {m.id for m in memories(rt, "alice")}
+    bob = {m.id for m in memories(rt, "bob")}
+    vec = rt.embedder.embed(["jazz"])[0]
+    assert {h.memory_id for h in rt.index.search_text("jazz", Scope("alice"), 10)} == alice
+    assert {h.memory_id for h in rt.index.search_dense(vec, Scope("bob"), 10)} == bob
+    assert alice and bob and not alice & bob
+
+
+def test_rules_extractor_without_an_llm(settings, engine, server, tmp_path):
+    rt = make_runtime(settings, engine, server, make_index("edge", tmp_path), llm=False)
+    try:
+        record_messages(rt.engine, "s1", session_with("My name is Dana.", "I prefer quiet hotels."), user_id="alice")
+        run = dream_pass(rt)
+        assert run.extractor == "rules"
+        assert chat_bodies(server) == []
+        assert sorted(m.text for m in memories(rt)) == ["The user prefers quiet hotels.", "The user's name is Dana."]
+    finally:
+        rt.close()
