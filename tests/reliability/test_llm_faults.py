@@ -1,0 +1,217 @@
+"""The LLM fault matrix, through the scripted server and the real openai client: for each fault
+the client retries as its policy says, the cursor stays put on the final failure, the session
+is quarantined after `max_attempts`, the circuit breaker stops the pass and says why, the token
+budget holds, and nothing is written from an invalid response."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from sqlmodel import select
+
+from dreamer.db import session_scope
+from dreamer.dream import dream_pass
+from dreamer.ingest.store import record_messages
+from dreamer.models import MemoryEvent
+from dreamer.scripted import Reply, ScriptedServer
+from dreamkit import extraction_script
+
+from . import kit
+
+pytestmark = pytest.mark.reliability
+
+MAX_RETRIES = 2
+MAX_ATTEMPTS = 3
+BREAKER = 2
+TIMEOUT = 0.4
+BUDGET = 50_000
+VALID = {"memories": [{"kind": "preference", "text": "The user prefers red.", "importance": 0.5, "seqs": [1]}]}
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    reply: Reply
+    transient: bool  # retried with backoff; otherwise invalid output, repaired once
+    says: str  # what the cursor's last error and the run's stop reason mention
+    retry_after: float | None = None
+
+    @property
+    def requests_per_attempt(self) -> int:
+        return MAX_RETRIES + 1 if self.transient else 2
+
+
+FAULTS = [
+    Fault("500", Reply.error(500), True, "HTTP 500"),
+    Fault("502", Reply.error(502), True, "HTTP 502"),
+    Fault("503", Reply.error(503), True, "HTTP 503"),
+    Fault("503 Retry-After", Reply.error(503, retry_after=3), True, "HTTP 503", 3.0),
+    Fault("429", Reply.error(429), True, "HTTP 429"),
+    Fault("429 Retry-After", Reply.error(429, retry_after=2), True, "HTTP 429", 2.0),
+    Fault("read timeout", Reply.delay(TIMEOUT * 4, Reply.json(VALID)), True, "APITimeoutError"),
+    Fault("connection reset", Reply.drop(), True, "APIConnectionError"),
+    Fault("malformed JSON", Reply.malformed(), False, "not JSON"),
+    Fault("wrong schema", Reply.json({"memories": [{"kind": "favourite_colour", "text": 42, "seqs": "1"}]}),
+          False, "memories.0"),
+    Fault("truncated", Reply.truncated(VALID), False, "truncated"),
+    Fault("empty choices", Reply.empty_choices(), False, "no choices"),
+    Fault("refusal", Reply.refusal("I can't help with that."), False, "refused"),
+]
+
+
+@pytest.fixture
+def server():
+    with ScriptedServer(embed_dim=kit.DIM) as srv:
+        srv.set_script(extraction_script())
+        yield srv
+
+
+@pytest.fixture
+def fault_settings(settings):
+    return settings.model_copy(update={
+        "max_attempts": MAX_ATTEMPTS, "llm_breaker_threshold": BREAKER, "llm_timeout": TIMEOUT,
+        "llm_pass_token_budget": BUDGET, "min_rounds": 1,
+    })
+
+
+def chat_count(server) -> int:
+    return len(kit.chat_bodies(server))
+
+
+def user_events(engine, user_id: str) -> list[MemoryEvent]:
+    ids = {m.id for m in kit.memories(engine, user_id)}
+    with session_scope(engine) as s:
+        return [e for e in s.exec(select(MemoryEvent)).all() if e.memory_id in ids]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
+def test_fault(fault, fault_settings, sqlite_engine, server, tmp_path, figures):
+    sleeps: list[float] = []
+    rt = kit.runtime(fault_settings, sqlite_engine, server, tmp_path, max_retries=MAX_RETRIES, sleeps=sleeps)
+    try:
+        row = _retry_and_quarantine(rt, server, fault, sleeps)
+        row["breaker opened on"] = _breaker(rt, server, fault)
+    finally:
+        rt.close()
+    figures(f"fault {fault.name}", json.dumps(row))
+
+
+def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict:
+    engine = rt.engine
+    bad = record_messages(engine, "bad", kit.session_with("I prefer red."), user_id="alice").session_id
+    good = record_messages(engine, "good", kit.session_with("I prefer blue."), user_id="bob").session_id
+    n = fault.requests_per_attempt
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        before, slept = chat_count(server), len(sleeps)
+        server.push(fault.reply.times(n))
+        run = dream_pass(rt)
+        c = kit.cursor(engine, bad)
+        assert (c.processed_seq, c.attempts) == (0, attempt), "a failed call leaves the cursor where it was"
+        assert c.status == ("quarantined" if attempt == MAX_ATTEMPTS else "failed")
+        assert fault.says in c.last_error, c.last_error
+        assert (run.status, run.failed_sessions) == ("partial", 1)
+        assert run.prompt_tokens + run.completion_tokens <= BUDGET
+        assert chat_count(server) - before == n + (1 if attempt == 1 else 0)  # the good session once
+        _check_waits(fault, sleeps[slept:])
+        assert kit.memories(engine, "alice") == [] and user_events(engine, "alice") == []
+    assert kit.cursor(engine, good).processed_seq == 8
+    assert [m.text for m in kit.memories(engine, "bob")] == ["The user prefers blue."]
+    before = chat_count(server)
+    quiet = dream_pass(rt)
+    assert (quiet.sessions, quiet.llm_calls, chat_count(server) - before) == (0, 0, 0), "quarantine holds"
+    return {"requests/attempt": n, "waits": [round(w, 2) for w in sleeps[:MAX_RETRIES]],
+            "quarantined after": MAX_ATTEMPTS, "written": 0}
+
+
+def _check_waits(fault: Fault, waits: list[float]) -> None:
+    if not fault.transient:
+        assert waits == [], "invalid output is repaired at once, not retried with a wait"
+        return
+    assert len(waits) == MAX_RETRIES
+    for attempt, wait in enumerate(waits, start=1):
+        ceiling = min(4.0, 0.5 * 2 ** (attempt - 1))
+        if fault.retry_after is not None:
+            assert wait >= fault.retry_after, "Retry-After is a floor"
+        else:
+            assert 0 <= wait <= ceiling, "full-jitter backoff under its ceiling"
+
+
+def _breaker(rt, server, fault: Fault) -> str:
+    engine = rt.engine
+    ids = [record_messages(engine, f"b{i}", kit.session_with("I prefer green."), user_id=f"u{i}").session_id
+           for i in range(BREAKER + 1)]
+    before = chat_count(server)
+    server.push(fault.reply.times(fault.requests_per_attempt * BREAKER))  # the third is never asked
+    run = dream_pass(rt)
+    assert run.status == "stopped"
+    assert f"{BREAKER} consecutive LLM failures" in run.error and fault.says in run.error, run.error
+    assert chat_count(server) - before == fault.requests_per_attempt * BREAKER, "no call after the breaker opens"
+    assert [kit.cursor(engine, i).attempts for i in ids] == [1] * BREAKER + [0]
+    assert all(kit.cursor(engine, i).processed_seq == 0 for i in ids)
+    assert server.pending == 0
+    return run.error.split("last: ", 1)[-1][:70]
+
+
+def test_a_failure_in_a_later_chunk_writes_nothing_for_the_session(settings, sqlite_engine, server, tmp_path):
+    st = settings.model_copy(update={"chunk_tokens": 60, "min_rounds": 1, "llm_breaker_threshold": 5})
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path)
+    try:
+        lines = [f"I prefer colour number {i} for the kitchen walls and the hallway." for i in range(6)]
+        sid = record_messages(rt.engine, "long", kit.session_with(*lines, rounds=6), user_id="alice").session_id
+        server.set_script(None)
+        server.push(Reply.json(VALID), Reply.error(500).times(MAX_RETRIES + 1))
+        run = dream_pass(rt)
+        assert len(kit.chat_bodies(server)) == 1 + MAX_RETRIES + 1, "the first chunk succeeded, the second failed"
+        assert run.failed_sessions == 1
+        assert kit.cursor(rt.engine, sid).processed_seq == 0
+        assert kit.memories(rt.engine) == [] and kit.events(rt.engine) == []
+    finally:
+        rt.close()
+
+
+def test_a_failed_judgement_writes_nothing_for_the_session(settings, sqlite_engine, server, tmp_path):
+    st = settings.model_copy(update={"min_rounds": 1, "ambiguous_low": 0.3, "dup_threshold": 0.99})
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path)
+    try:
+        record_messages(rt.engine, "s1", kit.session_with("I prefer tea with breakfast."), user_id="alice")
+        dream_pass(rt)
+        sid = record_messages(rt.engine, "s2", kit.session_with("I prefer coffee with breakfast."),
+                              user_id="alice").session_id
+        before = len(kit.events(rt.engine))
+        script = extraction_script()
+        server.set_script(lambda body: Reply.malformed() if "compare pairs" in body["messages"][0]["content"]
+                          else script(body))
+        run = dream_pass(rt)
+        assert run.failed_sessions == 1
+        assert kit.cursor(rt.engine, sid).processed_seq == 0
+        assert len(kit.events(rt.engine)) == before
+        assert [m.text for m in kit.memories(rt.engine)] == ["The user prefers tea with breakfast."]
+    finally:
+        rt.close()
+
+
+def test_the_token_budget_stops_the_pass_before_it_is_overrun(settings, sqlite_engine, server, tmp_path, figures):
+    probe = kit.runtime(settings.model_copy(update={"min_rounds": 1}), sqlite_engine, server, tmp_path / "probe")
+    record_messages(probe.engine, "p", kit.session_with("I prefer red."), user_id="probe")
+    dream_pass(probe)
+    probe.close()
+    per_call = kit.tokens_billed(server)
+    budget = int(per_call * 3.5)
+    st = settings.model_copy(update={"min_rounds": 1, "llm_pass_token_budget": budget})
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path)
+    try:
+        for i in range(8):
+            record_messages(rt.engine, f"s{i}", kit.session_with(f"I prefer shade {i}."), user_id=f"u{i}")
+        billed_before = kit.tokens_billed(server)
+        run = dream_pass(rt)
+        spent = kit.tokens_billed(server) - billed_before
+    finally:
+        rt.close()
+    figures("budget: tokens spent / budget", f"{spent} / {budget}", f"{run.sessions} sessions, then: {run.error}")
+    assert run.status == "stopped" and "token budget" in run.error
+    assert spent == run.prompt_tokens + run.completion_tokens
+    assert spent <= budget
+    assert 0 < run.sessions < 8
+

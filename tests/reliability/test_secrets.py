@@ -1,0 +1,165 @@
+"""Secrets: a corpus of planted secret formats in chat messages, tool results and file contents
+(a Claude Code transcript writing and reading files) goes through ingest and a dream pass. No
+part of any secret reaches an LLM or embeddings request, a stored memory or its history, the
+index payload, a Markdown file or a log line (logging captured at DEBUG)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+from sqlmodel import select
+
+from dreamer.db import session_scope
+from dreamer.dream import dream_pass
+from dreamer.ingest.claude_code import TOOL_INPUT_CHARS
+from dreamer.ingest.store import ingest_file, record_messages
+from dreamer.models import Cursor, DreamRun, Memory, MemoryEvent
+from dreamer.outbox import CHECKED_FIELDS
+from dreamer.scripted import Reply, ScriptedServer
+
+from . import kit
+from .secret_corpus import PLANTED, Planted, rnd
+
+pytestmark = pytest.mark.reliability
+
+WINDOW = 12  # any run of this many characters of a secret counts as a leak
+STRADDLE = Planted("token_across_the_tool_result_cut", "", "ghp_" + rnd("straddle", 36), "tool")
+STRADDLE_FILE = Planted("token_across_the_tool_input_cut", "", "glpat-" + rnd("straddle2", 20), "file")
+CHECKED = PLANTED + (STRADDLE, STRADDLE_FILE)
+LINE = re.compile(r"^\[(\d+)\] [^ :]+(?::[^ :]+)?( \(context\))?: (.*)$")
+
+
+def echo_model(body: dict) -> Reply:
+    """A model that keeps everything: each new line of the transcript becomes a memory."""
+    if "compare pairs" in body["messages"][0]["content"]:
+        n = len(re.findall(r"^pair \d+:", body["messages"][-1]["content"], re.M))
+        return Reply.json({"judgements": [{"pair": i, "verdict": "new"} for i in range(n)]})
+    code = "root_cause" in body["messages"][0]["content"]
+    user = body["messages"][1]["content"]
+    out = []
+    for raw in user.splitlines():
+        m = LINE.match(raw)
+        if m and not m.group(2) and len(m.group(3).strip()) >= 3:
+            out.append({"kind": "root_cause" if code else "preference", "text": m.group(3)[:590],
+                        "importance": 0.5, "seqs": [int(m.group(1))]})
+    return Reply.json({"memories": out[:5]})
+
+
+def windows(secret: str) -> set[str]:
+    if len(secret) <= WINDOW:
+        return {secret}
+    return {secret[i:i + WINDOW] for i in range(len(secret) - WINDOW + 1)}
+
+
+def leaked(planted: tuple[Planted, ...], haystack: str) -> set[str]:
+    return {p.name for p in planted if any(w in haystack for w in windows(p.secret))}
+
+
+def chat_messages(planted: list[Planted]) -> list[dict]:
+    out = []
+    for i, p in enumerate(planted):
+        out += [{"role": "user", "content": f"I prefer this setup: {p.text}"}, {"role": "assistant", "content": f"noted {i}"}]
+    return out
+
+
+def tool_messages(planted: list[Planted], tool_chars: int) -> list[dict]:
+    out = [{"role": "user", "content": "I prefer to check the logs first."}]
+    for i, p in enumerate(planted):
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+        out += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"call_{i}", "content": f"$ run step {i}\n{p.text}\nexit 0"}]
+    straddle = STRADDLE.secret  # straddles the cut the pass makes in long tool results
+    filler = "x" * (tool_chars - 27)  # the token starts 20 characters before the cut
+    out += [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_long", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_long", "content": f"{filler} token {straddle} done"}]
+    return out
+
+
+def claude_code_lines(planted: list[Planted]) -> list[dict]:
+    """Files written and read back in a Claude Code session (tool_use input and tool_result)."""
+    base = {"sessionId": "cc-secrets", "cwd": "/work/app", "timestamp": "2024-05-01T10:00:00Z"}
+    lines = [{**base, "type": "user", "message": {"role": "user", "content": "The root cause was a bad config; fix it."}}]
+    for i, p in enumerate(planted):
+        path = f"/work/app/conf/file{i}.env"
+        lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": f"The root cause was file {i}; writing it."},
+            {"type": "tool_use", "id": f"w{i}", "name": "Write", "input": {"file_path": path, "content": p.text}}]}})
+        lines.append({**base, "type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"w{i}", "content": f"wrote {path}"}]}})
+        lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"file_path": path}}]}})
+        lines.append({**base, "type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"r{i}", "content": p.text}]}})
+    big = "/work/app/big.cfg"
+    head = len(json.dumps({"file_path": big, "content": ""})) - 2  # where the content starts
+    long_file = "y" * (TOOL_INPUT_CHARS - 15 - head - len(" see ")) + f" see {STRADDLE_FILE.secret} end"
+    lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "wl", "name": "Write", "input": {"file_path": big, "content": long_file}}]}})
+    return lines
+
+
+@pytest.fixture
+def server():
+    with ScriptedServer(embed_dim=kit.DIM) as srv:
+        srv.set_script(echo_model)
+        yield srv
+
+
+@pytest.mark.parametrize("extractor", ["llm", "rules"])
+def test_no_planted_secret_leaves(extractor, settings, sqlite_engine, server, tmp_path, caplog, figures):
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="sqlalchemy")  # it sets itself to WARNING unless told
+    st = settings.model_copy(update={"min_rounds": 1, "max_sessions_per_pass": 50, "entries_per_session": 200})
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path, llm=extractor == "llm")
+    by_place = {place: [p for p in PLANTED if p.place == place] for place in ("chat", "tool", "file")}
+    try:
+        record_messages(rt.engine, "chat", chat_messages(by_place["chat"]), user_id="alice")
+        record_messages(rt.engine, "tools", tool_messages(by_place["tool"], st.tool_result_chars), user_id="alice")
+        transcript = tmp_path / "cc.jsonl"
+        transcript.write_text("\n".join(json.dumps(x) for x in claude_code_lines(by_place["file"])) + "\n")
+        ingest_file(rt.engine, transcript, fmt="claude-code", user_id="alice")
+        while dream_pass(rt).sessions:
+            pass
+        surfaces = _surfaces(rt, server, caplog)
+    finally:
+        rt.close()
+    leaks = {name: leaked(CHECKED, text) for name, text in surfaces.items()}
+    every = set().union(*leaks.values())
+    figures(f"secrets ({extractor}): planted / leaked", f"{len(CHECKED)} / {len(every)}",
+            ", ".join(f"{k}: {len(v)}" for k, v in leaks.items()))
+    assert len(PLANTED) >= 50
+    assert every == set(), leaks
+    assert "[REDACTED:" in surfaces["memories"], "redacted lines reached the memories: the check above saw them"
+    if extractor == "llm":
+        assert surfaces["requests"]
+
+
+def _surfaces(rt, server, caplog) -> dict[str, str]:
+    with session_scope(rt.engine) as s:
+        stored = {
+            "memories": [m.model_dump(mode="json") for m in s.exec(select(Memory)).all()],
+            "history": [e.model_dump(mode="json") for e in s.exec(select(MemoryEvent)).all()],
+            "runs": [r.model_dump(mode="json") for r in s.exec(select(DreamRun)).all()],
+            "cursors": [c.model_dump(mode="json") for c in s.exec(select(Cursor)).all()],
+        }
+    markdown_text = "\n".join(p.read_text(encoding="utf-8") for p in rt.settings.workspace_dir.rglob("*.md"))
+    logs = "\n".join(_formatted(r) for r in caplog.records)
+    return {
+        "requests": json.dumps([r["body"] for r in server.requests]),
+        "memories": json.dumps(stored["memories"]),
+        "history and runs": json.dumps([stored["history"], stored["runs"], stored["cursors"]]),
+        "index payload": json.dumps(rt.index.payloads(CHECKED_FIELDS)),
+        "markdown": markdown_text,
+        "logs": logs,
+    }
+
+
+def _formatted(record: logging.LogRecord) -> str:
+    text = record.getMessage()
+    if record.exc_info:
+        text += "\n" + logging.Formatter().formatException(record.exc_info)
+    return text

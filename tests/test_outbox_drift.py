@@ -1,0 +1,48 @@
+"""`reindex --check` reports every kind of drift between the index and SQL and exits 1 on any:
+missing points, extra points, rows still in the outbox, and stale payloads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from sqlalchemy import update
+
+from dreamer import cabinet, db, outbox
+from dreamer.config import Settings
+from dreamer.db import session_scope
+from dreamer.index import IndexPoint
+from dreamer.models import Memory
+from dreamer.runtime import Runtime
+
+
+def check(data_dir):
+    env = {**os.environ, "DREAMER_DATA_DIR": str(data_dir), "DREAMER_EMBEDDER": "none", "DREAMER_LLM_BASE_URL": ""}
+    done = subprocess.run([sys.executable, "-m", "dreamer", "reindex", "--check"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    return done.returncode, done.stdout.strip()
+
+
+def test_every_kind_of_drift_is_reported(tmp_path):
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none")
+    engine = db.make_engine(settings.resolved_database_url())
+    db.upgrade(engine)
+    with Runtime.open(settings, engine=engine, llm=None, embedder=None) as rt:
+        with session_scope(engine) as s:
+            ids = [cabinet.add_memory(s, user_id="u", kind="preference", text=f"The user prefers item {i}.",
+                                      source="dream", evidence=[{"session_id": i, "seqs": [1]}]).id for i in range(4)]
+        outbox.drain(rt)
+        assert outbox.check(rt).clean
+        with session_scope(engine) as s:  # changed in SQL behind the outbox's back
+            s.exec(update(Memory).where(Memory.id == ids[0]).values(status="forgotten"))
+            s.exec(update(Memory).where(Memory.id == ids[1]).values(indexed_at=None))
+        rt.index.delete([ids[2]])
+        rt.index.upsert([IndexPoint("ghost", "a ghost", None, {"user_id": "u", "status": "candidate"})])
+        drift = outbox.check(rt)
+        assert (drift.stale, drift.pending, drift.missing, drift.extra) == ([ids[0]], 1, [ids[2]], ["ghost"])
+    assert check(settings.data_dir) == (1, "missing 1, extra 1, pending 1, stale 1")
+    with Runtime.open(settings, engine=engine, llm=None, embedder=None) as rt:
+        outbox.reindex(rt)
+    assert check(settings.data_dir) == (0, "missing 0, extra 0, pending 0, stale 0")
+    engine.dispose()
