@@ -1,11 +1,12 @@
-"""Is the agent busy? The `BusySignal` protocol and its SQL and always-idle implementations."""
+"""Is the agent busy, and how long to wait when it is: the `BusySignal` protocol, its SQL,
+Redis and always-idle implementations, and the backoff before the next try."""
 
 from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
@@ -13,7 +14,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from dreamer.db import session_scope
+from dreamer.errors import ConfigError, Retryable
 from dreamer.models import Activity, utcnow
+
+if TYPE_CHECKING:
+    from dreamer.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,109 @@ class SqlBusySignal:
         return self.engine.dialect.name == "sqlite"
 
 
+class RedisBusySignal:
+    """Redis keys per activity key: an in-flight counter and a last-activity stamp with a TTL.
+
+    `<prefix>:inflight:<key>` counts requests in flight (it expires after `inflight_ttl_seconds`
+    without a new request, so a crashed caller cannot hold the dreamer off for ever);
+    `<prefix>:last:<key>` holds the epoch time of the last begin/end and lives `window_seconds`.
+    """
+
+    _END = (
+        "local v = redis.call('DECR', KEYS[1]) "
+        "if v <= 0 then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[1]) end "
+        "return v"
+    )
+
+    def __init__(
+        self, client: Any, *, window_seconds: float, prefix: str = "dreamer:busy",
+        inflight_ttl_seconds: float = 3600,
+    ) -> None:
+        self.client = client
+        self.window = float(window_seconds)
+        self.prefix = prefix
+        self.inflight_ttl_ms = max(1, int(inflight_ttl_seconds * 1000))
+        self._end = client.register_script(self._END)
+
+    def busy_reason(self, now: datetime | None = None) -> str | None:
+        now = now or utcnow()
+        with _redis_errors():
+            in_flight = sum(int(v) for v in self._values("inflight") if v is not None)
+            stamps = [float(v) for v in self._values("last") if v is not None]
+        if in_flight > 0:
+            return f"{in_flight} request(s) in flight"
+        if any(t > now.timestamp() - self.window for t in stamps):
+            return f"activity within the last {int(self.window)} s"
+        return None
+
+    def begin(self, key: str) -> None:
+        with _redis_errors():
+            pipe = self.client.pipeline()
+            pipe.incr(self._key("inflight", key))
+            pipe.pexpire(self._key("inflight", key), self.inflight_ttl_ms)
+            self._stamp(pipe, key)
+            pipe.execute()
+
+    def end(self, key: str) -> None:
+        with _redis_errors():
+            self._end(keys=[self._key("inflight", key)], args=[self.inflight_ttl_ms])
+            pipe = self.client.pipeline()
+            self._stamp(pipe, key)
+            pipe.execute()
+
+    def _stamp(self, pipe: Any, key: str) -> None:
+        pipe.set(self._key("last", key), repr(utcnow().timestamp()), px=max(1, int(self.window * 1000)))
+
+    def _key(self, kind: str, key: str) -> str:
+        return f"{self.prefix}:{kind}:{key}"
+
+    def _values(self, kind: str) -> list:
+        pattern = f"{_glob_escape(self.prefix)}:{kind}:*"
+        keys = list(self.client.scan_iter(match=pattern, count=500))
+        return self.client.mget(keys) if keys else []
+
+
+@contextmanager
+def _redis_errors() -> Iterator[None]:
+    import redis
+
+    try:
+        yield
+    except redis.RedisError as exc:
+        raise Retryable(f"busy signal unavailable (Redis): {exc}") from exc
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+def build_busy_signal(settings: "Settings", engine: Engine, *, client: Any = None) -> BusySignal:
+    """The busy signal `settings.busy_backend` names: activity rows in SQL, or Redis keys."""
+    if settings.busy_backend == "sql":
+        return SqlBusySignal(engine, window_seconds=settings.busy_window_seconds)
+    if settings.busy_backend == "redis":
+        if client is None:
+            import redis
+
+            client = redis.Redis.from_url(settings.redis_url)
+        return RedisBusySignal(
+            client, window_seconds=settings.busy_window_seconds, prefix=settings.busy_key_prefix,
+            inflight_ttl_seconds=settings.busy_inflight_ttl_seconds,
+        )
+    raise ConfigError(f"unknown busy backend {settings.busy_backend!r}: use sql or redis")
+
+
+def compute_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: float = 0.25) -> float:
+    """Seconds to wait before try `attempt + 1`: `base` doubling per attempt, capped at `cap`,
+    spread by +-`jitter` (a fraction) with `rand` in [0, 1]; rand 0.5 gives the plain value."""
+    if attempt < 0:
+        raise ValueError(f"attempt must be >= 0, got {attempt}")
+    if not 0.0 <= rand <= 1.0:
+        raise ValueError(f"rand must be in [0, 1], got {rand}")
+    plain = min(cap, base * 2 ** min(attempt, 62))
+    return min(cap, plain * (1.0 - jitter + 2.0 * jitter * rand))
+
+
 def activity_key(*, user_id: str | None = None, agent_id: str | None = None) -> str:
     return f"agent:{agent_id}" if agent_id else f"user:{user_id or '-'}"
 
@@ -104,4 +212,7 @@ def activity(signal: BusySignal, *, user_id: str | None = None, agent_id: str | 
         signal.end(key)
 
 
-__all__ = ["AlwaysIdle", "BusySignal", "SqlBusySignal", "activity", "activity_key"]
+__all__ = [
+    "AlwaysIdle", "BusySignal", "RedisBusySignal", "SqlBusySignal", "activity", "activity_key",
+    "build_busy_signal", "compute_backoff",
+]

@@ -1,0 +1,273 @@
+"""The scheduler: the pure policy over a simulated clock, the APScheduler shell running real
+passes with seconds-long settings, and a graceful stop of a `dreamer run` process mid-pass."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from sqlmodel import select
+
+from dreamer import db
+from dreamer.busy import SqlBusySignal
+from dreamer.db import session_scope
+from dreamer.ingest.store import record_messages
+from dreamer.models import Cursor, DreamRun, Memory, SchedulerState, Session
+from dreamer.schedule import (
+    BACKOFF, OVERLAP, RUN, WAIT, Policy, initial_state, next_action, on_backoff, on_finish, on_start,
+    scheduler_status, slot_after,
+)
+from dreamer.scripted import Reply, ScriptedServer
+from dreamer.shared_index import open_shared_runtime
+from dreamkit import extraction_script
+from workers.scheduler import DreamScheduler, InlineExecutor
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+POLICY = Policy(interval=3600, warmup=120, backoff_base=60, backoff_cap=1800)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def simulate(policy: Policy, busy_until: float, *, until: float, run_seconds: float = 30) -> list[tuple[float, str]]:
+    """Jump a simulated clock from decision to decision; the agent is busy before `busy_until`."""
+    state = initial_state(T0, policy)
+    trace: list[tuple[float, str]] = []
+    now = T0
+    while now < at(until):
+        now = max(now, state.due_at)
+        offset = (now - T0).total_seconds()
+        action = next_action(state, now, "busy" if offset < busy_until else None, policy=policy, rand=0.5)
+        trace.append((offset, action.kind))
+        if action.kind == BACKOFF:
+            state = on_backoff(state, action, now, policy)
+        elif action.kind == RUN:
+            state = on_start(state, now, policy)
+            assert next_action(state, now, None, policy=policy, rand=0.5).kind == OVERLAP
+            now += timedelta(seconds=run_seconds)
+            state = on_finish(state, now, run_id=len(trace))
+    return trace
+
+
+# --------------------------------------------------------------------------- the pure policy
+
+
+def test_nothing_runs_before_the_warm_up():
+    state = initial_state(T0, POLICY)
+    action = next_action(state, at(10), None, policy=POLICY, rand=0.5)
+    assert (action.kind, action.at) == (WAIT, at(120))
+
+
+def test_an_idle_agent_gets_a_pass_after_the_warm_up_then_every_interval():
+    assert simulate(POLICY, busy_until=0, until=3 * 3600) == [(120, RUN), (3720, RUN), (7320, RUN), (10920, RUN)]
+
+
+def test_busy_backs_off_doubling_then_runs_once_idle_and_the_backoff_starts_over():
+    trace = simulate(POLICY, busy_until=500, until=3720 + 1)
+    assert trace == [(120, BACKOFF), (180, BACKOFF), (300, BACKOFF), (540, RUN), (3720, RUN)]
+
+    state = initial_state(T0, POLICY)
+    for now in (120, 180, 300):
+        action = next_action(state, at(now), "busy", policy=POLICY, rand=0.5)
+        state = on_backoff(state, action, at(now), POLICY)
+    assert (state.consecutive_skips, state.last_skip_reason, state.due_at) == (3, "busy", at(540))
+    state = on_finish(on_start(state, at(540), POLICY), at(560), run_id=7)
+    assert (state.consecutive_skips, state.last_run_at, state.last_run_id) == (0, at(560), 7)
+    assert state.due_at == at(3720)  # the pending retry is gone, the regular slot stays
+    again = next_action(state, at(3720), "busy", policy=POLICY, rand=0.5)
+    assert (again.kind, again.delay) == (BACKOFF, 60)
+
+
+def test_the_backoff_is_capped_and_never_waits_past_the_next_regular_slot():
+    policy = Policy(interval=600, warmup=0, backoff_base=60, backoff_cap=1800)
+    trace = simulate(policy, busy_until=1300, until=1400)
+    assert trace == [(0, BACKOFF), (60, BACKOFF), (180, BACKOFF), (420, BACKOFF), (600, BACKOFF),
+                     (1200, BACKOFF), (1800, RUN)]
+    delays = []
+    rare = Policy(interval=10**6, warmup=0, backoff_base=60, backoff_cap=1800)
+    state = initial_state(T0, rare)
+    for _ in range(7):
+        action = next_action(state, state.due_at, "busy", policy=rare, rand=0.5)
+        delays.append(action.delay)
+        state = on_backoff(state, action, state.due_at, rare)
+    assert delays == [60, 120, 240, 480, 960, 1800, 1800]
+
+
+def test_jitter_moves_the_retry_but_keeps_it_within_a_quarter():
+    state = initial_state(T0, POLICY)
+    early = next_action(state, at(120), "busy", policy=POLICY, rand=0.0)
+    late = next_action(state, at(120), "busy", policy=POLICY, rand=1.0)
+    assert (early.at, late.at) == (at(165), at(195))
+
+
+def test_no_overlap_while_a_pass_runs():
+    state = on_start(initial_state(T0, POLICY), at(120), POLICY)
+    assert next_action(state, at(99_999), None, policy=POLICY, rand=0.5).kind == OVERLAP
+    assert next_action(state, at(99_999), "busy", policy=POLICY, rand=0.5).kind == OVERLAP
+
+
+def test_a_pass_longer_than_the_interval_is_followed_at_once_by_one_more():
+    trace = simulate(Policy(interval=60, warmup=0, backoff_base=5, backoff_cap=60), 0, until=301, run_seconds=150)
+    assert trace == [(0, RUN), (150, RUN), (300, RUN)]
+
+
+def test_slot_after():
+    assert slot_after(at(120), 3600, at(0)) == at(120)
+    assert slot_after(at(120), 3600, at(120)) == at(3720)
+    assert slot_after(at(120), 3600, at(7319)) == at(7320)
+
+
+# --------------------------------------------------------------------------- the APScheduler shell
+
+
+def session_with(text: str) -> list[dict]:
+    lines = [text, "ok", "sure", "thanks"]
+    out = []
+    for i, line in enumerate(lines):
+        out += [{"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"}]
+    return out
+
+
+def wait_for(check, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def cursors(engine) -> dict[int, tuple[int, int]]:
+    with session_scope(engine) as s:
+        rows = s.exec(select(Session.id, Session.last_seq, Cursor.processed_seq).join(Cursor, Cursor.session_id == Session.id))
+        return {sid: (last, done) for sid, last, done in rows}
+
+
+def fast(settings, **extra):
+    values = dict(warmup_seconds=0.2, dream_interval_seconds=1, embedder="none", llm_base_url="",
+                  busy_window_seconds=0.3, backoff_base_seconds=0.2, backoff_cap_seconds=0.8)
+    values.update(extra)
+    return settings.model_copy(update=values)
+
+
+@pytest.fixture
+def shell(settings, sqlite_engine):
+    daemons = []
+
+    def start(st, busy):
+        rt = open_shared_runtime(st, engine=sqlite_engine, embedder=None, llm=None, busy=busy)
+        daemon = DreamScheduler(rt, InlineExecutor(rt), rand=lambda: 0.5)
+        daemons.append((daemon, rt))
+        daemon.start()
+        return daemon
+
+    yield start
+    for daemon, rt in daemons:
+        daemon.shutdown()
+        rt.close()
+
+
+def test_the_daemon_runs_real_passes_after_the_warm_up_and_every_interval(settings, sqlite_engine, shell):
+    st = fast(settings)
+    first = record_messages(sqlite_engine, "s1", session_with("I prefer quiet hotels."), user_id="alice")
+    daemon = shell(st, SqlBusySignal(sqlite_engine, window_seconds=st.busy_window_seconds))
+
+    wait_for(lambda: cursors(sqlite_engine)[first.session_id][1] == 8, what="the first pass")
+    later = record_messages(sqlite_engine, "s2", session_with("I prefer window seats."), user_id="alice")
+    wait_for(lambda: cursors(sqlite_engine)[later.session_id][1] == 8, what="a pass one interval later")
+    daemon.shutdown()
+
+    with session_scope(sqlite_engine) as s:
+        texts = sorted(m.text for m in s.exec(select(Memory)))
+        runs = s.exec(select(DreamRun).where(DreamRun.trigger == "scheduler").order_by(DreamRun.id)).all()
+        row = s.get(SchedulerState, "dream")
+    assert texts == ["The user prefers quiet hotels.", "The user prefers window seats."]
+    assert len(runs) >= 2 and all(r.status == "ok" for r in runs)
+    assert sum(r.sessions for r in runs) == 2
+    assert row.last_run_id == runs[-1].id and row.consecutive_skips == 0
+    status = scheduler_status(sqlite_engine)
+    assert status["scheduler_next_run"] and f"(run {runs[-1].id})" in status["scheduler_last_run"]
+
+
+def test_the_daemon_backs_off_while_busy_and_runs_as_soon_as_the_agent_is_idle(settings, sqlite_engine, shell):
+    st = fast(settings, dream_interval_seconds=3600, warmup_seconds=0.1)
+    rec = record_messages(sqlite_engine, "s1", session_with("I prefer green tea."), user_id="alice")
+    busy = SqlBusySignal(sqlite_engine, window_seconds=st.busy_window_seconds)
+    busy.begin("user:alice")
+    shell(st, busy)
+
+    row = wait_for(lambda: _state_row(sqlite_engine, lambda r: r.consecutive_skips >= 3), what="three skips")
+    assert row.last_skip_reason == "1 request(s) in flight"
+    assert cursors(sqlite_engine)[rec.session_id][1] == 0
+    busy.end("user:alice")
+
+    wait_for(lambda: cursors(sqlite_engine)[rec.session_id][1] == 8, what="a pass once idle (not an hour later)")
+    row = wait_for(lambda: _state_row(sqlite_engine, lambda r: r.last_run_id is not None), what="the state row")
+    assert row.consecutive_skips == 0
+    with session_scope(sqlite_engine) as s:
+        statuses = [r.status for r in s.exec(select(DreamRun).order_by(DreamRun.id))]
+    assert statuses[-1] == "ok" and statuses.count("skipped_busy") >= 3
+    assert set(statuses[:-1]) == {"skipped_busy"}
+
+
+def _state_row(engine, ok):
+    with session_scope(engine) as s:
+        row = s.get(SchedulerState, "dream")
+    return row if row is not None and ok(row) else None
+
+
+# --------------------------------------------------------------------------- graceful stop
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_mid_pass_finishes_the_session_in_hand_and_exits_0(tmp_path, signum):
+    data = tmp_path / "data"
+    engine = db.make_engine(f"sqlite:///{(data / 'dreamer.db').resolve()}")
+    db.upgrade(engine)
+    n = 40
+    for i in range(n):
+        record_messages(engine, f"s{i}", session_with(f"I prefer colour number {i}."), user_id=f"user{i % 3}")
+    script = extraction_script()
+    with ScriptedServer(embed_dim=64) as server:
+        server.set_script(lambda body: Reply.delay(0.1, script(body)))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dreamer", "run"], env=_env(data, server.url), cwd=tmp_path,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            wait_for(lambda: sum(done == last for last, done in cursors(engine).values()) >= 3, what="a pass under way")
+            proc.send_signal(signum)
+            output, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, output
+    states = cursors(engine)
+    processed = [sid for sid, (last, done) in states.items() if done == last]
+    untouched = [sid for sid, (last, done) in states.items() if done == 0]
+    assert len(processed) + len(untouched) == n, states
+    assert processed and untouched, "the stop did not land mid-pass"
+    with session_scope(engine) as s:
+        run = s.exec(select(DreamRun).order_by(DreamRun.id.desc())).first()
+        memories = s.exec(select(Memory)).all()
+    assert (run.status, run.error, run.sessions) == ("ok", "stopped on request", len(processed))
+    assert len(memories) == len(processed)
+    engine.dispose()
+
+
+def _env(data, llm_url: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
+    env.update({
+        "DREAMER_DATA_DIR": str(data), "DREAMER_LLM_BASE_URL": llm_url, "DREAMER_EMBEDDER": "none",
+        "DREAMER_WARMUP_SECONDS": "0.2", "DREAMER_DREAM_INTERVAL_SECONDS": "3600",
+        "DREAMER_MAX_SESSIONS_PER_PASS": "1000", "DREAMER_BUSY_BACKEND": "sql",
+    })
+    return env

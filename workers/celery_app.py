@@ -1,0 +1,201 @@
+"""The Celery app: `celery -A workers.celery_app worker` / `beat`.
+
+Settings are read once, when a worker or beat first asks for `app` (this module is the edge);
+`make_app(settings)` builds an app from a given Settings for tests and for the daemon's
+celery executor. Each worker process builds ONE Runtime at `worker_process_init` (or on its
+first task under the solo pool) and shares it between tasks. Tasks ack late and are rejected
+back to the queue when their worker dies, so a crash redelivers them; they are idempotent
+under redelivery (cursor + lease). Only `dreamer.errors.Retryable` errors are retried, after
+their own delay or an exponential backoff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import logging
+import random
+import threading
+from typing import Any, Callable
+
+from celery import Celery, Task
+from celery.signals import worker_process_init, worker_process_shutdown
+
+from dreamer.busy import compute_backoff
+from dreamer.config import Settings
+from dreamer.errors import Busy, Retryable
+from dreamer.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+TASKS = ("dreamer.dream_pass", "dreamer.dream_session", "dreamer.reprocess", "dreamer.flush_session")
+
+
+class ProcessRuntime:
+    """The one Runtime of a worker process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._rt: Runtime | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Runtime:
+        with self._lock:
+            if self._rt is None:
+                from dreamer.shared_index import open_shared_runtime
+
+                self._rt = open_shared_runtime(self.settings)
+                log.info("worker runtime ready (database %s)", self._rt.engine.url.render_as_string(hide_password=True))
+            return self._rt
+
+    def open(self, **_signal: Any) -> None:
+        self.get()
+
+    def close(self, **_signal: Any) -> None:
+        with self._lock:
+            if self._rt is not None:
+                self._rt.close()
+                self._rt.engine.dispose()
+                self._rt = None
+
+
+def make_app(settings: Settings) -> Celery:
+    app = Celery("dreamer", broker=settings.broker_url, backend=settings.result_backend or None)
+    app.conf.update(_config(settings))
+    app.dreamer_runtime = ProcessRuntime(settings)  # type: ignore[attr-defined]
+    _register(app, settings, app.dreamer_runtime)  # type: ignore[attr-defined]
+    return app
+
+
+def _config(settings: Settings) -> dict:
+    visibility = settings.celery_visibility_timeout_seconds
+    return {
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_default_queue": settings.celery_queue,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_expires": 24 * 3600,
+        "timezone": "UTC",
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {
+            "visibility_timeout": visibility,
+            "unacked_restore_interval": max(1, int(min(10.0, visibility / 4))),
+            "unacked_restore_throttle": 1,
+        },
+        "beat_schedule": {
+            "dream": {
+                "task": "dreamer.dream_pass",
+                "schedule": settings.dream_interval_seconds,
+                "kwargs": {"trigger": "beat"},
+                "options": {"queue": settings.celery_queue},
+            },
+        },
+    }
+
+
+def _retrying(settings: Settings) -> Callable:
+    """Retry a bound task on `Retryable` only: after the error's delay, else a backoff."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def task(self: Task, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except Retryable as exc:
+                countdown = exc.delay or compute_backoff(
+                    self.request.retries, base=settings.task_retry_base_seconds,
+                    cap=settings.task_retry_cap_seconds, rand=random.random(),
+                )
+                log.info("%s: %s; retry %d in %.1f s", self.name, exc, self.request.retries + 1, countdown)
+                raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+
+        return task
+
+    return wrap
+
+
+def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
+    retrying = _retrying(settings)
+
+    @app.task(name="dreamer.dream_pass", bind=True)
+    @retrying
+    def dream_pass(self: Task, trigger: str = "celery") -> dict:
+        """Find the due sessions and send one `dream_session` per session."""
+        from dreamer.jobs import fan_out
+
+        rt = process.get()
+        queue = settings.celery_queue
+        result = fan_out(rt, lambda sid: dream_session.apply_async(args=[sid], kwargs={"trigger": trigger}, queue=queue),
+                         trigger=trigger)
+        if result.skipped:
+            if self.request.retries >= settings.task_max_retries:
+                return {"sessions": [], "skipped": result.skipped}
+            delay = compute_backoff(self.request.retries, base=settings.backoff_base_seconds,
+                                    cap=settings.backoff_cap_seconds, rand=random.random())
+            raise Busy(result.skipped, delay=delay)
+        return {"sessions": result.session_ids}
+
+    @app.task(name="dreamer.dream_session", bind=True)
+    @retrying
+    def dream_session(self: Task, session_id: int, trigger: str = "celery", catch_up: bool = False) -> dict:
+        """Dream over one session (`dream_pass(rt, session_ids=[id])`)."""
+        from dreamer.jobs import run_session
+
+        runs = run_session(process.get(), session_id, trigger=trigger, catch_up=catch_up)
+        return {"session_id": session_id, "runs": [r.id for r in runs],
+                "messages": sum(r.messages for r in runs), "added": sum(r.added for r in runs),
+                "merged": sum(r.merged for r in runs)}
+
+    @app.task(name="dreamer.reprocess", bind=True)
+    @retrying
+    def reprocess(self: Task, selection: dict) -> dict:
+        """Reset the selected cursors and send one catch-up `dream_session` per session."""
+        from dreamer.db import session_scope
+        from dreamer.reprocess import Selection, reset_cursors, select_ids
+
+        rt = process.get()
+        with session_scope(rt.engine) as s:
+            ids = select_ids(s, Selection.from_dict(selection))
+        reset_cursors(rt.engine, ids)
+        for sid in ids:
+            dream_session.apply_async(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True},
+                                      queue=settings.celery_queue)
+        return {"sessions": ids}
+
+    @app.task(name="dreamer.flush_session", bind=True)
+    @retrying
+    def flush_session(self: Task, session_id: int) -> Any:
+        """The online companion's flush (`dreamer.flush.flush_session`) in a worker."""
+        from dreamer.jobs import run_flush
+
+        return _jsonable(run_flush(process.get(), session_id))
+
+
+def _jsonable(value: Any) -> Any:
+    """A task result the JSON serializer accepts (dataclasses as dicts, the rest as strings)."""
+    data = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return json.loads(json.dumps(data, default=str))
+
+
+_app: Celery | None = None
+
+
+def _worker_app() -> Celery:
+    """The app `celery -A workers.celery_app` finds, built from the environment on first use."""
+    global _app
+    if _app is None:
+        _app = make_app(Settings())
+        process = _app.dreamer_runtime  # type: ignore[attr-defined]
+        worker_process_init.connect(process.open, weak=False)
+        worker_process_shutdown.connect(process.close, weak=False)
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "celery"):
+        return _worker_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

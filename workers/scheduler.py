@@ -1,0 +1,239 @@
+"""The in-process daemon behind `dreamer run`: a thin APScheduler shell around the pure policy
+in `dreamer.schedule`.
+
+One interval job (first run `warmup_seconds` after start, `max_instances=1`, coalesced, with
+a misfire grace) calls `DreamScheduler.tick()`. A pass skipped because the agent is busy
+schedules a one-off retry after the backoff instead of waiting a whole interval. SIGTERM and
+SIGINT set a stop flag that the running pass polls between sessions, so the session in hand
+commits its checkpoint before the process exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+from datetime import timezone
+from typing import Callable, Protocol
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from dreamer.config import Settings
+from dreamer.errors import DreamerError, Retryable
+from dreamer.models import utcnow
+from dreamer.runtime import Runtime
+from dreamer.schedule import (
+    BACKOFF, RUN, Action, Policy, load_state, next_action, on_backoff, on_finish, on_start,
+    record_skip, save_state,
+)
+from dreamer.shared_index import end_turn
+
+log = logging.getLogger(__name__)
+
+JOB_ID = "dream"
+RETRY_JOB_ID = "dream-retry"
+
+
+class Executor(Protocol):
+    name: str
+
+    def __call__(self, stop: Callable[[], bool]) -> int | None:
+        """Run (or hand off) one pass; the id of its `dream_runs` row when known."""
+
+
+class InlineExecutor:
+    """The pass runs here, in the daemon, with the embedded index taken for its duration."""
+
+    name = "inline"
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def __call__(self, stop: Callable[[], bool]) -> int | None:
+        from dreamer.dream import dream_pass
+
+        try:
+            run = dream_pass(self.rt, trigger="scheduler", force=True, stop=stop)
+        finally:
+            end_turn(self.rt)
+        log.info("pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged)
+        return run.id
+
+
+class CeleryExecutor:
+    """The pass is enqueued as the Celery `dreamer.dream_pass` task (which fans out per session)."""
+
+    name = "celery"
+
+    def __init__(self, settings: Settings, app=None) -> None:
+        if app is None:
+            from workers.celery_app import make_app
+
+            app = make_app(settings)
+        self.app = app
+        self.queue = settings.celery_queue
+
+    def __call__(self, stop: Callable[[], bool]) -> int | None:
+        result = self.app.send_task("dreamer.dream_pass", kwargs={"trigger": "scheduler"}, queue=self.queue)
+        log.info("enqueued dream pass as task %s on queue %s", result.id, self.queue)
+        return None
+
+
+class DreamScheduler:
+    """The decision loop: `tick()` decides and acts; `start()` / `shutdown()` drive it with APScheduler."""
+
+    def __init__(
+        self, rt: Runtime, executor: Executor, *, clock: Callable = utcnow,
+        rand: Callable[[], float] = random.random, stop: threading.Event | None = None,
+    ) -> None:
+        self.rt = rt
+        self.executor = executor
+        self.clock = clock
+        self.rand = rand
+        self.stop = stop or threading.Event()
+        self.policy = Policy.from_settings(rt.settings)
+        self.state = load_state(rt.engine, clock(), self.policy)
+        self._lock = threading.Lock()
+        self._firing = threading.Lock()
+        self._scheduler: BackgroundScheduler | None = None
+
+    # -- the decision
+
+    def tick(self, before_run: Callable[[], None] | None = None) -> Action:
+        """Decide at the clock's now; run the pass, or record a skip and the retry time."""
+        now = self.clock()
+        with self._lock:
+            action = next_action(self.state, now, self._busy_reason(now), policy=self.policy, rand=self.rand())
+            if action.kind == BACKOFF:
+                self.state = on_backoff(self.state, action, now, self.policy)
+                record_skip(self.rt.engine, "scheduler", action.reason or "busy")
+                log.info("agent busy (%s): retry in %.1f s", action.reason, action.delay)
+            elif action.kind == RUN:
+                self.state = on_start(self.state, now, self.policy)
+            save_state(self.rt.engine, self.state)
+        if action.kind == RUN:
+            if before_run is not None:
+                before_run()
+            self._run()
+        return action
+
+    def _busy_reason(self, now) -> str | None:
+        try:
+            return self.rt.busy.busy_reason(now)
+        except Retryable as exc:
+            return str(exc)
+
+    def _run(self) -> None:
+        run_id = None
+        try:
+            run_id = self.executor(self.stop.is_set)
+        except DreamerError as exc:  # recorded on the run row by the pass; the schedule goes on
+            log.error("dream pass failed: %s", exc)
+        finally:
+            with self._lock:
+                self.state = on_finish(self.state, self.clock(), run_id)
+                save_state(self.rt.engine, self.state)
+
+    # -- the APScheduler shell
+
+    def start(self) -> BackgroundScheduler:
+        sched = BackgroundScheduler(timezone=timezone.utc)
+        grace = self._grace()
+        sched.add_job(
+            self._fire, IntervalTrigger(seconds=self.policy.interval, start_date=self.state.anchor, timezone=timezone.utc),
+            id=JOB_ID, max_instances=1, coalesce=True, misfire_grace_time=grace,
+        )
+        self._scheduler = sched
+        save_state(self.rt.engine, self.state)
+        sched.start()
+        log.info("dream scheduler started (%s executor): first pass at %s, then every %g s",
+                 self.executor.name, self.state.anchor.isoformat(), self.policy.interval)
+        return sched
+
+    def _fire(self) -> None:
+        """One job run. Scheduler calls happen only before the pass and never once a stop is
+        requested: `shutdown()` waits for this method while holding APScheduler's locks."""
+        if not self._firing.acquire(blocking=False):
+            log.info("a pass is still running; this trigger is skipped")
+            return
+        try:
+            if self.stop.is_set():
+                return
+            action = self.tick(before_run=self._cancel_retry)
+            if action.kind == BACKOFF and not self.stop.is_set():
+                self._schedule_retry(action)
+        finally:
+            self._firing.release()
+
+    def _schedule_retry(self, action: Action) -> None:
+        if self._scheduler is None:
+            return
+        self._scheduler.add_job(
+            self._fire, DateTrigger(run_date=action.at, timezone=timezone.utc), id=RETRY_JOB_ID,
+            replace_existing=True, max_instances=1, misfire_grace_time=self._grace(),
+        )
+
+    def _grace(self) -> int:
+        """APScheduler wants whole seconds."""
+        return max(1, round(self.rt.settings.scheduler_misfire_grace_seconds))
+
+    def _cancel_retry(self) -> None:
+        if self._scheduler is None:
+            return
+        try:
+            self._scheduler.remove_job(RETRY_JOB_ID)
+        except JobLookupError:
+            pass
+
+    def shutdown(self) -> None:
+        """Ask the running pass to stop after its session, wait for it, then stop APScheduler."""
+        self.stop.set()
+        with self._firing:
+            if self._scheduler is not None and self._scheduler.running:
+                self._scheduler.shutdown(wait=True)
+
+
+def build_executor(name: str, rt: Runtime) -> Executor:
+    if name == "inline":
+        return InlineExecutor(rt)
+    if name == "celery":
+        return CeleryExecutor(rt.settings)
+    raise DreamerError(f"unknown executor {name!r}: use inline or celery")
+
+
+def run_daemon(settings: Settings, *, executor: str | None = None, poll: float = 0.5) -> int:
+    """`dreamer run`: schedule passes until SIGTERM or SIGINT, then finish the session in hand."""
+    from dreamer.shared_index import open_shared_runtime
+
+    name = executor or settings.scheduler_executor
+    stop = threading.Event()
+    rt = open_shared_runtime(settings) if name == "inline" else Runtime.open(settings)
+    previous = _install_signals(stop)
+    daemon = DreamScheduler(rt, build_executor(name, rt), stop=stop)
+    try:
+        daemon.start()
+        while not stop.wait(poll):
+            pass
+        log.info("stop requested: finishing the session in hand")
+    finally:
+        daemon.shutdown()
+        rt.close()
+        _restore_signals(previous)
+    return 0
+
+
+def _install_signals(stop: threading.Event) -> dict:
+    def handler(signum, _frame) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        stop.set()
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
