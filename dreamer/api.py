@@ -1,0 +1,460 @@
+"""The HTTP API of the online companion (FastAPI): append with the context meter, recall,
+context, agent writes, flush, status, health and Prometheus metrics.
+
+Every call acts in the scope of its bearer token (user, and agent and team when the token
+names them), never in one named by the body; a reader token cannot write. Requests under
+``/v1/`` mark the agent busy for the dreamer while they run.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import func, text
+from sqlmodel import select
+from starlette.concurrency import run_in_threadpool
+
+from dreamer import flush as flushing
+from dreamer.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory, remember
+from dreamer.busy import activity_key
+from dreamer.db import session_scope
+from dreamer.errors import ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired
+from dreamer.index import Scope
+from dreamer.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
+from dreamer.recall import context, recall
+
+log = logging.getLogger(__name__)
+
+MIN_TOKEN_CHARS = 16
+MAX_MESSAGES_PER_APPEND = 1000
+BUSY_PREFIX = "/v1/"
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+class Grant(BaseModel):
+    """One bearer token, bound to a scope and a role."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: str = Field(min_length=MIN_TOKEN_CHARS)
+    user_id: str = Field(min_length=1, max_length=255)
+    agent_id: str | None = Field(None, min_length=1, max_length=255)
+    team: str | None = Field(None, min_length=1, max_length=255)
+    role: Literal["writer", "reader"]
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(user_id=self.user_id, agent_id=self.agent_id, team=self.team)
+
+    @property
+    def can_write(self) -> bool:
+        return self.role == "writer"
+
+
+def parse_tokens(raw: str) -> list[Grant]:
+    """The grants in `api_tokens` (a JSON list); ConfigError for anything malformed."""
+    if not raw or not raw.strip():
+        return []
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"api_tokens is not valid JSON: {exc.msg} at position {exc.pos}") from exc
+    if not isinstance(data, list):
+        raise ConfigError("api_tokens must be a JSON list of {token, user_id, agent_id?, team?, role} objects")
+    grants = []
+    for i, item in enumerate(data):
+        try:
+            grants.append(Grant.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(entry)"
+            raise ConfigError(f"api_tokens entry {i}: {where}: {first['msg']}") from exc
+    if len({g.token for g in grants}) != len(grants):
+        raise ConfigError("api_tokens: the same token appears twice")
+    return grants
+
+
+class Auth:
+    """Bearer token -> grant; in insecure single-user mode every request is that user's writer."""
+
+    def __init__(self, grants: list[Grant], insecure_user: str | None = None) -> None:
+        self.grants = grants
+        self.insecure = Grant.model_construct(token="", user_id=insecure_user, agent_id=None, team=None,
+                                              role="writer") if insecure_user else None
+
+    def resolve(self, authorization: str | None) -> Grant | None:
+        if self.insecure is not None:
+            return self.insecure
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        found = None
+        for g in self.grants:  # compare against every token: no early exit on a match
+            if hmac.compare_digest(g.token.encode(), token.strip().encode()):
+                found = g
+        return found
+
+
+# --------------------------------------------------------------------------- bodies
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageIn(Strict):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = Field(None, max_length=255)
+    tool_call_id: str | None = Field(None, max_length=255)
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class AppendIn(Strict):
+    user_id: str | None = Field(None, description="must be the token's user when given")
+    agent_id: str | None = Field(None, description="must be the token's agent when given")
+    messages: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES_PER_APPEND)
+    context_tokens: int | None = Field(None, ge=0, le=100_000_000, description="the agent's own count of its context")
+    compacted: bool = Field(False, description="the agent compacted its context before these messages")
+
+
+class RecallIn(Strict):
+    query: str = Field(min_length=1, max_length=4000)
+    k: int | None = Field(None, ge=1, le=100)
+    kinds: list[Literal[KINDS]] | None = Field(None, max_length=len(KINDS))  # type: ignore[valid-type]
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class MemoryIn(Strict):
+    text: str = Field(min_length=3, max_length=600)
+    kind: Literal[AGENT_WRITE_KINDS] = "preference"  # type: ignore[valid-type]
+    session_id: str | None = Field(None, max_length=255, description="the session it was said in")
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class Metrics:
+    """A per-app registry: requests and latencies, flushes, dream runs and LLM tokens."""
+
+    def __init__(self, rt) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("dreamer_http_requests", "HTTP requests served", ["method", "route", "status"],
+                                registry=self.registry)
+        self.latency = Histogram("dreamer_http_request_seconds", "HTTP request latency", ["method", "route"],
+                                 registry=self.registry)
+        self.flushes = Counter("dreamer_flushes", "Daily-note flushes by outcome", ["status"], registry=self.registry)
+        self.flush_tokens = {"prompt": 0, "completion": 0}
+        self.registry.register(_StoreCollector(rt, self))
+
+    def flushed(self, result: flushing.FlushResult | None, exc: BaseException | None) -> None:
+        self.flushes.labels(status="failed" if exc is not None else result.status).inc()  # type: ignore[union-attr]
+        if result is not None:
+            self.flush_tokens["prompt"] += result.prompt_tokens
+            self.flush_tokens["completion"] += result.completion_tokens
+
+
+class _StoreCollector:
+    """Dream runs and LLM tokens, read from SQL (and this process's flushes) at scrape time."""
+
+    def __init__(self, rt, metrics: Metrics) -> None:
+        self.rt = rt
+        self.metrics = metrics
+
+    def describe(self):
+        return [CounterMetricFamily("dreamer_dream_runs", "Dream runs by status", labels=["status"]),
+                CounterMetricFamily("dreamer_llm_tokens", "LLM tokens by source and kind", labels=["source", "kind"])]
+
+    def collect(self):
+        runs = CounterMetricFamily("dreamer_dream_runs", "Dream runs by status", labels=["status"])
+        tokens = CounterMetricFamily("dreamer_llm_tokens", "LLM tokens by source and kind", labels=["source", "kind"])
+        with session_scope(self.rt.engine) as s:
+            for status, n in s.exec(select(DreamRun.status, func.count()).group_by(DreamRun.status)).all():
+                runs.add_metric([status], n)
+            prompt, completion = s.exec(
+                select(func.coalesce(func.sum(DreamRun.prompt_tokens), 0), func.coalesce(func.sum(DreamRun.completion_tokens), 0))
+            ).one()
+        tokens.add_metric(["dream", "prompt"], prompt)
+        tokens.add_metric(["dream", "completion"], completion)
+        tokens.add_metric(["flush", "prompt"], self.metrics.flush_tokens["prompt"])
+        tokens.add_metric(["flush", "completion"], self.metrics.flush_tokens["completion"])
+        return [runs, tokens]
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+class BodyLimit:
+    """413 for a body over `limit` bytes: by Content-Length up front, else while it streams in."""
+
+    def __init__(self, app, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await _too_large(send, self.limit)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _too_large(send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over {limit} bytes"}).encode()
+    await send({"type": "http.response.start", "status": 413, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Observe:
+    """Request counts and latencies per route; `/v1/` requests mark the agent busy meanwhile."""
+
+    def __init__(self, app, *, metrics: Metrics, auth: Auth, busy, fixed_paths: frozenset[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.auth = auth
+        self.busy = busy
+        self.fixed_paths = fixed_paths
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status = 500
+        started = time.perf_counter()
+        key = self._busy_key(scope)
+        active = False
+
+        async def finish() -> None:
+            nonlocal active
+            if active:
+                active = False
+                await run_in_threadpool(self.busy.end, key)
+
+        async def tracked(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                await finish()  # idle again before the client sees the end of the answer
+            await send(message)
+
+        if key:
+            await run_in_threadpool(self.busy.begin, key)
+            active = True
+        try:
+            await self.app(scope, receive, tracked)
+        finally:
+            await finish()
+            route = self._route(scope)
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - started)
+
+    def _route(self, scope) -> str:
+        """The route template as label (never a raw path, except the app's fixed ones)."""
+        path = getattr(scope.get("route"), "path", None)
+        if path:
+            return path
+        return scope["path"] if scope["path"] in self.fixed_paths else "unmatched"
+
+    def _busy_key(self, scope) -> str | None:
+        if not scope["path"].startswith(BUSY_PREFIX):
+            return None
+        header = dict(scope["headers"]).get(b"authorization")
+        grant = self.auth.resolve(header.decode("latin-1") if header else None)
+        return activity_key(user_id=grant.user_id, agent_id=grant.agent_id) if grant else None
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def create_app(rt, *, insecure_user: str | None = None) -> FastAPI:
+    """The API over a runtime; refuses to build without tokens unless `insecure_user` is given."""
+    flushing.validate_flush_settings(rt.settings)
+    grants = parse_tokens(rt.settings.api_tokens)
+    if not grants and not insecure_user:
+        raise ConfigError("no API tokens configured (DREAMER_API_TOKENS) and no insecure single user: refusing to serve")
+    auth = Auth(grants, insecure_user)
+    metrics = Metrics(rt)
+    runner = flushing.FlushRunner(rt, workers=rt.settings.flush_workers, on_done=metrics.flushed)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        await run_in_threadpool(runner.close)
+
+    app = FastAPI(title="dreamer", version="0.1.0", lifespan=lifespan,
+                  description="The online companion: append, recall, context, agent writes and flush.")
+    app.state.rt, app.state.flusher, app.state.metrics, app.state.auth = rt, runner, metrics, auth
+    _errors(app)
+    _routes(app, rt, runner, metrics, auth)
+    app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)
+    fixed = frozenset(r.path for r in app.routes if "{" not in getattr(r, "path", "{"))
+    app.add_middleware(Observe, metrics=metrics, auth=auth, busy=rt.busy, fixed_paths=fixed)
+    return app
+
+
+_STATUS = ((NotFound, 404), (IngestError, 422), (WriteRejected, 409), (ScopeRequired, 400),
+           (IndexInUse, 503), (LLMError, 502), (DreamerError, 500))
+
+
+def _errors(app: FastAPI) -> None:
+    async def handle(_request: Request, exc: Exception) -> JSONResponse:
+        code = next(c for kind, c in _STATUS if isinstance(exc, kind))
+        if code >= 500:
+            log.error("request failed: %s: %s", type(exc).__name__, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=code)
+
+    for kind, _ in _STATUS:
+        app.add_exception_handler(kind, handle)
+
+
+def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, auth: Auth) -> None:
+    def grant(request: Request) -> Grant:
+        found = auth.resolve(request.headers.get("authorization"))
+        if found is None:
+            raise HTTPException(401, "missing or unknown bearer token", headers={"WWW-Authenticate": "Bearer"})
+        return found
+
+    def writer(g: Grant = Depends(grant)) -> Grant:
+        if not g.can_write:
+            raise HTTPException(403, "this token may only read")
+        return g
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict:
+        with session_scope(rt.engine) as s:
+            s.exec(text("SELECT 1"))
+        return {"ok": True}
+
+    @app.get("/metrics", tags=["ops"])
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/sessions/{session_id}/messages", tags=["sessions"])
+    def append_messages(body: AppendIn, session_id: str = PathParam(min_length=1, max_length=255), g: Grant = Depends(writer)) -> dict:
+        """Append new messages; returns the context meter and whether a flush was scheduled."""
+        _same_scope(body, g)
+        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        meter = flushing.append(rt, g.scope, session_id, messages, context_tokens=body.context_tokens,
+                                compacted=body.compacted, runner=runner)
+        return meter.as_json()
+
+    @app.post("/v1/sessions/{session_id}/flush", tags=["sessions"])
+    def flush_now(session_id: str = PathParam(min_length=1, max_length=255), g: Grant = Depends(writer)) -> dict:
+        """Flush the session's content since its last flush now, and return the notes."""
+        return flushing.flush_session(rt, _own_session(rt, g, session_id).id).as_json()
+
+    @app.post("/v1/recall", tags=["memory"])
+    def recall_memories(body: RecallIn, g: Grant = Depends(grant)) -> dict:
+        """Hybrid search over the token's memories (full text only without an embedder)."""
+        found = recall(rt, body.query, g.scope, k=body.k, kinds=body.kinds, since=body.since, until=body.until)
+        return found.as_json()
+
+    @app.get("/v1/context", tags=["memory"])
+    def context_block(budget: int | None = Query(None, ge=0, le=100_000), g: Grant = Depends(grant)) -> dict:
+        """Preferences and profile to inject, ranked and cut to the token budget."""
+        return context(rt, g.scope, budget_tokens=budget).as_json()
+
+    @app.post("/v1/memories", tags=["memory"])
+    def remember_memory(body: MemoryIn, g: Grant = Depends(writer)) -> dict:
+        """Remember a fact through the dreamer's consolidation (a duplicate merges)."""
+        sid = _own_session(rt, g, body.session_id).id if body.session_id else None
+        m = remember(rt, g.scope, body.text, body.kind, session_id=sid)
+        return _memory_json(m)
+
+    @app.delete("/v1/memories/{memory_id}", tags=["memory"])
+    def forget(memory_id: str, reason: str = Query("forgotten by the agent", max_length=500),
+               g: Grant = Depends(writer)) -> dict:
+        """Forget one of the token's memories (kept for history, never returned by default)."""
+        return _memory_json(forget_memory(rt, g.scope, memory_id, reason))
+
+    @app.get("/v1/status", tags=["ops"])
+    def status(g: Grant = Depends(grant)) -> dict:
+        """Counts for the token's scope, the last dream run, and how recall and flush run."""
+        return _status(rt, g, runner)
+
+
+def _same_scope(body: AppendIn, g: Grant) -> None:
+    if body.user_id is not None and body.user_id != g.user_id:
+        raise HTTPException(403, "user_id in the body differs from the token's user")
+    if body.agent_id is not None and body.agent_id != g.agent_id:
+        raise HTTPException(403, "agent_id in the body differs from the token's agent")
+
+
+def _own_session(rt, g: Grant, external_id: str) -> Session:
+    with session_scope(rt.engine) as s:
+        sess = flushing.owned_session(s, g.scope, external_id)
+    if sess is None:
+        raise NotFound(f"no session {external_id}")
+    return sess
+
+
+def _memory_json(m: Memory) -> dict:
+    return {
+        "memory_id": m.id, "text": m.text, "kind": m.kind, "status": m.status, "source": m.source,
+        "evidence": m.evidence, "created_at": m.created_at.isoformat(), "updated_at": m.updated_at.isoformat(),
+    }
+
+
+def _status(rt, g: Grant, runner: flushing.FlushRunner) -> dict:
+    scope = g.scope
+    with session_scope(rt.engine) as s:
+        sessions = select(Session.id).where(Session.user_id == scope.user_id)
+        if scope.agent_id is not None:
+            sessions = sessions.where(Session.agent_id == scope.agent_id)
+        ids = list(s.exec(sessions).all())
+        messages = s.exec(select(func.count()).select_from(Message).where(Message.session_id.in_(ids))).one() if ids else 0
+        by_status = _memory_counts(s, scope)
+        notes = s.exec(select(func.count()).select_from(DailyNote).where(DailyNote.user_id == scope.user_id)
+                       .where(DailyNote.position >= 0)).one()
+        last = s.exec(select(DreamRun).order_by(DreamRun.id.desc()).limit(1)).first()
+    return {
+        "user_id": g.user_id, "agent_id": g.agent_id, "team": g.team, "role": g.role,
+        "sessions": len(ids), "messages": messages, "memories": by_status, "daily_notes": notes,
+        "flushes_pending": runner.pending, "flush_point": flushing.flush_point(rt.settings),
+        "recall": "hybrid" if rt.embedder is not None else "text-only",
+        "extractor": f"llm:{rt.llm.name}" if rt.llm is not None else "rules",
+        "last_dream_run": None if last is None else {
+            "id": last.id, "status": last.status, "started_at": last.started_at.isoformat(),
+            "finished_at": last.finished_at.isoformat() if last.finished_at else None,
+        },
+    }
+
+
+def _memory_counts(s, scope: Scope) -> dict[str, int]:
+    q = select(Memory.status, func.count()).where(Memory.user_id == scope.user_id)
+    if scope.agent_id is not None:
+        q = q.where(Memory.agent_id == scope.agent_id)
+    if scope.team is not None:
+        q = q.where(Memory.team == scope.team)
+    return {status: n for status, n in s.exec(q.group_by(Memory.status)).all()}
+
+
+__all__ = ["Auth", "Grant", "create_app", "parse_tokens"]

@@ -1,0 +1,193 @@
+"""CLI for the online companion: serve, recall, context, flush, trace."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import typer
+
+from dreamer.cli import app, err, out, print_json, settings_of
+from dreamer.cli.records import open_store
+from dreamer.errors import IndexInUse
+from dreamer.index import Scope
+from dreamer.runtime import Runtime
+
+API_HINT = "while `dreamer serve` runs it owns the embedded index: use its API ({endpoint}) instead"
+
+
+@contextmanager
+def index_runtime(ctx: typer.Context, endpoint: str) -> Iterator[Runtime]:
+    """A runtime whose index is open; an index owned by a server says to use the API."""
+    settings = settings_of(ctx)
+    with Runtime.open(settings, engine=open_store(settings)) as rt:
+        try:
+            rt.index
+        except IndexInUse as exc:
+            raise IndexInUse(f"{exc}; {API_HINT.format(endpoint=endpoint)}") from exc
+        yield rt
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8765, "--port"),
+    insecure_single_user: str = typer.Option(
+        None, "--insecure-single-user", metavar="USER",
+        help="Without API tokens: every request acts as a writer for USER (local use only).",
+    ),
+    scheduler: bool = typer.Option(
+        None, "--scheduler/--no-scheduler",
+        help="Host the dream scheduler in this process (default: on with the embedded index, which one process owns).",
+    ),
+) -> None:
+    """Run the HTTP API (the process owns the embedded index while it runs)."""
+    import uvicorn
+
+    from dreamer.api import create_app, parse_tokens
+    from dreamer.flush import validate_flush_settings
+
+    settings = settings_of(ctx)
+    validate_flush_settings(settings)
+    if not parse_tokens(settings.api_tokens) and not insecure_single_user:
+        err.print("error: no API tokens configured: set DREAMER_API_TOKENS, or pass --insecure-single-user USER "
+                  "for a local single-user server", markup=False)
+        raise typer.Exit(1)
+    with index_runtime(ctx, "this server") as rt:
+        api = create_app(rt, insecure_user=insecure_single_user)
+        if insecure_single_user:
+            err.print(f"warning: no authentication, every request acts as {insecure_single_user}", markup=False)
+        hosted = _hosted_scheduler(rt) if (scheduler if scheduler is not None else not settings.qdrant_url) else None
+        try:
+            uvicorn.run(api, host=host, port=port, log_level="info")
+        finally:
+            if hosted is not None:
+                hosted.shutdown()
+
+
+def _hosted_scheduler(rt: Runtime):
+    """On the embedded default the server owns the index, so it runs the dream passes too."""
+    from workers.scheduler import DreamScheduler, InlineExecutor
+
+    hosted = DreamScheduler(rt, InlineExecutor(rt))
+    hosted.start()
+    return hosted
+
+
+@app.command("recall")
+def recall_cmd(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="What to look for."),
+    user: str = typer.Option(..., "--user"),
+    k: int = typer.Option(None, "--k", min=1, help="How many hits (default: recall_k)."),
+    include_all: bool = typer.Option(False, "--all", help="Also superseded and forgotten memories."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Hybrid recall over one user's memories."""
+    from dreamer.recall import recall
+
+    with index_runtime(ctx, "POST /v1/recall") as rt:
+        found = recall(rt, query, Scope(user_id=user), k=k, include_all=include_all)
+    if as_json:
+        print_json(found.as_json())
+        return
+    out.print(f"recall ({found.mode}) for {query!r}: {len(found.hits)} hit(s)", markup=False)
+    if found.note:
+        out.print(f"  note: {found.note}", markup=False)
+    for h in found.hits:
+        out.print(f"{h.rank:>3}. {h.score:.3f}  {h.memory_id[:12]}  [{h.kind}, {h.status}]  {h.text}", markup=False)
+
+
+@app.command("context")
+def context_cmd(
+    ctx: typer.Context,
+    user: str = typer.Option(..., "--user"),
+    budget: int = typer.Option(None, "--budget", min=0, help="Token budget (default: context_budget)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The context block that would be injected for a user."""
+    from dreamer.recall import context
+
+    settings = settings_of(ctx)
+    with Runtime.open(settings, engine=open_store(settings)) as rt:
+        block = context(rt, Scope(user_id=user), budget_tokens=budget)
+    if as_json:
+        print_json(block.as_json())
+        return
+    if not block.text:
+        out.print("nothing to inject", markup=False)
+        return
+    out.print(block.text, markup=False)
+    out.print(f"({block.tokens} tokens, {len(block.memory_ids)} memories)", markup=False)
+
+
+@app.command("flush")
+def flush_cmd(
+    ctx: typer.Context,
+    session: int = typer.Option(..., "--session", help="Session id (see `sessions ls`)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Flush a session's content since its last flush into daily notes now."""
+    from dreamer.flush import flush_session
+
+    with index_runtime(ctx, "POST /v1/sessions/<id>/flush") as rt:
+        result = flush_session(rt, session)
+    if as_json:
+        print_json(result.as_json())
+        return
+    if result.status != "flushed":
+        out.print(f"session {session}: {result.status.replace('_', ' ')}", markup=False)
+        return
+    start, end = result.window or (0, 0)
+    out.print(f"session {session}: messages {start}-{end} ({result.trigger}, {result.extractor}) -> "
+              f"{len(result.notes)} note(s) in {result.path}", markup=False)
+    for note in result.notes:
+        out.print(f"  - {note}", markup=False)
+
+
+@app.command("trace")
+def trace_cmd(
+    ctx: typer.Context,
+    fact: str = typer.Argument(..., help="The fact, as it was said or stored."),
+    user: str = typer.Option(..., "--user"),
+    k: int = typer.Option(None, "--k", min=1, help="Recall depth (default: recall_k)."),
+    budget: int = typer.Option(None, "--budget", min=0, help="Context budget (default: context_budget)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Follow a fact: said in a session, stored as a memory, indexed, recalled, injected."""
+    from dreamer.trace import trace
+
+    with index_runtime(ctx, "POST /v1/recall and GET /v1/context") as rt:
+        found = trace(rt, fact, user, k=k, budget=budget)
+    if as_json:
+        print_json(found.as_json())
+        return
+    _print_trace(found)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no "
+
+
+def _print_trace(t) -> None:
+    hops = t.hops
+    current = [m for m in t.memories if m.current]
+    out.print(f"trace {t.fact!r} for user {t.user_id}", markup=False)
+    out.print(f"  said        {_yes(hops['said'])} {len(t.said)} message(s)", markup=False)
+    for s in t.said:
+        out.print(f"      session {s.session_id} ({s.external_id}) message {s.seq} {s.role}: {s.excerpt}", markup=False)
+    out.print(f"  remembered  {_yes(hops['remembered'])} {len(current)} current memory(ies), {len(t.memories)} in all", markup=False)
+    for m in t.memories:
+        events = ", ".join(e["event"] for e in m.history)
+        out.print(f"      {m.memory_id[:12]} [{m.kind}, {m.status}, source {m.source}] {m.text}", markup=False)
+        out.print(f"        history: {events or '-'}; indexed_at {m.indexed_at.isoformat() if m.indexed_at else '-'}, "
+                  f"in index {_yes(m.in_index).strip()}; recall rank {m.recall_rank or '-'}; "
+                  f"context position {m.context_position or '-'}", markup=False)
+    out.print(f"  indexed     {_yes(hops['indexed'])}", markup=False)
+    ranks = [m.recall_rank for m in current if m.recall_rank]
+    out.print(f"  recalled    {_yes(hops['recalled'])} {'rank ' + str(min(ranks)) if ranks else 'not'} in the top "
+              f"{t.recall_k} ({t.recall_mode})", markup=False)
+    spots = [m.context_position for m in current if m.context_position]
+    out.print(f"  injected    {_yes(hops['injected'])} {'position ' + str(min(spots)) if spots else 'not'} in the "
+              f"context block (budget {t.context_budget} tokens)", markup=False)

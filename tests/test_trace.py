@@ -1,0 +1,110 @@
+"""`trace` follows one fact through ledger, cabinet, index, recall and context."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dreamer.dream import dream_pass
+from dreamer.index import Scope
+from dreamer.ingest.store import record_messages
+from dreamer.recall import context
+from dreamer.scripted import ScriptedServer
+from dreamer.trace import matches, trace
+from dreamkit import make_index, make_runtime
+from onlinekit import chat
+
+EUROS = "Please always give prices in euros."
+SESSION_1 = chat(EUROS, "Will do.", "We talked about the weather in Lisbon.", "Yes.", "I prefer quiet hotels.", "ok",
+                 "thanks", "bye")
+SESSION_2 = chat("Again: always give prices in euros.", "Sure.", "hello", "hi", "fine", "ok", "yes", "no")
+
+
+@pytest.fixture
+def rt(settings, engine, tmp_path):
+    with ScriptedServer(embed_dim=64) as server:
+        runtime = make_runtime(settings, engine, server, make_index("edge", tmp_path), llm=False)
+        record_messages(runtime.engine, "trip", SESSION_1, user_id="alice")
+        record_messages(runtime.engine, "dinner", SESSION_2, user_id="alice")
+        record_messages(runtime.engine, "bobs", chat("Always give prices in euros.", "ok") * 4, user_id="bob")
+        dream_pass(runtime)
+        yield runtime
+        runtime.close()
+
+
+def test_matches_ignores_case_punctuation_and_partial_words():
+    assert matches("prices in euros", "Please always give PRICES, in euros!")
+    assert not matches("euro", "prices in euros")
+    assert not matches("", "anything")
+
+
+def test_a_stored_fact_passes_every_hop(rt):
+    t = trace(rt, "prices in euros", "alice")
+
+    assert t.hops == {"said": True, "remembered": True, "indexed": True, "recalled": True, "injected": True}
+    assert [(s.external_id, s.seq, s.role) for s in t.said] == [("trip", 1, "user"), ("dinner", 1, "user")]
+    [m] = t.memories
+    assert (m.text, m.kind, m.status, m.source) == ("The user asks to always give prices in euros.", "preference",
+                                                    "verified", "dream")
+    assert [e["event"] for e in m.history] == ["add", "merge"]
+    assert m.indexed_at is not None and m.in_index
+    assert m.recall_rank == 1
+    assert m.context_position == 1 == context(rt, Scope("alice")).memory_ids.index(m.memory_id) + 1
+    data = json.loads(json.dumps(t.as_json(), default=str))
+    assert data["hops"]["recalled"] and data["memories"][0]["recall_rank"] == 1
+
+
+def test_a_fact_said_but_never_stored(rt):
+    t = trace(rt, "the weather in Lisbon", "alice")
+    assert t.hops == {"said": True, "remembered": False, "indexed": False, "recalled": False, "injected": False}
+    assert [(s.external_id, s.seq) for s in t.said] == [("trip", 3)]
+    assert t.memories == []
+
+
+def test_a_fact_never_said(rt):
+    t = trace(rt, "zebra crossings", "alice")
+    assert t.hops == dict.fromkeys(("said", "remembered", "indexed", "recalled", "injected"), False)
+    assert (t.said, t.memories) == ([], [])
+
+
+def test_a_memory_outside_the_context_budget_is_not_injected(rt):
+    t = trace(rt, "prices in euros", "alice", budget=5)
+    assert t.hops["recalled"] and not t.hops["injected"]
+    assert t.context_budget == 5
+
+
+def test_a_forgotten_memory_is_remembered_no_more(rt):
+    from dreamer.agent_writes import forget_memory
+
+    [m] = trace(rt, "prices in euros", "alice").memories
+    forget_memory(rt, Scope("alice"), m.memory_id, "wrong")
+    t = trace(rt, "prices in euros", "alice")
+    assert t.hops == {"said": True, "remembered": False, "indexed": False, "recalled": False, "injected": False}
+    assert t.memories[0].status == "forgotten" and t.memories[0].history[-1]["event"] == "forget"
+
+
+def test_the_cli_traces_the_demo(tmp_path, monkeypatch):
+    from dreamer.cli import app
+    from dreamer.cli import cabinet, online, records  # noqa: F401  (register commands)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DREAMER_EMBEDDER", "none")
+    monkeypatch.delenv("DREAMER_LLM_BASE_URL", raising=False)
+    cli = CliRunner()
+    assert cli.invoke(app, ["demo"]).exit_code == 0
+
+    recalled = cli.invoke(app, ["recall", "prices", "--user", "demo", "--json"])
+    traced = cli.invoke(app, ["trace", "euros", "--user", "demo", "--json"])
+    human = cli.invoke(app, ["trace", "euros", "--user", "demo"])
+
+    hits = json.loads(recalled.stdout)
+    assert hits["mode"] == "text-only"
+    assert hits["hits"][0]["text"] == "The user asks to always give prices in euros."
+    data = json.loads(traced.stdout)
+    assert data["hops"] == {"said": True, "remembered": True, "indexed": True, "recalled": True, "injected": True}
+    assert [(s["external_id"], s["seq"]) for s in data["said"]] == [
+        ("agent-trip-planning", 5), ("agent-trip-planning", 6), ("agent-weekend-dinner", 7)]
+    assert data["memories"][0]["recall_rank"] == 1
+    assert "recalled    yes rank 1" in human.stdout
