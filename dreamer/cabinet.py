@@ -35,7 +35,8 @@ def add_memory(
     now = now or utcnow()
     m = Memory(
         id=memory_id or new_memory_id(), user_id=user_id, agent_id=agent_id, project=project, team=team,
-        kind=kind, text=text, content_hash=content_hash(text), status=promoted_status("candidate", evidence),
+        kind=kind, text=text, content_hash=content_hash(text),
+        status=promoted_status("candidate", evidence, untrusted=untrusted),
         source=source, evidence=evidence, tags=tags or [], importance=importance, untrusted=untrusted,
         valid_from=now, created_at=now, updated_at=now, last_seen=now, indexed_at=None,
     )
@@ -52,7 +53,7 @@ def merge_into(
     now = now or utcnow()
     before = m.status
     m.evidence = merge_evidence(list(m.evidence), evidence)
-    m.status = promoted_status(m.status, m.evidence)
+    m.status = promoted_status(m.status, m.evidence, untrusted=m.untrusted)
     if importance is not None:
         m.importance = max(m.importance, importance)
     m.last_seen = m.updated_at = now
@@ -92,16 +93,22 @@ def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = N
     return m
 
 
-def current_by_hash(s: DBSession, user_id: str, hashes: list[str]) -> dict[str, Memory]:
+def current_by_hash(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -> dict[str, Memory]:
+    """Current memories of the user by content hash; with an `owner` scope, only those owned by
+    exactly it (its None agent, project or team means none)."""
     if not hashes:
         return {}
-    rows = s.exec(
+    q = (
         select(Memory)
         .where(Memory.user_id == user_id)
         .where(Memory.content_hash.in_(hashes))
         .where(Memory.status.in_(CURRENT_STATUSES))
-    ).all()
-    return {m.content_hash: m for m in rows}
+    )
+    if owner is not None:
+        for name in ("agent_id", "project", "team"):
+            column, value = getattr(Memory, name), getattr(owner, name)
+            q = q.where(column.is_(None) if value is None else column == value)
+    return {m.content_hash: m for m in s.exec(q).all()}
 
 
 def forgotten_hashes(s: DBSession, user_id: str, hashes: list[str]) -> frozenset[str]:

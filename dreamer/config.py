@@ -105,3 +105,34 @@ class Settings(BaseSettings):
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url)
+
+    # --- online companion
+    api_tokens: str = Field(
+        "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
+    )
+    api_max_body_bytes: int = 2_000_000
+    flush_max_tokens: int = Field(30_000, description="most transcript tokens one flush sends to the model")
+    flush_max_notes: int = 8
+    flush_workers: int = 2
+
+    # --- scheduler and workers
+    busy_backend: Literal["sql", "redis"] = Field("sql", description="Where activity is counted")
+    busy_key_prefix: str = "dreamer:busy"
+    busy_inflight_ttl_seconds: float = Field(3600, description="An in-flight count left by a crash expires")
+    scheduler_executor: Literal["inline", "celery"] = "inline"
+    scheduler_misfire_grace_seconds: float = 300
+    index_wait_seconds: float = Field(600, description="How long a worker waits for the embedded index")
+    celery_queue: str = "dreamer"
+    celery_visibility_timeout_seconds: float = Field(3600, description="Redis broker: redeliver unacked after")
+    task_max_retries: int = 8
+    task_retry_base_seconds: float = 5
+    task_retry_cap_seconds: float = 600
+
+    # --- evaluation and retrieval
+    recall_search: Literal["hybrid", "dense", "text"] = Field(
+        "hybrid", description="Recall signals: dense + BM25 + speaker match, or one search alone"
+    )
+    speaker_weight: float = Field(0.3, description="Added when a memory rests on the one speaker a query names")
+    context_radius: int = Field(2, description="Messages each side of the evidence in a memory's BM25 document")
+    context_line_chars: int = Field(600, description="Longest message text shown in a memory's BM25 document")
+    recall_candidates: int = Field(100, description="Fewest candidates each search of a recall returns")

@@ -132,9 +132,11 @@ def merge_evidence(old: list[dict], new: list[dict]) -> list[dict]:
     return out
 
 
-def promoted_status(status: str, evidence: list[dict]) -> str:
-    """Evidence from two distinct sessions promotes a candidate to verified."""
-    if status == "candidate" and len(evidence_sessions(evidence)) >= 2:
+def promoted_status(status: str, evidence: list[dict], *, untrusted: bool = False) -> str:
+    """Evidence from two distinct sessions promotes a candidate to verified; an untrusted
+    memory is never promoted, and untrusted evidence does not count."""
+    trusted = [e for e in evidence if not e.get("untrusted")]
+    if status == "candidate" and not untrusted and len(evidence_sessions(trusted)) >= 2:
         return "verified"
     return status
 

@@ -21,12 +21,16 @@ HEAD = "0001"
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:
-    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys."""
+    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys.
+
+    Statement parameters are hidden from SQLAlchemy's logs and error messages: they carry
+    transcript text, which may hold secrets (the ledger is stored raw; nothing else may show it).
+    """
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"bad database URL: {url!r}") from exc
-    kwargs: dict = {"echo": echo}
+    kwargs: dict = {"echo": echo, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         if parsed.database:
@@ -39,7 +43,21 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         raise ConfigError(f"unsupported database URL {redact_url(url)}: {exc}") from exc
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    _quiet_row_logging()
     return engine
+
+
+class _NoRowDumps(logging.Filter):
+    """Drops the fetched rows SQLAlchemy logs at DEBUG: rows carry transcript text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(("Row ", "Col ")))
+
+
+def _quiet_row_logging() -> None:
+    engine_log = logging.getLogger("sqlalchemy.engine.Engine")
+    if not any(isinstance(f, _NoRowDumps) for f in engine_log.filters):
+        engine_log.addFilter(_NoRowDumps())
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

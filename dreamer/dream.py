@@ -12,7 +12,7 @@ from datetime import datetime
 import numpy as np
 from sqlmodel import select
 
-from dreamer import cabinet, leases, markdown, outbox
+from dreamer import cabinet, leases, outbox
 from dreamer.consolidate import (
     JUDGE_SYSTEM, Decision, JudgeRequest, Judgements, Neighbour, Thresholds, content_hash,
     decide, resolve, token_similarity, verdicts_by_pair,
@@ -21,15 +21,18 @@ from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions
 from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError
 from dreamer.extract import (
-    Candidate, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, worth_a_call,
+    Candidate, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
+    worth_a_call,
 )
 from dreamer.index import Scope, SearchFilter
 from dreamer.llm import GuardedLLM, Usage
 from dreamer.models import Cursor, DreamRun, Memory, Message, Session, utcnow
-from dreamer.redact import clean_for_model
+from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
 
 log = logging.getLogger(__name__)
+
+LOAD_BATCH = 256  # messages fetched at a time while a session's new messages are read
 
 
 @dataclass
@@ -58,7 +61,6 @@ class Tally:
     merged: int = 0
     superseded: int = 0
     rejected: list[dict] = field(default_factory=list)
-    touched_users: set[str] = field(default_factory=set)
 
 
 def dream_pass(
@@ -66,7 +68,8 @@ def dream_pass(
     force: bool = False, now: datetime | None = None, stop=None,
 ) -> DreamRun:
     """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions."""
-    now = now or utcnow()
+    started = utcnow()
+    now = now or started
     if not force and (reason := rt.busy.busy_reason(now)):
         return _finish_skipped(rt, trigger, reason)
     llm = _guarded(rt)
@@ -81,13 +84,15 @@ def dream_pass(
             if stop is not None and stop():
                 run.error = "stopped on request"
                 break
+            if not force and (reason := rt.busy.busy_reason(now + (utcnow() - started))):
+                run.status, run.error = "stopped", f"the agent became busy: {reason}"
+                break
             try:
                 _one_session(rt, sess, extractor, llm, run, tally)
             except (CircuitOpen, BudgetExceeded) as exc:
                 run.status, run.error = "stopped", str(exc)
                 break
         outbox.drain(rt)
-        _render(rt, tally.touched_users)
     except BaseException as exc:
         run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
         _save_run(rt, run, tally, llm)
@@ -111,7 +116,7 @@ def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, ta
         if work is None:
             return
         try:
-            candidates, _usage = _extract(rt, work, extractor)
+            candidates, over_cap, _usage = _extract(rt, work, extractor)
             planned = _plan(rt, work, candidates, llm)
         except (CircuitOpen, BudgetExceeded):
             raise
@@ -120,6 +125,8 @@ def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, ta
             run.failed_sessions += 1
             return
         _apply(rt, work, planned, run, tally)
+        tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
+        outbox.drain(rt)  # the next session's neighbours include what this one added
         run.sessions += 1
         run.messages += work.new_messages
     finally:
@@ -134,8 +141,9 @@ def _load_work(rt, sess: Session) -> Work | None:
         if cursor is None or cursor.processed_seq >= sess.last_seq or cursor.status == "quarantined":
             return None
         start = max(1, cursor.processed_seq - st.overlap_messages + 1)
-        rows = s.exec(
+        rows = s.exec(  # streamed: a long session is read only as far as the budget goes
             select(Message).where(Message.session_id == sess.id).where(Message.seq >= start).order_by(Message.seq)
+            .execution_options(yield_per=LOAD_BATCH)
         )
         lines, upto, new, spent = [], cursor.processed_seq, 0, 0
         for m in rows:
@@ -151,11 +159,13 @@ def _load_work(rt, sess: Session) -> Work | None:
 
 
 def _line(m: Message, processed_seq: int, tool_chars: int) -> Line:
-    text = m.content if m.role != "tool" else m.content[:tool_chars]
-    return Line(m.seq, m.role, m.name, clean_for_model(text), context_only=m.seq <= processed_seq)
+    text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
+    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq)
 
 
-def _extract(rt, work: Work, extractor: Extractor) -> tuple[list[Candidate], Usage]:
+def _extract(rt, work: Work, extractor: Extractor) -> tuple[list[Candidate], list[Candidate], Usage]:
+    """The session's candidates (a statement repeated in several messages is one candidate),
+    the best `entries_per_session` of them, and those over the cap."""
     st = rt.settings
     usage = Usage()
     found: list[Candidate] = []
@@ -165,31 +175,45 @@ def _extract(rt, work: Work, extractor: Extractor) -> tuple[list[Candidate], Usa
         result = extractor.extract(chunk, work.session.mode)
         usage = usage + result.usage
         found.extend(result.candidates)
-    ranked = sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))
-    return [c for _, c in ranked[: st.entries_per_session]], usage
+    found = mark_untrusted(collapse_duplicates(found), work.lines, work.session.mode)
+    ranked = [c for _, c in sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))]
+    return ranked[: st.entries_per_session], ranked[st.entries_per_session :], usage
 
 
 # --------------------------------------------------------------------------- consolidation
 
 
 def _scope(sess: Session) -> Scope:
-    return Scope(user_id=sess.user_id, project=sess.project if sess.mode == "code" else None)
+    """The session's owner: what is learned from it belongs to exactly this scope."""
+    return Scope(user_id=sess.user_id, agent_id=sess.agent_id, project=sess.project, team=sess.team)
 
 
 def _plan(rt, work: Work, candidates: list[Candidate], llm) -> list[Planned]:
+    sess = work.session
+    return plan_candidates(rt, _scope(sess), sess.user_id, candidates, llm, exact=True)
+
+
+def plan_candidates(
+    rt, scope: Scope, user_id: str, candidates: list[Candidate], llm, *, exact: bool = False,
+) -> list[Planned]:
+    """Decide each candidate against its nearest current neighbours in `scope` (judged in one batch).
+
+    With `exact`, a neighbour must be owned by exactly `scope` (None there means no agent,
+    project or team, not any): a session never merges into or supersedes another scope's memory.
+    """
     if not candidates:
         return []
     st = rt.settings
-    sess = work.session
-    vectors = rt.embedder.embed([c.text for c in candidates]) if rt.embedder else [None] * len(candidates)
+    embedder = rt.embedder
+    vectors = embedder.embed([c.text for c in candidates]) if embedder is not None else [None] * len(candidates)
     hashes = [content_hash(c.text) for c in candidates]
     with session_scope(rt.engine) as s:
-        by_hash = cabinet.current_by_hash(s, sess.user_id, hashes)
-        forgotten = cabinet.forgotten_hashes(s, sess.user_id, hashes)
+        by_hash = cabinet.current_by_hash(s, user_id, hashes, owner=scope if exact else None)
+        forgotten = cabinet.forgotten_hashes(s, user_id, hashes)
     thresholds = Thresholds(dup=st.dup_threshold, ambiguous_low=st.ambiguous_low)
     planned: list[Planned] = []
     for cand, vec, digest in zip(candidates, vectors, hashes):
-        neighbours = _neighbours(rt, sess, cand, vec) + _pending(planned, cand, vec)
+        neighbours = find_neighbours(rt, scope, cand.text, vec, exact=exact) + _pending(planned, cand, vec)
         if digest in by_hash:
             m = by_hash[digest]
             neighbours.append(Neighbour(m.id, m.text, m.kind, m.content_hash, 1.0, m.status))
@@ -199,14 +223,27 @@ def _plan(rt, work: Work, candidates: list[Candidate], llm) -> list[Planned]:
     return planned
 
 
-def _neighbours(rt, sess: Session, cand: Candidate, vec) -> list[Neighbour]:
-    k = rt.settings.neighbours
-    scope = _scope(sess)
+def find_neighbours(rt, scope: Scope, text: str, vec, *, exact: bool = False) -> list[Neighbour]:
+    """The nearest current memories in scope: dense when a vector is given, else BM25 + word overlap.
+
+    With `exact`, more are fetched and only those owned by exactly `scope` are kept."""
+    st = rt.settings
+    k = st.neighbours
+    limit = k * st.candidate_multiplier if exact else k
     if vec is not None:
-        hits = rt.index.search_dense(list(vec), scope, k, SearchFilter())
+        hits = rt.index.search_dense(list(vec), scope, limit, SearchFilter())
+    else:
+        hits = rt.index.search_text(text, scope, limit, SearchFilter())
+    if exact:
+        hits = [h for h in hits if owned_by(h.payload, scope)][:k]
+    if vec is not None:
         return [_neighbour(h.payload, h.memory_id, float(h.score)) for h in hits]
-    hits = rt.index.search_text(cand.text, scope, k, SearchFilter())
-    return [_neighbour(h.payload, h.memory_id, token_similarity(cand.text, h.payload.get("text", ""))) for h in hits]
+    return [_neighbour(h.payload, h.memory_id, token_similarity(text, h.payload.get("text", ""))) for h in hits]
+
+
+def owned_by(payload: dict, scope: Scope) -> bool:
+    """Whether an index payload belongs to exactly `scope`."""
+    return all(payload.get(f) == getattr(scope, f) for f in ("user_id", "agent_id", "project", "team"))
 
 
 def _neighbour(payload: dict, memory_id: str, similarity: float) -> Neighbour:
@@ -264,7 +301,7 @@ def _apply(rt, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) 
     sess = work.session
     now = utcnow()
     with session_scope(rt.engine) as s:
-        cursor = s.get(Cursor, sess.id)
+        cursor = s.get(Cursor, sess.id, with_for_update=True)  # row lock: one apply per cursor position
         if cursor is None or cursor.processed_seq != work.processed_seq:
             log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
             return
@@ -274,32 +311,45 @@ def _apply(rt, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) 
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
         s.add(cursor)
     tally.candidates += len(planned)
-    if planned:
-        tally.touched_users.add(sess.user_id)
 
 
 def _apply_one(s, sess: Session, p: Planned, planned: list[Planned], run: DreamRun, tally: Tally, now, i: int) -> None:
-    d = p.decision
     evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": p.candidate.seqs}]
-    if d.action == "reject":
-        tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": d.reason})
+    if p.candidate.untrusted:
+        evidence[0]["untrusted"] = True  # recorded, but never counts towards verification
+    if p.decision.action == "reject":
+        tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": p.decision.reason})
         return
+    outcome = apply_planned(s, p, planned, _scope(sess), source="dream", evidence=evidence, run_id=run.id, now=now)
+    tally.merged += outcome == "merged"
+    tally.added += outcome in ("added", "superseded")
+    tally.superseded += outcome == "superseded"
+
+
+def apply_planned(
+    s, p: Planned, planned: list[Planned], owner: Scope, *, source: str, evidence: list[dict],
+    run_id: int | None = None, now=None,
+) -> str:
+    """Apply one planned decision in the caller's transaction: rejected, merged, added or superseded."""
+    d = p.decision
+    if d.action == "reject":
+        return "rejected"
     target = _target(s, d.target, planned)
     if d.action == "merge" and target is not None:
-        cabinet.merge_into(s, target, evidence, run_id=run.id, reason=d.reason, importance=p.candidate.importance, now=now)
+        cabinet.merge_into(s, target, evidence, run_id=run_id, reason=d.reason, importance=p.candidate.importance, now=now)
         p.memory_id = target.id
-        tally.merged += 1
-        return
+        return "merged"
     m = cabinet.add_memory(
-        s, user_id=sess.user_id, agent_id=sess.agent_id, project=sess.project, team=sess.team,
-        kind=p.candidate.kind, text=p.candidate.text, source="dream", evidence=evidence,
-        importance=p.candidate.importance, tags=p.candidate.tags, run_id=run.id, reason=d.reason, now=now,
+        s, user_id=owner.user_id, agent_id=owner.agent_id, project=owner.project, team=owner.team,
+        kind=p.candidate.kind, text=p.candidate.text, source=source, evidence=evidence,
+        importance=p.candidate.importance, tags=p.candidate.tags, untrusted=p.candidate.untrusted,
+        run_id=run_id, reason=d.reason, now=now,
     )
     p.memory_id = m.id
-    tally.added += 1
     if d.action == "supersede" and target is not None:
-        cabinet.supersede(s, target, m, run_id=run.id, reason=d.reason, now=now)
-        tally.superseded += 1
+        cabinet.supersede(s, target, m, run_id=run_id, reason=d.reason, now=now)
+        return "superseded"
+    return "added"
 
 
 def _target(s, target: str | None, planned: list[Planned]) -> Memory | None:
@@ -367,13 +417,4 @@ def _save_run(rt, run: DreamRun, tally: Tally, llm) -> DreamRun:
     return run
 
 
-def _render(rt, users: set[str]) -> None:
-    for user_id in sorted(users):
-        render_user(rt, user_id)
-
-
-def render_user(rt, user_id: str) -> None:
-    with session_scope(rt.engine) as s:
-        memories = cabinet.current_memories(s, user_id)
-    files = markdown.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
-    markdown.write_files(files)
+render_user = outbox.render_user  # the Markdown view is rendered by the outbox

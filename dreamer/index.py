@@ -65,12 +65,18 @@ class Scope:
 
 @dataclass
 class IndexPoint:
-    """One memory to index; `vector` None means sparse (BM25) only."""
+    """One memory to index; `vector` None means sparse (BM25) only. BM25 reads `document` when
+    given (the memory with its context, see `dreamer.documents`), else `text`."""
 
     memory_id: str
     text: str
     vector: list[float] | None
     payload: dict
+    document: str | None = None
+
+    @property
+    def sparse_text(self) -> str:
+        return self.document or self.text
 
 
 @dataclass
@@ -107,6 +113,8 @@ class MemoryIndex(Protocol):
     ) -> list[Hit]: ...
 
     def all_ids(self) -> set[str]: ...
+
+    def payloads(self, fields: Sequence[str]) -> dict[str, dict]: ...
 
     def count(self) -> int: ...
 
@@ -216,6 +224,11 @@ def _hit(payload: dict[str, Any] | None, score: float) -> Hit:
     return Hit(memory_id=str(payload.get("memory_id", "")), score=float(score), payload=payload)
 
 
+def _by_memory_id(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    rest = dict(payload)
+    return str(rest.pop("memory_id")), rest
+
+
 def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -314,7 +327,7 @@ def _edge_filter(conds: list[_Cond]) -> qe.Filter:
 
 
 def _edge_point(point: IndexPoint) -> qe.Point:
-    vectors: dict[str, Any] = {SPARSE: sparse_document(point.text)}
+    vectors: dict[str, Any] = {SPARSE: sparse_document(point.sparse_text)}
     if point.vector is not None:
         vectors[DENSE] = [float(x) for x in point.vector]
     return qe.Point(point_id(point.memory_id), vectors, _payload(point))
@@ -498,18 +511,22 @@ class EdgeIndex:
         return self._query(qe.Query.Nearest(sparse, using=SPARSE), _conditions(scope, flt), limit)
 
     def all_ids(self) -> set[str]:
-        ids: set[str] = set()
+        return set(self.payloads(()))
+
+    def payloads(self, fields: Sequence[str]) -> dict[str, dict]:
+        """memory id -> the named payload fields, for every point (for drift checks)."""
+        out: dict[str, dict] = {}
         offset: Any = None
-        selector = qe.PayloadSelector.Include(["memory_id"])
+        selector = qe.PayloadSelector.Include(["memory_id", *fields])
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=SCROLL_PAGE, with_payload=selector, with_vector=False
             )
             with _index_errors("scroll"):
                 records, offset = self.shard.scroll(request)
-            ids.update(str(r.payload["memory_id"]) for r in records if r.payload)
+            out.update(_by_memory_id(r.payload) for r in records if r.payload)
             if offset is None:
-                return ids
+                return out
 
     def count(self) -> int:
         with _index_errors("count"):
@@ -563,7 +580,7 @@ def _client_sparse(sparse: qe.SparseVector) -> Any:
 def _client_point(point: IndexPoint) -> Any:
     from qdrant_client import models
 
-    vectors: dict[str, Any] = {SPARSE: _client_sparse(sparse_document(point.text))}
+    vectors: dict[str, Any] = {SPARSE: _client_sparse(sparse_document(point.sparse_text))}
     if point.vector is not None:
         vectors[DENSE] = [float(x) for x in point.vector]
     return models.PointStruct(id=point_id(point.memory_id), vector=vectors, payload=_payload(point))
@@ -719,7 +736,11 @@ class QdrantClientIndex:
         return self._query(_client_sparse(sparse), SPARSE, _conditions(scope, flt), limit)
 
     def all_ids(self) -> set[str]:
-        ids: set[str] = set()
+        return set(self.payloads(()))
+
+    def payloads(self, fields: Sequence[str]) -> dict[str, dict]:
+        """memory id -> the named payload fields, for every point (for drift checks)."""
+        out: dict[str, dict] = {}
         offset: Any = None
         while True:
             with _index_errors("scroll"):
@@ -727,12 +748,12 @@ class QdrantClientIndex:
                     self.collection,
                     limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=["memory_id"],
+                    with_payload=["memory_id", *fields],
                     with_vectors=False,
                 )
-            ids.update(str(r.payload["memory_id"]) for r in records if r.payload)
+            out.update(_by_memory_id(r.payload) for r in records if r.payload)
             if offset is None:
-                return ids
+                return out
 
     def count(self) -> int:
         with _index_errors("count"):

@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError, LLMInvalidOutput, TransientLLMError
+from dreamer.tokens import count_tokens
 
 if TYPE_CHECKING:
     from dreamer.config import Settings
@@ -329,7 +330,9 @@ class GuardedLLM:
     """Wraps an `LLM` for one pass: a token budget and a consecutive-failure breaker.
 
     ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``.
-    A `breaker_threshold` of 0 or less disables the breaker.
+    A `breaker_threshold` of 0 or less disables the breaker. A call starts only while the tokens
+    spent plus its prompt (counted here) fit the budget, so the pass can go over it by at most
+    the completion of its last call.
     """
 
     def __init__(self, inner: LLM, *, token_budget: int, breaker_threshold: int) -> None:
@@ -345,7 +348,7 @@ class GuardedLLM:
     def complete_json(
         self, *, system: str, user: str, schema: type[M], name: str = "result"
     ) -> tuple[M, Usage]:
-        self._check()
+        self._check(count_tokens(system) + count_tokens(user))
         try:
             result, usage = self.inner.complete_json(system=system, user=user, schema=schema, name=name)
         except LLMError as exc:
@@ -356,12 +359,17 @@ class GuardedLLM:
         self.consecutive_failures = 0
         return result, usage
 
-    def _check(self) -> None:
+    def _check(self, prompt_tokens: int) -> None:
         if self.open_reason is not None:
             raise CircuitOpen(f"circuit open: {self.open_reason}")
         spent = self.usage.total_tokens
         if spent >= self.token_budget:
             raise BudgetExceeded(f"token budget spent: {spent} of {self.token_budget} tokens")
+        if spent + prompt_tokens > self.token_budget:
+            raise BudgetExceeded(
+                f"token budget nearly spent: {spent} of {self.token_budget} tokens, "
+                f"the next call needs {prompt_tokens} for its prompt alone"
+            )
 
     def _record(self, usage: Usage | None) -> None:
         usage = usage if usage is not None else Usage()

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import re
+import socket
 import tempfile
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -63,6 +64,8 @@ _HASH_HEX = 12
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname()) or "host"
+_TEMP_RE = re.compile(r"\.(?P<file>.+)\.(?P<host>[A-Za-z0-9_-]+)~(?P<pid>\d+)\.[^.]+\.tmp")
 
 
 # --- safe names -----------------------------------------------------------------------
@@ -162,6 +165,8 @@ def _bullet(text: str, sessions: int, meta: str) -> str:
 def entry_line(memory: Memory) -> str:
     """``- <text> [(N sessions)] <!-- id:<id> kind:<kind> status:<status> -->``."""
     meta = f"id:{memory.id} kind:{memory.kind} status:{memory.status}"
+    if memory.untrusted:
+        meta += " trust:untrusted"
     return _bullet(memory.text or "", evidence_sessions(memory), meta)
 
 
@@ -300,7 +305,7 @@ def render_user(
     current = _current(user_id, memories)
 
     verified = [m for m in current if m.status == "verified" and m.kind != "daily_note"]
-    profile = [m for m in current if m.kind == "profile"]
+    profile = [m for m in current if m.kind == "profile" and not m.untrusted]  # USER.md may be injected
     prefs = [m for m in current if m.kind == "preference" and m.status == "verified"]
     agent = ranked(m for m in current if m.kind in AGENT_KINDS)
     cap = max(0, dreams_cap)
@@ -346,7 +351,7 @@ def write_atomic(path: Path, data: bytes) -> bool:
     except FileNotFoundError:
         mode = None
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}~{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -365,8 +370,41 @@ def write_atomic(path: Path, data: bytes) -> bool:
     return True
 
 
+def remove_orphaned_temps(folder: Path) -> int:
+    """Delete temp files a writer on this host left behind when it died before its rename.
+
+    A temp file is named ``.<file>.<host>~<pid>.<random>.tmp``; it is an orphan when the host
+    is this one and no process with that pid is alive. Returns how many were removed."""
+    removed = 0
+    for tmp in Path(folder).glob(".*.tmp"):
+        m = _TEMP_RE.fullmatch(tmp.name)
+        if m is None or m.group("host") != _HOST or _alive(int(m.group("pid"))):
+            continue
+        try:
+            tmp.unlink()
+            removed += 1
+        except FileNotFoundError:
+            continue
+    if removed:
+        log.info("removed %d orphaned temp files in %s", removed, folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_files(files: list[RenderedFile]) -> None:
     """Write each file atomically; a file whose content did not change is left untouched."""
+    for folder in sorted({f.path.parent for f in files}):
+        if folder.is_dir():
+            remove_orphaned_temps(folder)
     written = 0
     for f in files:
         if write_atomic(f.path, f.content.encode("utf-8")):

@@ -1,17 +1,20 @@
-"""The index follows SQL through an outbox: memories with `indexed_at IS NULL` are (re)upserted.
+"""The derived views follow SQL through an outbox: memories with `indexed_at IS NULL` are
+(re)upserted into the index and their users' Markdown files re-rendered, then marked.
 
-A crash between the SQL commit and the upsert loses nothing: the next drain picks the rows
-up again, and deterministic point ids make the repeat upsert idempotent.
+A crash between the SQL commit and either view loses nothing: the next drain picks the rows
+up again, deterministic point ids make the repeat upsert idempotent, and rendering from SQL
+gives the same files again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import update
 from sqlmodel import select
 
+from dreamer import cabinet, markdown
 from dreamer.db import session_scope
 from dreamer.index import IndexPoint
 from dreamer.models import Memory, utcnow
@@ -36,7 +39,7 @@ def payload_for(m: Memory) -> dict:
 
 
 def drain(rt, *, batch: int = 256) -> int:
-    """Upsert every memory waiting in the outbox; returns how many were indexed."""
+    """Index every memory waiting in the outbox and render its user's files; returns how many."""
     total = 0
     while True:
         with session_scope(rt.engine) as s:
@@ -44,8 +47,18 @@ def drain(rt, *, batch: int = 256) -> int:
         if not rows:
             return total
         _upsert(rt, rows)
+        for user_id in sorted({m.user_id for m in rows}):
+            render_user(rt, user_id)
         _mark_indexed(rt, rows)
         total += len(rows)
+
+
+def render_user(rt, user_id: str) -> None:
+    """Write one user's Markdown view from the current SQL records."""
+    with session_scope(rt.engine) as s:
+        memories = cabinet.current_memories(s, user_id)
+    files = markdown.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
+    markdown.write_files(files)
 
 
 def _upsert(rt, rows: list[Memory]) -> None:
@@ -80,24 +93,39 @@ def reindex(rt) -> int:
     return drain(rt)
 
 
+CHECKED_FIELDS = ("user_id", "agent_id", "project", "team", "kind", "status", "text")
+
+
 @dataclass
 class Drift:
     missing: list[str]  # in SQL, not in the index
     extra: list[str]  # in the index, not in SQL
     pending: int  # still in the outbox
+    stale: list[str] = field(default_factory=list)  # indexed, but the payload differs from SQL
 
     @property
     def clean(self) -> bool:
-        return not self.missing and not self.extra and not self.pending
+        return not self.missing and not self.extra and not self.pending and not self.stale
 
 
 def check(rt) -> Drift:
-    """Compare the index with SQL without changing either."""
+    """Compare the index with SQL (ids, and the scope, kind, status and text of each indexed
+    memory) without changing either."""
     with session_scope(rt.engine) as s:
-        sql_ids = set(s.exec(select(Memory.id)).all())
-        pending = len(s.exec(select(Memory.id).where(Memory.indexed_at.is_(None))).all())
-    indexed = rt.index.all_ids()
-    return Drift(sorted(sql_ids - indexed), sorted(indexed - sql_ids), pending)
+        rows = s.exec(select(Memory)).all()
+    indexed = rt.index.payloads(CHECKED_FIELDS)
+    sql = {m.id: m for m in rows}
+    stale = sorted(
+        mid for mid, m in sql.items()
+        if m.indexed_at is not None and mid in indexed and _differs(m, indexed[mid])
+    )
+    pending = sum(1 for m in rows if m.indexed_at is None)
+    return Drift(sorted(set(sql) - set(indexed)), sorted(set(indexed) - set(sql)), pending, stale)
 
 
-__all__ = ["Drift", "check", "drain", "payload_for", "reindex"]
+def _differs(m: Memory, payload: dict) -> bool:
+    expected = payload_for(m)
+    return any(payload.get(f) != expected[f] for f in CHECKED_FIELDS)
+
+
+__all__ = ["Drift", "check", "drain", "payload_for", "reindex", "render_user"]

@@ -4,7 +4,7 @@ budgeted context block of preferences and profile facts to inject."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from sqlmodel import select
@@ -111,8 +111,19 @@ def recall(
     limit = max(st.candidate_multiplier * k, st.recall_candidates)
     ranked = rank(rt, query, scope, limit, flt)
     result = RecallResult(query, ranked.mode, note=ranked.note)
-    result.hits = _load(rt, ranked.ranked, scope, include_all)[:k]
+    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k)
     return result
+
+
+def _load_best(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int) -> list[RecallHit]:
+    """The first k candidates that SQL confirms, read window by window (a window of 2k, then the
+    rest): a stale index entry dropped here still does not cost a hit, and a recall over many
+    candidates reads only what it returns."""
+    window = max(2 * k, 1)
+    hits = _load(rt, ranked[:window], scope, include_all)
+    if len(hits) < k and len(ranked) > window:
+        hits += _load(rt, ranked[window:], scope, include_all)
+    return [replace(h, rank=i) for i, h in enumerate(hits[:k], start=1)]
 
 
 def _epoch(when: datetime | None) -> float | None:

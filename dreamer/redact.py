@@ -248,6 +248,19 @@ RULES: tuple[Rule, ...] = (
     Rule("npm_token", _rx(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9_])")),
     Rule("pypi_token", _rx(rf"{_NOT_TOKEN_BEFORE}pypi-AgE[{_B64URL}]{{40,}}")),
     Rule("huggingface_token", _rx(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9_])")),
+    Rule("digitalocean_token", _rx(r"(?<![A-Za-z0-9_])do[opr]_v1_[a-f0-9]{64}(?![A-Za-z0-9_])")),
+    Rule("vault_token", _rx(rf"{_NOT_TOKEN_BEFORE}hv[sbr]\.[{_B64URL}]{{24,}}")),
+    Rule("shopify_token", _rx(r"(?<![A-Za-z0-9_])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![A-Za-z0-9_])")),
+    Rule("mailgun_key", _rx(r"(?<![A-Za-z0-9_\-])key-[a-f0-9]{32}(?![A-Za-z0-9_])")),
+    Rule("linear_key", _rx(r"(?<![A-Za-z0-9_])lin_(?:api|oauth)_[A-Za-z0-9]{32,}(?![A-Za-z0-9_])")),
+    Rule("postman_key", _rx(r"(?<![A-Za-z0-9_])PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?![A-Za-z0-9_])")),
+    Rule("databricks_token", _rx(r"(?<![A-Za-z0-9_])dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9_])")),
+    Rule("telegram_bot_token", _rx(rf"(?<![0-9])\d{{8,10}}:AA[{_B64URL}]{{32,}}{_NOT_TOKEN_AFTER}")),
+    Rule(
+        "discord_webhook",
+        _rx(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<val>[A-Za-z0-9_\-]{30,})"),
+        "val",
+    ),
     Rule(
         "jwt",
         _rx(rf"{_NOT_TOKEN_BEFORE}eyJ[{_B64URL}]{{10,}}\.eyJ[{_B64URL}]{{10,}}\.[{_B64URL}]*"),
@@ -271,7 +284,7 @@ RULES: tuple[Rule, ...] = (
         "authorization",
         _rx(
             r"(?i)\bauthorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
-            r"(?:(?:bearer|basic|token|digest|bot|apikey)[ \t]+)?(?P<val>[A-Za-z0-9._~+/\-]{8,}=*)"
+            r"(?:[A-Za-z][A-Za-z0-9_\-]{1,20}[ \t]+)?(?P<val>[A-Za-z0-9._~+/\-]{8,}=*)"
         ),
         "val",
         _auth_ok,
@@ -287,6 +300,27 @@ RULES: tuple[Rule, ...] = (
             r"(?i)(?<![A-Za-z0-9_\-])--?(?:password|passwd|pass|db-password)[ \t]+"
             r"(?P<val>\"[^\"\n]+\"|'[^'\n]+'|(?!-)[^\s'\"]+)"
         ),
+        "val",
+        _not_marker("val"),
+    ),
+    Rule(
+        "password",
+        _rx(
+            r"(?i)\b(?:sshpass[ \t]+-p[ \t]*|mysql(?:dump|admin)?\b[^\n]*?[ \t]-p(?=[^\s-]))"
+            r"(?P<val>\"[^\"\n]+\"|'[^'\n]+'|[^\s'\"]+)"
+        ),
+        "val",
+        _not_marker("val"),
+    ),
+    Rule(
+        "password",
+        _rx(r"(?i)\b(?:curl|wget|http)\b[^\n]*?[ \t](?:-u|--user|--http-user)[ \t=]?[\"']?[^\s:\"'@]*:(?P<val>[^\s\"'@]+)"),
+        "val",
+        _not_marker("val"),
+    ),
+    Rule(
+        "password",
+        _rx(r"(?i)\bmachine[ \t]+\S+(?:\s+(?:login|account)[ \t]+\S+)*\s+password[ \t]+(?P<val>\S+)"),
         "val",
         _not_marker("val"),
     ),
@@ -433,3 +467,39 @@ def strip_injected(text: str) -> str:
 def clean_for_model(text: str) -> str:
     """What may be sent to a model or stored: injected blocks removed, secrets redacted."""
     return redact(strip_injected(text))
+
+
+PREFIX_MARGIN = 1024
+"""How far past a cut `clean_prefix` and `safe_cut` look, so a secret across it is seen whole."""
+
+
+def safe_cut(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, or fewer: a secret across the cut is left out
+    whole, never split into a head too short to be recognised later."""
+    if len(text) <= limit:
+        return text
+    for _, start, end in find_secrets(text[: limit + PREFIX_MARGIN]):
+        if start < limit < end:
+            return text[:start]
+    return text[:limit]
+
+
+def clean_prefix(text: str, limit: int) -> str:
+    """`clean_for_model` of about the first `limit` characters, cut so no secret is split.
+
+    Cutting first and redacting after would leave the head of a secret that crosses the cut
+    (too short for its pattern to match); here every secret that starts before the cut is
+    replaced whole, and only `limit + PREFIX_MARGIN` characters are ever scanned."""
+    if len(text) <= limit:
+        return clean_for_model(text)
+    window = strip_injected(text[: limit + PREFIX_MARGIN])
+    parts: list[str] = []
+    pos = 0
+    for kind, start, end in find_secrets(window):
+        if start >= limit:
+            break
+        parts += [window[pos:start], f"[REDACTED:{kind}]"]
+        pos = end
+    if pos < limit:
+        parts.append(window[pos:limit])
+    return "".join(parts)

@@ -66,7 +66,7 @@ class Runtime:
         if self._index is _UNSET:
             from dreamer.index import build_index
 
-            dim = self.embedder.dim if self.embedder else self.settings.embed_dim
+            dim = self.embedder.dim if self.embedder is not None else self.settings.embed_dim
             self._index = build_index(self.settings, dim)
             self._owned.append(self._index)
         return self._index
@@ -74,9 +74,9 @@ class Runtime:
     @property
     def busy(self):
         if self._busy is _UNSET:
-            from dreamer.busy import SqlBusySignal
+            from dreamer.busy import build_busy_signal
 
-            self._busy = SqlBusySignal(self.engine, window_seconds=self.settings.busy_window_seconds)
+            self._busy = build_busy_signal(self.settings, self.engine)
         return self._busy
 
     def close(self) -> None:

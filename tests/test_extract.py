@@ -63,5 +63,5 @@ def test_context_only_chunk_is_dropped():
 
 
 def test_render_line():
-    assert render_line(Line(3, "user", "Dana", "hi")) == "[3] user:Dana: hi"
+    assert render_line(Line(3, "user", "Dana", "hi")) == "[3] Dana: hi"
     assert render_line(Line(2, "assistant", None, "yo", context_only=True)) == "[2] assistant (context): yo"

@@ -42,7 +42,7 @@ def print_json(value: Any) -> None:
 
 def main() -> None:
     """Console entry point: expected failures are one line on stderr and exit 1."""
-    from dreamer.cli import cabinet, records  # noqa: F401  (register commands)
+    from dreamer.cli import cabinet, measure, online, ops, records  # noqa: F401  (register commands)
 
     try:
         app()

@@ -186,7 +186,10 @@ def reindex(ctx: typer.Context, check: bool = typer.Option(False, "--check", hel
     with runtime(ctx) as rt:
         if check:
             drift = outbox.check(rt)
-            out.print(f"missing {len(drift.missing)}, extra {len(drift.extra)}, pending {drift.pending}", markup=False)
+            out.print(
+                f"missing {len(drift.missing)}, extra {len(drift.extra)}, pending {drift.pending}, "
+                f"stale {len(drift.stale)}", markup=False,
+            )
             if not drift.clean:
                 raise typer.Exit(1)
             return

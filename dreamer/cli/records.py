@@ -15,6 +15,7 @@ from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.errors import IngestError, NotFound
 from dreamer.models import Cursor, DreamRun, Memory, Message, Session
+from dreamer.schedule import scheduler_status
 
 sessions_app = typer.Typer(no_args_is_help=True, help="List and show recorded sessions.")
 app.add_typer(sessions_app, name="sessions")
@@ -180,6 +181,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
     }
     if info["schema_revision"] == db.HEAD:
         info.update(_counts(engine))
+        info.update(scheduler_status(engine))
     if as_json:
         print_json(info)
         return

@@ -184,7 +184,11 @@ def parse_timestamp(value: Any) -> datetime | None:
         except ValueError:
             log.debug("unreadable timestamp %r", value)
             return None
-    return as_utc(parsed)
+    try:
+        return as_utc(parsed)
+    except OverflowError:  # at the edge of the calendar, the offset leaves it
+        log.debug("timestamp out of range %r", value)
+        return None
 
 
 def as_utc(value: datetime) -> datetime:
@@ -228,4 +232,4 @@ def project_name(cwd: str | None) -> str | None:
     if not cwd:
         return None
     pure = PureWindowsPath(cwd) if "\\" in cwd else PurePosixPath(cwd)
-    return pure.name[:MAX_FIELD_CHARS] or None
+    return clean_text(pure.name)[:MAX_FIELD_CHARS] or None

@@ -33,6 +33,7 @@ from dreamer.ingest.base import (
     short_title,
     to_json_text,
 )
+from dreamer.redact import safe_cut
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def _tool_call(block: dict, state: _State) -> dict:
 def _render_tool_use(name: str, tool_input: Any) -> str:
     rendered = json.dumps(tool_input, ensure_ascii=False, default=str)
     if len(rendered) > TOOL_INPUT_CHARS:
-        rendered = rendered[:TOOL_INPUT_CHARS] + "..."
+        rendered = safe_cut(rendered, TOOL_INPUT_CHARS) + "..."
     return f"[tool_use {name}: {rendered}]"
 
 

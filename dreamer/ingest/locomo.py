@@ -166,9 +166,17 @@ def _turns(
             ctx.reject(f"{label} turn {position + 1}: {exc}")
             continue
         if started is not None:
-            message.created_at = started + timedelta(seconds=position)
+            message.created_at = _turn_time(started, position)
         messages.append(message)
     return messages
+
+
+def _turn_time(started: datetime, position: int) -> datetime:
+    """The session time plus `position` seconds (at the end of the calendar, the session time)."""
+    try:
+        return started + timedelta(seconds=position)
+    except OverflowError:
+        return started
 
 
 def _turn(turn: Any, speakers: dict[str, str]) -> ParsedMessage:

@@ -113,6 +113,33 @@ def record_messages(
         return _record(s, target, parsed)
 
 
+def append_messages(
+    engine: Engine,
+    external_id: str,
+    messages: Sequence[ParsedMessage | dict],
+    *,
+    user_id: str,
+    agent_id: str | None = None,
+    project: str | None = None,
+    team: str | None = None,
+    mode: str = "agent",
+    source: str = "api",
+) -> RecordResult:
+    """Append only the new messages of a live session (created when missing) after its last one.
+
+    The live-agent path: unlike `record_messages`, nothing is compared with what is stored, so an
+    agent sends each message once. Raises `IngestError` for an invalid message or argument.
+    """
+    parsed = [as_message(m, i) for i, m in enumerate(messages, start=1)]
+    target = _target(external_id, user_id, source, agent_id, project, team, mode, None)
+    hashes = [content_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
+    with session_scope(engine) as s:
+        row = _session_row(s, target, parsed)
+        if parsed:
+            _append(s, row, parsed, hashes)
+        return RecordResult(row.id, target.external_id, added=len(parsed), skipped=0)  # type: ignore[arg-type]
+
+
 def ingest_file(
     engine: Engine,
     path: Path,
@@ -207,8 +234,14 @@ def _target(
             raise IngestError(f"{what} is required")
     for what, value in (("external_id", external_id), ("user_id", user_id), ("agent_id", agent_id),
                         ("project", project), ("team", team)):
-        if value is not None and len(value) > MAX_FIELD_CHARS:
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise IngestError(f"{what} must be a string")
+        if len(value) > MAX_FIELD_CHARS:
             raise IngestError(f"{what} longer than {MAX_FIELD_CHARS} characters")
+        if clean_text(value) != value:
+            raise IngestError(f"{what} contains a NUL character or an unpaired surrogate")
     if mode not in MODES:
         raise IngestError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
     return _Target(

@@ -1,0 +1,108 @@
+"""CLI for measuring: `dreamer eval locomo` and `dreamer bench`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from dreamer.cli import app, out, settings_of
+
+eval_app = typer.Typer(no_args_is_help=True, help="Evaluate recall on benchmark data.")
+app.add_typer(eval_app, name="eval")
+
+MEMORY_MODES = ("observations", "turns")
+SEARCHES = ("hybrid", "dense", "text")
+BENCHES = ("recall", "pass", "consolidate", "flush")
+
+
+def parse_ks(value: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError as exc:
+        raise typer.BadParameter(f"--k takes comma-separated integers, got {value!r}") from exc
+    if not ks or ks[0] < 1:
+        raise typer.BadParameter("--k needs positive integers")
+    return ks
+
+
+def write_json(result: Any, target: str | None) -> None:
+    """`-` prints the JSON on stdout; a path writes it there."""
+    if target is None:
+        return
+    text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        Path(target).write_text(text, encoding="utf-8")
+
+
+@eval_app.command("locomo")
+def eval_locomo(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A file in the LoCoMo format."),
+    conversations: str = typer.Option(None, "--conversations", help="Comma-separated sample_ids (default: all)."),
+    memories: str = typer.Option("observations", "--memories", help="observations | turns"),
+    search: str = typer.Option("hybrid", "--search", help="hybrid | dense | text"),
+    k: str = typer.Option("5,10", "--k", help="Cut-offs, comma-separated."),
+    json_out: str = typer.Option(None, "--json", help="Write the result as JSON to PATH, or '-' for stdout."),
+    work_dir: Path = typer.Option(None, "--work-dir", help="Keep each conversation's data directory here."),
+) -> None:
+    """Recall of LoCoMo evidence through the real pipeline, per conversation in a fresh store."""
+    from dreamer.eval.harness import EvalOptions, run_locomo
+
+    if memories not in MEMORY_MODES:
+        raise typer.BadParameter(f"--memories must be one of {', '.join(MEMORY_MODES)}")
+    if search not in SEARCHES:
+        raise typer.BadParameter(f"--search must be one of {', '.join(SEARCHES)}")
+    ids = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
+    opts = EvalOptions(path=path, memories=memories, search=search, ks=parse_ks(k), conversations=ids, work_dir=work_dir)
+    result = run_locomo(settings_of(ctx), opts)
+    if json_out != "-":
+        _print_eval(result, memories, search)
+    write_json(result, json_out)
+
+
+def _print_eval(result: dict, memories: str, search: str) -> None:
+    ks = list(result["recall_at"])
+    table = Table(title=f"LoCoMo: {memories} memories, {search} search, {result['n_questions']} questions")
+    table.add_column("category")
+    table.add_column("n", justify="right")
+    for key in ks:
+        table.add_column(f"recall@{key}", justify="right")
+        table.add_column(f"hit@{key}", justify="right")
+    table.add_column("ceiling", justify="right")
+    rows = [("all", result)] + [(c, v) for c, v in result["by_category"].items()]
+    for name, v in rows:
+        cells = [f"{v['recall_at'][key]:.3f}|{v['hit_at'][key]:.3f}" for key in ks]
+        flat = [part for cell in cells for part in cell.split("|")]
+        table.add_row(name, str(v["n_questions"]), *flat, f"{v['evidence_ceiling']:.3f}")
+    out.print(table)
+    out.print(
+        f"memories {result['memories']}; LLM {result['llm_calls']} call(s), {result['prompt_tokens']} prompt + "
+        f"{result['completion_tokens']} completion tokens over {result['dialogue_tokens']} dialogue tokens "
+        f"= {result['tokens_per_dialogue_token']} per dialogue token; {result['seconds']} s", markup=False,
+    )
+
+
+@app.command()
+def bench(
+    ctx: typer.Context,
+    which: str = typer.Argument(..., help="recall | pass | consolidate | flush"),
+    json_out: str = typer.Option(None, "--json", help="Write the result as JSON to PATH, or '-' for stdout."),
+    small: bool = typer.Option(False, "--small", help="Tiny sizes (a smoke run)."),
+    seed: int = typer.Option(7, "--seed"),
+) -> None:
+    """Seeded performance benchmarks; each prints a table and reports ratios from the same run."""
+    from dreamer import bench as benches
+
+    if which not in BENCHES:
+        raise typer.BadParameter(f"bench must be one of {', '.join(BENCHES)}")
+    result = benches.run(which, settings_of(ctx), small=small, seed=seed)
+    if json_out != "-":
+        out.print(benches.table(result))
+    write_json(result, json_out)

@@ -1,0 +1,175 @@
+"""What the index holds for a memory besides its own text.
+
+A memory is searched by more than its one sentence: its BM25 document also carries the day its
+evidence was said and the messages it rests on, each with a few neighbours, attributed to their
+speakers ("Caroline: ..."), so a question phrased like the conversation finds the memory that
+came from it. The payload carries the evidence's speakers for the speaker match at recall.
+The memory itself (its text, its dense vector, what recall returns) is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from dreamer.db import session_scope
+from dreamer.index import IndexPoint
+from dreamer.models import Memory, Message
+from dreamer.redact import clean_for_model
+
+log = logging.getLogger(__name__)
+
+SPEAKERS_FIELD = "speakers"
+
+
+@dataclass(frozen=True)
+class Said:
+    """One ledger message as a document shows it."""
+
+    session_id: int
+    seq: int
+    speaker: str | None
+    text: str
+    at: datetime | None
+
+
+@dataclass(frozen=True)
+class Document:
+    text: str
+    speakers: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- pure rendering
+
+
+def day(at: datetime) -> str:
+    """A date as words BM25 can match: "8 May 2023"."""
+    return f"{at.day} {at:%B %Y}"
+
+
+def evidence_points(evidence: Iterable[dict]) -> set[tuple[int, int]]:
+    """(session_id, seq) of every message a memory's evidence names."""
+    out = set()
+    for e in evidence or []:
+        sid = e.get("session_id")
+        if sid is None:
+            continue
+        out.update((int(sid), int(seq)) for seq in e.get("seqs") or [])
+    return out
+
+
+def windows(points: set[tuple[int, int]], radius: int) -> dict[int, set[int]]:
+    """The seqs to show per session: each evidence message and `radius` neighbours each side."""
+    out: dict[int, set[int]] = defaultdict(set)
+    for sid, seq in points:
+        out[sid].update(s for s in range(seq - radius, seq + radius + 1) if s >= 1)
+    return dict(out)
+
+
+def speakers_of(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[str, ...]:
+    """Who said the evidence messages (named speakers only), in order of first appearance."""
+    names = (ln.speaker for ln in lines if (ln.session_id, ln.seq) in points and ln.speaker)
+    return tuple(dict.fromkeys(names))
+
+
+def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]) -> str:
+    """Day of the evidence, the memory text, then the context lines (the memory's own line once)."""
+    dated = [ln.at for ln in lines if (ln.session_id, ln.seq) in points and ln.at is not None]
+    head = [day(min(dated))] if dated else []
+    body = [f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text for ln in lines]
+    return "\n".join(head + [memory_text] + [b for b in body if b != memory_text])
+
+
+def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said]) -> Document:
+    points = evidence_points(evidence)
+    ordered = sorted(lines, key=lambda ln: (ln.session_id, ln.seq))
+    return Document(render(memory_text, ordered, points), speakers_of(ordered, points))
+
+
+# --------------------------------------------------------------------------- reading the ledger
+
+
+def load_lines(engine: Engine, wanted: dict[int, set[int]], *, max_chars: int) -> dict[int, list[Said]]:
+    """The wanted messages per session, cleaned for storage (injected blocks out, secrets redacted)."""
+    if not wanted:
+        return {}
+    out: dict[int, list[Said]] = defaultdict(list)
+    with session_scope(engine) as s:
+        for sid, seqs in wanted.items():
+            rows = s.exec(
+                select(Message.seq, Message.name, Message.content, Message.created_at)
+                .where(Message.session_id == sid)
+                .where(Message.seq >= min(seqs))
+                .where(Message.seq <= max(seqs))
+                .order_by(Message.seq)
+            ).all()
+            out[sid] = [
+                Said(sid, seq, name, clean_for_model(content[:max_chars]), at)
+                for seq, name, content, at in rows if seq in seqs
+            ]
+    return dict(out)
+
+
+def build_documents(
+    engine: Engine, memory_ids: Sequence[str], *, radius: int, max_chars: int
+) -> dict[str, Document]:
+    """The index document of each memory (one query for the memories, one per evidence session)."""
+    with session_scope(engine) as s:
+        rows = s.exec(select(Memory.id, Memory.text, Memory.evidence).where(Memory.id.in_(list(memory_ids)))).all()
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for _, _, evidence in rows:
+        for sid, seqs in windows(evidence_points(evidence), radius).items():
+            wanted[sid] |= seqs
+    lines = load_lines(engine, wanted, max_chars=max_chars)
+    docs = {}
+    for mid, text, evidence in rows:
+        mine = windows(evidence_points(evidence), radius)
+        shown = [ln for sid, seqs in mine.items() for ln in lines.get(sid, []) if ln.seq in seqs]
+        docs[mid] = document(text, evidence, shown)
+    return docs
+
+
+# --------------------------------------------------------------------------- the index wrapper
+
+
+def with_document(point: IndexPoint, doc: Document | None) -> IndexPoint:
+    if doc is None:
+        return point
+    payload = dict(point.payload)
+    payload[SPEAKERS_FIELD] = list(doc.speakers)
+    return IndexPoint(point.memory_id, point.text, point.vector, payload, document=doc.text)
+
+
+class DocumentedIndex:
+    """A `MemoryIndex` that indexes each upserted memory with its document and speakers.
+
+    Everything but `upsert` is the inner index's own."""
+
+    def __init__(self, inner: Any, engine: Engine, *, radius: int = 2, max_chars: int = 600) -> None:
+        self.inner = inner
+        self.engine = engine
+        self.radius = radius
+        self.max_chars = max_chars
+
+    @classmethod
+    def from_settings(cls, inner: Any, engine: Engine, settings) -> "DocumentedIndex":
+        return cls(inner, engine, radius=settings.context_radius, max_chars=settings.context_line_chars)
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def upsert(self, points: list[IndexPoint]) -> None:
+        if not points:
+            return
+        docs = build_documents(self.engine, [p.memory_id for p in points], radius=self.radius, max_chars=self.max_chars)
+        self.inner.upsert([with_document(p, docs.get(p.memory_id)) for p in points])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -1,0 +1,1 @@
+"""Measuring dreamer: the LoCoMo evaluation harness (`dreamer eval locomo`)."""

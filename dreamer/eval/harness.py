@@ -1,0 +1,230 @@
+"""The LoCoMo harness: each conversation goes through the real pipeline in a fresh data directory.
+
+``observations``: the LoCoMo importer, then the real dream pass, its extraction answered over
+HTTP by a replay of the conversation's own observations (the scripted OpenAI-compatible server,
+the real `openai` client), so validation, consolidation, the index and recall are production's.
+``turns``: every stored turn becomes a memory directly, as a flush-everything system would keep.
+Then every question is recalled in its conversation's scope and scored on evidence dia_ids.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Sequence
+
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from dreamer import cabinet, db, outbox
+from dreamer.busy import AlwaysIdle
+from dreamer.config import Settings
+from dreamer.db import session_scope
+from dreamer.documents import DocumentedIndex
+from dreamer.dream import dream_pass
+from dreamer.embed import build_embedder
+from dreamer.eval.locomo import (
+    Conversation, DiaMap, ObservationReplay, Scored, aggregate, load_conversations, score_question,
+    session_external_id,
+)
+from dreamer.index import EdgeIndex, Scope
+from dreamer.ingest.store import ingest_file
+from dreamer.llm import OpenAILLM, build_openai_client
+from dreamer.models import CURRENT_STATUSES, Memory, Message, Session
+from dreamer.recall import recall
+from dreamer.redact import clean_for_model
+from dreamer.runtime import Runtime
+from dreamer.scripted import ScriptedServer
+from dreamer.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+MemoryMode = Literal["observations", "turns"]
+UNLIMITED = 10**9
+TURN_KIND = "daily_note"
+
+
+@dataclass
+class EvalOptions:
+    path: Path
+    memories: MemoryMode = "observations"
+    search: str = "hybrid"
+    ks: Sequence[int] = (5, 10)
+    conversations: Sequence[str] | None = None
+    work_dir: Path | None = None  # kept for inspection when given; a temp folder otherwise
+
+
+@dataclass
+class Totals:
+    memories: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dialogue_tokens: int = 0
+    rows: list[Scored] = field(default_factory=list)
+
+
+def eval_settings(settings: Settings, data_dir: Path, search: str) -> Settings:
+    """A conversation's settings: its own data dir, embedded stores, and the caps meant for live
+    agents lifted (every session is due at once and all of it is read, kept and extracted)."""
+    return settings.model_copy(update={
+        "data_dir": data_dir, "database_url": "", "qdrant_url": "", "llm_base_url": "",
+        "entries_per_session": 1000, "tokens_per_session_pass": UNLIMITED,
+        "max_sessions_per_pass": UNLIMITED, "min_rounds": 0, "triage": False,
+        "max_age_days": 100 * 365, "quiet_period_seconds": 0, "llm_pass_token_budget": UNLIMITED,
+        "recall_search": search,
+    })
+
+
+def run_locomo(settings: Settings, opts: EvalOptions) -> dict:
+    """Evaluate every selected conversation; the result has exactly the documented keys."""
+    started = time.perf_counter()
+    conversations = load_conversations(opts.path, opts.conversations)
+    embedder = build_embedder(settings)
+    totals = Totals()
+    with ExitStack() as stack:
+        root = opts.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dreamer-eval-")))
+        for conv in conversations:
+            log.info("evaluating %s (%d questions)", conv.sample_id, len(conv.questions))
+            evaluate_conversation(settings, conv, opts, embedder, root / _safe(conv.sample_id), totals)
+    return result_json(totals, opts.ks, time.perf_counter() - started)
+
+
+def result_json(totals: Totals, ks: Sequence[int], seconds: float) -> dict:
+    scores = aggregate(totals.rows, ks)
+    spent = totals.prompt_tokens + totals.completion_tokens
+    return {
+        "n_questions": scores["n_questions"],
+        "recall_at": scores["recall_at"],
+        "hit_at": scores["hit_at"],
+        "by_category": scores["by_category"],
+        "evidence_ceiling": scores["evidence_ceiling"],
+        "memories": totals.memories,
+        "llm_calls": totals.llm_calls,
+        "prompt_tokens": totals.prompt_tokens,
+        "completion_tokens": totals.completion_tokens,
+        "dialogue_tokens": totals.dialogue_tokens,
+        "tokens_per_dialogue_token": round(spent / totals.dialogue_tokens, 4) if totals.dialogue_tokens else 0.0,
+        "seconds": round(seconds, 2),
+    }
+
+
+def evaluate_conversation(
+    settings: Settings, conv: Conversation, opts: EvalOptions, embedder, data_dir: Path, totals: Totals,
+) -> None:
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
+    st = eval_settings(settings, data_dir, opts.search)
+    engine = db.make_engine(st.resolved_database_url())
+    try:
+        db.upgrade(engine)
+        _ingest(engine, conv, data_dir)
+        dmap, lines = stored_turns(engine, conv.sample_id)
+        totals.dialogue_tokens += sum(count_tokens(text) for texts in lines.values() for text in texts)
+        _remember_and_score(st, engine, conv, opts, embedder, dmap, lines, totals)
+    finally:
+        engine.dispose()
+
+
+def _remember_and_score(st, engine, conv, opts, embedder, dmap, lines, totals) -> None:
+    dim = embedder.dim if embedder is not None else st.embed_dim
+    index = DocumentedIndex.from_settings(EdgeIndex(st.index_dir, dim), engine, st)
+    with ExitStack() as stack:
+        stack.callback(index.close)
+        if opts.memories == "observations":
+            rt = _observation_runtime(stack, st, engine, conv, embedder, index, dmap, lines)
+            run = dream_pass(rt, trigger="eval", force=True)
+            totals.llm_calls += run.llm_calls
+            totals.prompt_tokens += run.prompt_tokens
+            totals.completion_tokens += run.completion_tokens
+        else:
+            rt = Runtime.open(st, engine=engine, llm=None, embedder=embedder, index=index, busy=AlwaysIdle())
+            remember_turns(engine, conv.sample_id)
+            outbox.drain(rt)
+        _score(rt, conv, dmap, opts.ks, totals)
+
+
+def _observation_runtime(stack, st, engine, conv, embedder, index, dmap, lines) -> Runtime:
+    sessions = {
+        session_external_id(conv.sample_id, n): (lines.get(session_external_id(conv.sample_id, n), []), obs)
+        for n, obs in conv.observations.items()
+    }
+    server = stack.enter_context(ScriptedServer(ObservationReplay(sessions, dmap), embed_dim=st.embed_dim))
+    st = st.model_copy(update={"llm_base_url": server.url})
+    llm = OpenAILLM(build_openai_client(st), model=st.llm_model, max_retries=st.llm_max_retries,
+                    retry_base=st.llm_retry_base, retry_cap=st.llm_retry_cap, json_schema=st.llm_json_schema)
+    return Runtime.open(st, engine=engine, llm=llm, embedder=embedder, index=index, busy=AlwaysIdle())
+
+
+def _score(rt, conv: Conversation, dmap: DiaMap, ks: Sequence[int], totals: Totals) -> None:
+    with session_scope(rt.engine) as s:
+        current = s.exec(
+            select(Memory.evidence).where(Memory.user_id == conv.sample_id).where(Memory.status.in_(CURRENT_STATUSES))
+        ).all()
+    covered = set().union(*(dmap.dia_ids(ev) for ev in current)) if current else set()
+    totals.memories += len(current)
+    scope = Scope(user_id=conv.sample_id)
+    for q in conv.questions:
+        hits = recall(rt, q.text, scope, k=max(ks)).hits
+        totals.rows.append(score_question(q, [dmap.dia_ids(h.evidence) for h in hits], covered, ks))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def _ingest(engine: Engine, conv: Conversation, data_dir: Path) -> None:
+    """The conversation alone in a LoCoMo file, through the LoCoMo importer."""
+    path = data_dir / "conversation.json"
+    path.write_text(json.dumps([conv.raw], ensure_ascii=False), encoding="utf-8")
+    report = ingest_file(engine, path, fmt="locomo", user_id=None)
+    for rejection in report.rejections:
+        log.warning("%s: %s", conv.sample_id, rejection.reason)
+
+
+def stored_turns(engine: Engine, user_id: str) -> tuple[DiaMap, dict[str, list[str]]]:
+    """The dia_id <-> seq map of the user's stored turns, and each session's texts as the model
+    sees them (cleaned for the model), by external id."""
+    dmap = DiaMap()
+    lines: dict[str, list[str]] = {}
+    with session_scope(engine) as s:
+        rows = s.exec(
+            select(Session.external_id, Message.seq, Message.content, Message.meta)
+            .join(Message, Message.session_id == Session.id)
+            .where(Session.user_id == user_id)
+            .order_by(Session.id, Message.seq)
+        ).all()
+    for external_id, seq, content, meta in rows:
+        dia_id = (meta or {}).get("dia_id")
+        if dia_id:
+            dmap.add(dia_id, external_id, seq)
+        lines.setdefault(external_id, []).append(clean_for_model(content))
+    return dmap, lines
+
+
+def remember_turns(engine: Engine, user_id: str) -> int:
+    """Every stored turn of the user as one memory ("Speaker: text"), evidence its own message."""
+    with session_scope(engine) as s:
+        rows = s.exec(
+            select(Session, Message).join(Message, Message.session_id == Session.id)
+            .where(Session.user_id == user_id).order_by(Session.id, Message.seq)
+        ).all()
+        for sess, m in rows:
+            text = f"{m.name}: {m.content}" if m.name else m.content
+            evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": [m.seq]}]
+            cabinet.add_memory(
+                s, user_id=sess.user_id, agent_id=sess.agent_id, project=sess.project, team=sess.team,
+                kind=TURN_KIND, text=clean_for_model(text), source="flush", evidence=evidence,
+                reason="every turn kept", now=m.created_at,
+            )
+    return len(rows)
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "conversation"

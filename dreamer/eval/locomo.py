@@ -1,0 +1,320 @@
+"""LoCoMo evaluation, the pure parts: reading conversations and questions, the dia_id <-> seq
+mapping, the observation replay that answers extraction requests, and the scoring.
+
+Nothing here touches SQL, the index or the network; `dreamer.eval.harness` runs the pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any, Callable, Iterable, Sequence
+
+from dreamer.ingest.base import read_bytes
+from dreamer.ingest.locomo import load_document, session_numbers
+from dreamer.scripted import Reply
+
+log = logging.getLogger(__name__)
+
+CATEGORIES = (1, 2, 3, 4)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+DEFAULT_KIND = "profile"
+_OBSERVATION_KEY = re.compile(r"session_(\d+)_observation")
+_PREFERENCE = re.compile(r"\b(?:likes?|loves?|enjoys?|prefers?|favou?rite|hates?|dislikes?|fan of|passionate)\b", re.I)
+_FOCUS = re.compile(r"\b(?:plans?|planning|wants? to|hopes?|goals?|working (?:on|towards?)|aims?|going to|will)\b", re.I)
+
+
+# --------------------------------------------------------------------------- the data
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    evidence: tuple[str, ...]  # dia_ids of real turns, sorted, distinct
+
+
+@dataclass(frozen=True)
+class Observation:
+    session: int
+    speaker: str
+    text: str
+    dia_ids: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    raw: dict
+    turn_ids: set[str] = field(default_factory=set)
+    questions: list[Question] = field(default_factory=list)
+    observations: dict[int, list[Observation]] = field(default_factory=dict)
+
+
+def session_external_id(sample_id: str, number: int) -> str:
+    """The importer's session id for ``session_<number>`` of a conversation."""
+    return f"{sample_id}:session_{number}"
+
+
+def load_conversations(path: Path, only: Sequence[str] | None = None) -> list[Conversation]:
+    """Every conversation of a LoCoMo-format file (or those whose sample_id is in `only`)."""
+    document = load_document(read_bytes(Path(path)))
+    wanted = set(only) if only else None
+    out = []
+    for item in document:
+        if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
+            log.warning("%s: skipping an entry without a 'conversation' object", path)
+            continue
+        sample_id = str(item.get("sample_id", ""))
+        if wanted is None or sample_id in wanted:
+            out.append(conversation_of(item))
+    missing = (wanted or set()) - {c.sample_id for c in out}
+    if missing:
+        raise ValueError(f"{path}: no conversation {', '.join(sorted(missing))}")
+    return out
+
+
+def conversation_of(item: dict) -> Conversation:
+    conv = Conversation(sample_id=str(item["sample_id"]), raw=item)
+    body = item["conversation"]
+    for number in session_numbers(body):
+        for turn in body.get(f"session_{number}") or []:
+            if isinstance(turn, dict) and isinstance(turn.get("dia_id"), str):
+                conv.turn_ids.add(turn["dia_id"])
+    conv.questions = questions_of(item.get("qa") or [], conv.turn_ids)
+    conv.observations = observations_of(item.get("observation") or {}, conv.turn_ids)
+    return conv
+
+
+def questions_of(qa: Iterable[Any], turn_ids: set[str]) -> list[Question]:
+    """Categories 1-4 whose evidence names at least one real turn; malformed ids are dropped."""
+    out = []
+    for q in qa:
+        if not isinstance(q, dict) or q.get("category") not in CATEGORIES or not isinstance(q.get("question"), str):
+            continue
+        evidence = tuple(sorted({e for e in q.get("evidence") or [] if isinstance(e, str) and e in turn_ids}))
+        if evidence:
+            out.append(Question(q["question"], int(q["category"]), evidence))
+    return out
+
+
+def observations_of(block: dict, turn_ids: set[str]) -> dict[int, list[Observation]]:
+    """``session_N_observation`` -> {speaker: [[text, dia_id or [dia_ids]], ...]} as observations."""
+    out: dict[int, list[Observation]] = {}
+    for key, per_speaker in block.items():
+        match = _OBSERVATION_KEY.fullmatch(key)
+        if match is None or not isinstance(per_speaker, dict):
+            continue
+        items = out.setdefault(int(match.group(1)), [])
+        for speaker, entries in per_speaker.items():
+            for entry in entries or []:
+                obs = _observation(int(match.group(1)), str(speaker), entry, turn_ids)
+                if obs is not None:
+                    items.append(obs)
+    return out
+
+
+def _observation(session: int, speaker: str, entry: Any, turn_ids: set[str]) -> Observation | None:
+    if not isinstance(entry, (list, tuple)) or len(entry) < 2 or not isinstance(entry[0], str):
+        return None
+    ids = entry[1] if isinstance(entry[1], list) else [entry[1]]
+    return Observation(session, speaker, entry[0], tuple(i for i in ids if isinstance(i, str) and i in turn_ids))
+
+
+# --------------------------------------------------------------------------- dia_id <-> seq
+
+
+@dataclass
+class DiaMap:
+    """Where each turn was stored: dia_id <-> (session external id, message seq)."""
+
+    to_seq: dict[str, tuple[str, int]] = field(default_factory=dict)
+    to_dia: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def add(self, dia_id: str, external_id: str, seq: int) -> None:
+        self.to_seq[dia_id] = (external_id, seq)
+        self.to_dia[(external_id, seq)] = dia_id
+
+    def seqs(self, dia_ids: Iterable[str], external_id: str) -> list[int]:
+        """The seqs of those dia_ids stored in `external_id`, sorted."""
+        out = set()
+        for dia_id in dia_ids:
+            where = self.to_seq.get(dia_id)
+            if where is not None and where[0] == external_id:
+                out.add(where[1])
+        return sorted(out)
+
+    def dia_ids(self, evidence: Iterable[dict]) -> set[str]:
+        """The dia_ids a memory's evidence (``[{external_id, seqs}]``) points at."""
+        out = set()
+        for e in evidence:
+            for seq in e.get("seqs") or []:
+                dia = self.to_dia.get((e.get("external_id"), int(seq)))
+                if dia is not None:
+                    out.add(dia)
+        return out
+
+
+# --------------------------------------------------------------------------- the observation replay
+
+
+def kind_of(text: str) -> str:
+    """An agent-mode kind for an observation: preference, focus or profile."""
+    if _PREFERENCE.search(text):
+        return "preference"
+    if _FOCUS.search(text):
+        return "focus"
+    return DEFAULT_KIND
+
+
+def replay_answer(observations: Sequence[Observation], seqs_of: Callable[[Observation], list[int]]) -> dict:
+    """The extraction answer for one session: its observations, evidence as message seqs."""
+    memories = []
+    for obs in observations:
+        seqs = seqs_of(obs)
+        if seqs:
+            memories.append({"kind": kind_of(obs.text), "text": obs.text, "seqs": seqs})
+    return {"memories": memories}
+
+
+def judgement_answer(user_prompt: str) -> dict:
+    """LoCoMo observations are distinct facts: every ambiguous pair is judged new."""
+    pairs = len(re.findall(r"^pair \d+:", user_prompt, re.M))
+    return {"judgements": [{"pair": i, "verdict": "new"} for i in range(pairs)]}
+
+
+class ObservationReplay:
+    """A script for the ScriptedServer: extraction requests are answered with the observations of
+    the session whose turns the transcript shows; judgement requests with ``new``.
+
+    A request is matched to its session by the turn texts it contains (each session's texts are
+    known), so the replay never depends on the order the pass takes sessions in."""
+
+    def __init__(self, sessions: dict[str, tuple[list[str], list[Observation]]], dmap: DiaMap) -> None:
+        self.sessions = sessions  # external_id -> (turn texts, observations)
+        self.dmap = dmap
+        self.unmatched = 0
+
+    def __call__(self, body: dict) -> Reply:
+        _, user = _messages(body)
+        if is_judgement(body, user):
+            return Reply(content=_compact(judgement_answer(user)))
+        external_id = self.session_of(user)
+        if external_id is None:
+            self.unmatched += 1
+            log.warning("extraction request matches no session; answered with no memories")
+            return Reply(content=_compact({"memories": []}))
+        observations = self.sessions[external_id][1]
+        answer = replay_answer(observations, lambda o: self.dmap.seqs(o.dia_ids, external_id))
+        return Reply(content=_compact(answer))
+
+    def session_of(self, transcript: str) -> str | None:
+        """The session most of whose turn texts appear in the transcript."""
+        best, best_score = None, 0.0
+        for external_id, (texts, _) in self.sessions.items():
+            present = [t for t in texts if t and t in transcript]
+            score = len(present) / max(1, len(texts))
+            if score > best_score:
+                best, best_score = external_id, score
+        return best if best_score >= 0.5 else None
+
+
+def is_judgement(body: dict, user: str) -> bool:
+    """A consolidation judgement rather than an extraction: by the schema's name, or its pairs."""
+    fmt = body.get("response_format") or {}
+    name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, dict) else None
+    if name is not None:
+        return name == "judgements"
+    return bool(re.search(r"^pair \d+:", user, re.M))
+
+
+def _messages(body: dict) -> tuple[str, str]:
+    system = user = ""
+    for m in body.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(content, str):
+            continue
+        if m.get("role") == "system":
+            system = content
+        elif m.get("role") == "user":
+            user = content
+    return system, user
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def recall_at_k(gold: Iterable[str], retrieved: Sequence[Iterable[str]], k: int) -> float:
+    """The share of the gold evidence found in the evidence of the top k retrieved memories."""
+    want = set(gold)
+    if not want:
+        raise ValueError("a question needs gold evidence")
+    found = set().union(*[set(r) for r in retrieved[:k]]) if k > 0 else set()
+    return len(want & found) / len(want)
+
+
+def hit_at_k(gold: Iterable[str], retrieved: Sequence[Iterable[str]], k: int) -> float:
+    """1.0 when the top k retrieved memories cover at least one gold evidence turn."""
+    return 1.0 if recall_at_k(gold, retrieved, k) > 0 else 0.0
+
+
+def ceiling(gold: Iterable[str], covered: Iterable[str]) -> float:
+    """The share of the gold evidence that the evidence of all stored memories covers."""
+    want = set(gold)
+    if not want:
+        raise ValueError("a question needs gold evidence")
+    return len(want & set(covered)) / len(want)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One question's outcome."""
+
+    category: int
+    recall: dict[int, float]
+    hit: dict[int, float]
+    ceiling: float
+
+
+def score_question(
+    question: Question, retrieved: Sequence[Iterable[str]], covered: Iterable[str], ks: Sequence[int]
+) -> Scored:
+    return Scored(
+        question.category,
+        {k: recall_at_k(question.evidence, retrieved, k) for k in ks},
+        {k: hit_at_k(question.evidence, retrieved, k) for k in ks},
+        ceiling(question.evidence, covered),
+    )
+
+
+def _means(rows: Sequence[Scored], ks: Sequence[int]) -> dict:
+    return {
+        "n_questions": len(rows),
+        "recall_at": {str(k): _mean(r.recall[k] for r in rows) for k in ks},
+        "hit_at": {str(k): _mean(r.hit[k] for r in rows) for k in ks},
+        "evidence_ceiling": _mean(r.ceiling for r in rows),
+    }
+
+
+def aggregate(rows: Sequence[Scored], ks: Sequence[int]) -> dict:
+    """n_questions, recall_at, hit_at, evidence_ceiling and the same by category (keys "1".."4")."""
+    out = _means(rows, ks)
+    groups: dict[int, list[Scored]] = defaultdict(list)
+    for r in rows:
+        groups[r.category].append(r)
+    out["by_category"] = {str(c): _means(groups[c], ks) for c in sorted(groups)}
+    return out
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return round(fmean(values), 4) if values else 0.0

@@ -1,0 +1,132 @@
+"""The ranking behind recall: query handling, the two searches, fusion and the speaker match.
+
+* BM25 runs first, over each memory's document (its text, the day and the speaker-attributed
+  messages it rests on, see `dreamer.documents`).
+* People who speak in the scope's conversations and are named in the query (found among the
+  speakers of the BM25 candidates) are matched against who said a memory's evidence rather than
+  against its words: the dense query is embedded without their names, and when the query names
+  exactly one of them, memories resting on that person's words get `speaker_weight` added.
+* Dense and BM25 scores are min-max normalised over their candidates and fused by weight.
+
+`search` picks the signals: ``hybrid`` (all of the above), ``dense`` or ``text`` alone (each
+the plain search over the same index, kept as baselines).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from dreamer.documents import SPEAKERS_FIELD
+from dreamer.index import Hit, Scope, SearchFilter
+
+log = logging.getLogger(__name__)
+
+SEARCHES = ("hybrid", "dense", "text")
+
+
+# --------------------------------------------------------------------------- pure policy
+
+
+def first_name(speaker: str) -> str:
+    parts = speaker.split()
+    return parts[0] if parts else ""
+
+
+def named_speakers(query: str, speakers: Iterable[str]) -> tuple[str, ...]:
+    """The speakers whose (first) name the query mentions as a word, in first-seen order."""
+    out = []
+    for speaker in dict.fromkeys(speakers):
+        name = first_name(speaker)
+        if len(name) > 1 and re.search(rf"\b{re.escape(name)}\b", query):
+            out.append(speaker)
+    return tuple(out)
+
+
+def without_names(query: str, speakers: Sequence[str]) -> str:
+    """The query with the speakers' names (and possessive 's) taken out; never empty."""
+    out = query
+    for speaker in speakers:
+        out = re.sub(rf"\b{re.escape(first_name(speaker))}(?:'s)?\b", " ", out)
+    return " ".join(out.split()) or query
+
+
+def min_max(scores: dict[str, float]) -> dict[str, float]:
+    """Scale scores to [0, 1]; a single (or all-equal) list maps to 1."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    if hi - lo < 1e-12:
+        return {k: 1.0 for k in scores}
+    return {k: (v - lo) / (hi - lo) for k, v in scores.items()}
+
+
+@dataclass(frozen=True)
+class Weights:
+    dense: float
+    text: float
+    speaker: float = 0.0
+
+
+def fuse(
+    dense: list[tuple[str, float]], text: list[tuple[str, float]], weights: Weights,
+    matched: Iterable[str] = (),
+) -> list[tuple[str, float]]:
+    """Weighted sum of min-max normalised scores (a side that missed an item gives it 0), plus
+    the speaker weight for the `matched` ids; best first, ties by id."""
+    d, t = min_max(dict(dense)), min_max(dict(text))
+    bonus = set(matched)
+    ids = dict.fromkeys([i for i, _ in dense] + [i for i, _ in text])
+    fused = {
+        i: weights.dense * d.get(i, 0.0) + weights.text * t.get(i, 0.0) + (weights.speaker if i in bonus else 0.0)
+        for i in ids
+    }
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def speaker_matches(hits: Iterable[Hit], speaker: str) -> set[str]:
+    """Ids of the hits whose evidence was said by `speaker`."""
+    return {h.memory_id for h in hits if speaker in (h.payload.get(SPEAKERS_FIELD) or [])}
+
+
+def hit_speakers(hits: Iterable[Hit]) -> list[str]:
+    return [s for h in hits for s in (h.payload.get(SPEAKERS_FIELD) or []) if isinstance(s, str)]
+
+
+# --------------------------------------------------------------------------- the searches
+
+
+@dataclass
+class Ranked:
+    ranked: list[tuple[str, float]]
+    mode: str
+    note: str = ""
+
+
+def rank(rt, query: str, scope: Scope, limit: int, flt: SearchFilter, search: str | None = None) -> Ranked:
+    """Candidate ids with fused scores, best first; `limit` candidates from each search."""
+    st = rt.settings
+    search = search or st.recall_search
+    if search not in SEARCHES:
+        raise ValueError(f"unknown search {search!r}: use {', '.join(SEARCHES)}")
+    if rt.embedder is None:
+        hits = rt.index.search_text(query, scope, limit, flt)
+        return Ranked(_pairs(hits), "text-only", "no embedder available: full-text search only")
+    if search == "dense":
+        vector = rt.embedder.embed([query])[0]
+        return Ranked(_pairs(rt.index.search_dense(list(vector), scope, limit, flt)), "dense")
+    text_hits = rt.index.search_text(query, scope, limit, flt)
+    if search == "text":
+        return Ranked(_pairs(text_hits), "text")
+    names = named_speakers(query, hit_speakers(text_hits))
+    vector = rt.embedder.embed([without_names(query, names)])[0]
+    dense_hits = rt.index.search_dense(list(vector), scope, limit, flt)
+    matched = speaker_matches(text_hits + dense_hits, names[0]) if len(names) == 1 else set()
+    weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
+    return Ranked(fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched), "hybrid")
+
+
+def _pairs(hits: list[Hit]) -> list[tuple[str, float]]:
+    return [(h.memory_id, float(h.score)) for h in hits]
