@@ -298,7 +298,7 @@ def test_the_flush_sends_only_cleaned_recent_content(make_rt, server):
     assert result.window == (3, 6)
     assert "old message" not in sent and "travel agent" not in sent and "likes tea" not in sent
     assert secret not in sent and "[REDACTED:openai_key]" in sent
-    assert "[5] tool:search: " + "0123456789" * 2 + "\n" in sent
+    assert "[5] search: " + "0123456789" * 2 + "\n" in sent
     assert "[6] assistant: Found three hotels." in sent
 
 

@@ -149,7 +149,7 @@ def test_the_estimate_is_message_tokens_plus_prompt_overhead_per_chunk(settings,
         est = rp.estimate(s, [ids["s1"], ids["s3"]], settings)
         cut = rp.estimate(s, [ids["s1"]], small)
     overhead = rp.prompt_overhead(settings)
-    assert overhead > 100
+    assert overhead >= 50
     assert (est.sessions, est.messages, est.chunks) == (2, 16, 2)
     assert est.message_tokens == tokens[ids["s1"]] + tokens[ids["s3"]]
     assert est.tokens == est.message_tokens + 2 * overhead
