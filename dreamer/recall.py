@@ -24,26 +24,6 @@ CONTEXT_CLOSE = "</memory-context>"
 # --------------------------------------------------------------------------- pure policy
 
 
-def min_max(scores: dict[str, float]) -> dict[str, float]:
-    """Scale scores to [0, 1]; a single (or all-equal) list maps to 1."""
-    if not scores:
-        return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    if hi - lo < 1e-12:
-        return {k: 1.0 for k in scores}
-    return {k: (v - lo) / (hi - lo) for k, v in scores.items()}
-
-
-def fuse(
-    dense: list[tuple[str, float]], text: list[tuple[str, float]], *, dense_weight: float, text_weight: float,
-) -> list[tuple[str, float]]:
-    """Weighted sum of min-max normalised scores; a side that missed an item gives it 0."""
-    d, t = min_max(dict(dense)), min_max(dict(text))
-    ids = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in text]))
-    fused = {i: dense_weight * d.get(i, 0.0) + text_weight * t.get(i, 0.0) for i in ids}
-    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
 def context_rank_key(m: Memory) -> tuple:
     """Verified first, then evidence (distinct sessions), importance, recency, id."""
     sessions = len({e.get("session_id") for e in (m.evidence or [])})

@@ -13,8 +13,9 @@ from dreamer.db import session_scope
 from dreamer.embed import CachedEmbedder, MiniLMEmbedder, minilm_available
 from dreamer.index import EdgeIndex, Scope
 from dreamer.models import Memory
+from dreamer.ranking import Weights, fuse, min_max
 from dreamer.recall import (
-    CONTEXT_CLOSE, CONTEXT_OPEN, context, context_rank_key, cut_to_budget, fuse, min_max, recall,
+    CONTEXT_CLOSE, CONTEXT_OPEN, context, context_rank_key, cut_to_budget, recall,
 )
 from dreamer.runtime import Runtime
 from dreamer.tokens import count_tokens
@@ -45,7 +46,7 @@ def test_min_max():
 def test_fuse_exact_values():
     dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
     text = [("b", 10.0), ("d", 4.0), ("a", 2.0)]
-    fused = fuse(dense, text, dense_weight=0.7, text_weight=0.3)
+    fused = fuse(dense, text, Weights(dense=0.7, text=0.3))
     assert [i for i, _ in fused] == ["a", "b", "d", "c"]
     assert dict(fused) == pytest.approx({"a": 0.7, "b": 0.7 * 0.5 + 0.3 * 1.0, "d": 0.3 * 0.25, "c": 0.0})
 
@@ -53,9 +54,9 @@ def test_fuse_exact_values():
 def test_fuse_order_follows_the_weights():
     dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
     text = [("b", 10.0), ("d", 4.0), ("a", 2.0)]
-    assert [i for i, _ in fuse(dense, text, dense_weight=0.3, text_weight=0.7)] == ["b", "a", "d", "c"]
-    assert [i for i, _ in fuse(dense, text, dense_weight=1.0, text_weight=0.0)][:3] == ["a", "b", "c"]
-    assert fuse([], [("x", 2.0)], dense_weight=0.7, text_weight=0.3) == [("x", pytest.approx(0.3))]
+    assert [i for i, _ in fuse(dense, text, Weights(dense=0.3, text=0.7))] == ["b", "a", "d", "c"]
+    assert [i for i, _ in fuse(dense, text, Weights(dense=1.0, text=0.0))][:3] == ["a", "b", "c"]
+    assert fuse([], [("x", 2.0)], Weights(dense=0.7, text=0.3)) == [("x", pytest.approx(0.3))]
 
 
 def _memory(mid: str, *, status="candidate", sessions=1, importance=0.5, seen_days_ago=0) -> Memory:
@@ -157,7 +158,7 @@ def test_recall_scores_are_the_fused_index_scores(hybrid):
     vector = rt.embedder.embed(["E4711"])[0]
     dense = [(h.memory_id, h.score) for h in rt.index.search_dense(vector, ALICE, limit)]
     text = [(h.memory_id, h.score) for h in rt.index.search_text("E4711", ALICE, limit)]
-    expected = fuse(dense, text, dense_weight=0.7, text_weight=0.3)[:5]
+    expected = fuse(dense, text, Weights(dense=0.7, text=0.3))[:5]
 
     found = recall(rt, "E4711", ALICE)
 
