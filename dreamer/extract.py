@@ -86,10 +86,10 @@ _TRANSCRIPT_TAG = re.compile(r"<(/?\s*transcript)", re.I)
 
 
 def render_line(line: Line) -> str:
-    """``[seq] speaker: text``, the speaker being the message's name, else its role (the names
-    of the user's side are given once, in the transcript tag); the text cannot forge structure:
-    its continuation lines are indented (no line of it starts like ``[n] role:``) and transcript
-    tags in it are defused."""
+    """``[seq] speaker: text``, the speaker being the message's name (a person's, a tool's), else
+    its role; the user's names are given once, in the transcript tag. The text cannot forge
+    structure: its continuation lines are indented (no line of it starts like ``[n] role:``) and
+    transcript tags in it are defused."""
     who = line.name or line.role
     mark = " (context)" if line.context_only else ""
     text = _TRANSCRIPT_TAG.sub(r"‹\1", line.text).replace("\r", "").replace("\n", "\n    ")
@@ -201,8 +201,9 @@ def mark_untrusted(candidates: list[Candidate], lines: list[Line], mode: str) ->
 
 AGENT_INSTRUCTIONS = "Durable facts about the user: preference, profile (background), focus (goals)."
 CODE_INSTRUCTIONS = (
-    "Keep durable project knowledge: root_cause (a bug's cause and fix), interface_behavior "
-    "(edge behaviour of an API or tool), design_decision (a choice and why)."
+    "Extract durable engineering knowledge about this project: root_cause (the real cause "
+    "of a bug and its fix), interface_behavior (edge behaviour of an API, tool or function), "
+    "design_decision (a choice made and why)."
 )
 # Short on purpose: it goes with every chunk, so each word here is paid once per call.
 SYSTEM_PROMPT = (
