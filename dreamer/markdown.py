@@ -40,8 +40,8 @@ DAILY_DIR = "memory"
 UNSCOPED_PROJECT_FILE = "_unscoped.md"
 
 NOTE = (
-    "_Each entry carries its id in a trailing comment: "
-    "edit the text, keep the comment, and the change flows back._"
+    "_Each entry carries its memory id in a trailing comment; keep the comment when you edit "
+    "a line, so the entry can still be matched to its record._"
 )
 EMPTY = "_No entries._"
 
