@@ -23,10 +23,6 @@ class IngestError(DreamerError):
     """A transcript file cannot be read at all (missing, unknown format)."""
 
 
-class TranscriptChanged(IngestError):
-    """A transcript's earlier messages differ from what is stored."""
-
-
 class IndexFailure(DreamerError):
     """The search index refused an operation."""
 
@@ -70,6 +66,3 @@ class TransientLLMError(Retryable, LLMError):
 class Busy(Retryable):
     """The agent is busy; the pass should wait."""
 
-
-class LeaseHeld(DreamerError):
-    """Another worker holds the lease for this session."""

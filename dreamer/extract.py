@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from dreamer.consolidate import content_hash
@@ -25,21 +25,23 @@ log = logging.getLogger(__name__)
 Kind = Literal["preference", "profile", "focus", "root_cause", "interface_behavior", "design_decision"]
 
 
+Sentence = Annotated[
+    str,
+    Field(min_length=3, max_length=600, description="one self-contained sentence"),
+    AfterValidator(lambda value: " ".join(value.split())),
+]
+
+
 class Candidate(BaseModel):
     """One thing worth keeping, as the extractor states it."""
 
     kind: Kind
-    text: str = Field(min_length=3, max_length=600, description="one self-contained sentence")
+    text: Sentence
     tags: list[str] = Field(default_factory=list, max_length=8)
     importance: float = Field(0.5, ge=0.0, le=1.0)
     seqs: list[int] = Field(default_factory=list, description="message numbers it rests on")
     # Set by `mark_untrusted` after extraction, never taken from the model (not in its schema).
     untrusted: SkipJsonSchema[bool] = False
-
-    @field_validator("text")
-    @classmethod
-    def _one_line(cls, value: str) -> str:
-        return " ".join(value.split())
 
 
 class Extraction(BaseModel):

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from sqlalchemy import String, cast, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DBSession
@@ -40,7 +40,7 @@ from dreamer.agent_writes import user_lock
 from dreamer.consolidate import content_hash, normalise
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, IngestError, NotFound
-from dreamer.extract import Chunk, Line, RulesExtractor, chunk_lines, render_line
+from dreamer.extract import Chunk, Line, RulesExtractor, Sentence, chunk_lines, render_line
 from dreamer.index import Scope
 from dreamer.ingest.store import append_messages
 from dreamer.llm import Usage
@@ -262,13 +262,8 @@ def append(
 
 
 class FlushNote(BaseModel):
-    text: str = Field(min_length=3, max_length=600, description="one self-contained sentence")
+    text: Sentence
     seqs: list[int] = Field(default_factory=list, description="message numbers it rests on")
-
-    @field_validator("text")
-    @classmethod
-    def _one_line(cls, value: str) -> str:
-        return " ".join(value.split())
 
 
 class FlushNotes(BaseModel):

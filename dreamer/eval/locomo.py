@@ -22,7 +22,6 @@ from dreamer.scripted import Reply
 log = logging.getLogger(__name__)
 
 CATEGORIES = (1, 2, 3, 4)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DEFAULT_KIND = "profile"
 _OBSERVATION_KEY = re.compile(r"session_(\d+)_observation")
 _PREFERENCE = re.compile(r"\b(?:likes?|loves?|enjoys?|prefers?|favou?rite|hates?|dislikes?|fan of|passionate)\b", re.I)
