@@ -50,14 +50,15 @@ class InlineExecutor:
 
     name = "inline"
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, *, clock: Callable = utcnow) -> None:
         self.rt = rt
+        self.clock = clock
 
     def __call__(self, stop: Callable[[], bool]) -> int | None:
         from dreamer.dream import dream_pass
 
         try:
-            run = dream_pass(self.rt, trigger="scheduler", force=True, stop=stop)
+            run = dream_pass(self.rt, trigger="scheduler", force=True, now=self.clock(), stop=stop)
         finally:
             end_turn(self.rt)
         log.info("pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged)

@@ -1,0 +1,126 @@
+"""The API keeps answering while a pass runs: 200 concurrent requests against a real uvicorn
+server, in the process that also runs the dream pass over the same store and Qdrant Edge index
+(the `dreamer serve` shape on the embedded default). The scripted model holds the pass inside
+its third extraction call until every request has been answered, so the whole burst provably
+lands while the pass is running; then the pass must finish cleanly."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from sqlmodel import select
+
+from dreamer.api import create_app
+from dreamer.db import session_scope
+from dreamer import outbox
+from dreamer.dream import dream_pass
+from dreamer.index import EdgeIndex
+from dreamer.ingest.store import record_messages
+from dreamer.models import Cursor, Memory, Session
+from dreamer.scripted import ScriptedServer
+from dreamkit import EMBED_DIM, extraction_script, is_judgement
+from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
+
+from . import kit
+
+pytestmark = pytest.mark.reliability
+
+CONCURRENT = 200
+SESSIONS = 10  # one pass takes at most `max_sessions_per_pass` (10)
+LIKES = ["green tea", "aisle seats", "dark mode", "vinyl records", "early flights", "oat milk",
+         "mechanical keyboards", "rainy walks", "jazz piano", "paper maps"]
+
+
+def _requests() -> list[tuple[str, str, str, dict | None]]:
+    """(method, path, token, body) for the burst: every kind of call an agent makes."""
+    out = []
+    for i in range(CONCURRENT):
+        kind = i % 8
+        if kind in (0, 1):
+            out.append(("POST", "/v1/recall", ALICE_READER, {"query": f"which tea does the user prefer {i}", "k": 5}))
+        elif kind == 2:
+            out.append(("GET", "/v1/context?budget=300", ALICE_READER, None))
+        elif kind in (3, 4):
+            out.append(("POST", f"/v1/sessions/live-{i}/messages", ALICE_WRITER,
+                        {"messages": chat(f"I prefer notebook number {i}.", "noted")}))
+        elif kind == 5:
+            out.append(("POST", "/v1/memories", BOB_WRITER, {"text": f"The user owns bicycle number {i}.", "kind": "profile"}))
+        elif kind == 6:
+            out.append(("GET", "/v1/status", ALICE_READER, None))
+        else:
+            out.append(("GET", "/healthz", ALICE_READER, None))
+    return out
+
+
+def _call(client: httpx.Client, request) -> tuple[int, float, str, dict]:
+    method, path, token, body = request
+    started = time.perf_counter()
+    response = client.request(method, path, headers=bearer(token), json=body)
+    return response.status_code, (time.perf_counter() - started) * 1000, path, response.json()
+
+
+def _held_script(release: threading.Event, holding: threading.Event):
+    script = extraction_script()
+    calls = {"n": 0}
+
+    def answer(body):
+        if not is_judgement(body):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                holding.set()
+                release.wait(120)
+        return script(body)
+
+    return answer
+
+
+def test_the_api_keeps_answering_200_concurrent_requests_while_a_pass_runs(engine, settings, tmp_path, figures):
+    st = online_settings(settings, min_rounds=1, busy_window_seconds=60)
+    release, holding = threading.Event(), threading.Event()
+    with ScriptedServer(embed_dim=EMBED_DIM) as server:
+        server.set_script(_held_script(release, holding))
+        rt = online_runtime(st, engine, server, EdgeIndex(tmp_path / "edge", EMBED_DIM))
+        for i in range(SESSIONS):
+            record_messages(engine, f"old-{i}", kit.session_with(f"I prefer {LIKES[i]}."), user_id="alice")
+        run: dict = {}
+        passing = threading.Thread(target=lambda: run.update(row=dream_pass(rt, force=True)), daemon=True)
+        try:
+            with LiveServer(create_app(rt)) as live, httpx.Client(base_url=live.url, timeout=120,
+                                                                  limits=httpx.Limits(max_connections=CONCURRENT)) as client:
+                passing.start()
+                assert holding.wait(60), "the pass never reached its third extraction call"
+                with ThreadPoolExecutor(CONCURRENT) as pool:
+                    results = list(pool.map(lambda r: _call(client, r), _requests()))
+                still_running = passing.is_alive()
+                release.set()
+                passing.join(120)
+            drift = outbox.check(rt)
+        finally:
+            release.set()
+            rt.close()
+
+    codes = [code for code, *_rest in results]
+    times = sorted(ms for _code, ms, *_rest in results)
+    p50, p95 = statistics.median(times), times[int(0.95 * len(times)) - 1]
+    figures(f"API under {CONCURRENT} concurrent requests during a pass ({engine.dialect.name})",
+            f"{codes.count(200)} of {CONCURRENT} answered 200, p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms")
+    assert still_running
+    assert codes == [200] * CONCURRENT, sorted({(code, path) for code, _ms, path, _body in results})
+    row = run["row"]
+    assert (row.status, row.sessions, row.error) == ("ok", SESSIONS, None)
+    with session_scope(engine) as s:
+        behind = s.exec(select(Session.external_id).join(Cursor, Cursor.session_id == Session.id)
+                        .where(Session.external_id.like("old-%"))
+                        .where(Cursor.processed_seq != Session.last_seq)).all()
+        texts = {m.text for m in s.exec(select(Memory))}
+        stored = set(s.exec(select(Memory.id)).all())
+    remembered = {body["memory_id"] for _code, _ms, path, body in results if path == "/v1/memories"}
+    assert behind == []
+    assert {f"The user prefers {like}." for like in LIKES} <= texts
+    assert len(remembered) >= 1 and remembered <= stored
+    assert drift.clean, drift
