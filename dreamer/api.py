@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from dreamer import flush as flushing
 from dreamer.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory, remember
-from dreamer.busy import activity_key
+from dreamer.busy import CoalescedBusy, activity_key
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired
 from dreamer.index import Scope
@@ -316,7 +316,7 @@ def create_app(rt, *, insecure_user: str | None = None) -> FastAPI:
     _routes(app, rt, runner, metrics, auth)
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)
     fixed = frozenset(r.path for r in app.routes if "{" not in getattr(r, "path", "{"))
-    app.add_middleware(Observe, metrics=metrics, auth=auth, busy=rt.busy, fixed_paths=fixed)
+    app.add_middleware(Observe, metrics=metrics, auth=auth, busy=CoalescedBusy(rt.busy), fixed_paths=fixed)
     return app
 
 

@@ -4,6 +4,7 @@ Redis and always-idle implementations, and the backoff before the next try."""
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
@@ -156,6 +157,48 @@ class RedisBusySignal:
         return self.client.mget(keys) if keys else []
 
 
+class CoalescedBusy:
+    """One process's requests marked on a shared signal by transitions only: the first request
+    of a key in flight calls `begin`, the last one to end calls `end`; the requests between
+    touch nothing shared. The signal reads the same (busy while any is in flight, idle a window
+    after the last one ends) at two writes per burst instead of two per request."""
+
+    def __init__(self, inner: BusySignal) -> None:
+        self.inner = inner
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def busy_reason(self, now: datetime | None = None) -> str | None:
+        return self.inner.busy_reason(now)
+
+    def begin(self, key: str) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+            first = self._counts[key] == 1
+        if first:
+            try:
+                self.inner.begin(key)
+            except BaseException:  # not counted, so the next request tries again
+                self._drop(key)
+                raise
+
+    def end(self, key: str) -> None:
+        if self._drop(key) == 0:
+            self.inner.end(key)
+
+    def _drop(self, key: str) -> int | None:
+        """One request of `key` fewer; how many are left (None when none was counted)."""
+        with self._lock:
+            count = self._counts.get(key)
+            if count is None:
+                return None
+            if count > 1:
+                self._counts[key] = count - 1
+                return count - 1
+            del self._counts[key]
+            return 0
+
+
 @contextmanager
 def _redis_errors() -> Iterator[None]:
     import redis
@@ -213,6 +256,6 @@ def activity(signal: BusySignal, *, user_id: str | None = None, agent_id: str | 
 
 
 __all__ = [
-    "AlwaysIdle", "BusySignal", "RedisBusySignal", "SqlBusySignal", "activity", "activity_key",
+    "AlwaysIdle", "BusySignal", "CoalescedBusy", "RedisBusySignal", "SqlBusySignal", "activity", "activity_key",
     "build_busy_signal", "compute_backoff",
 ]

@@ -8,11 +8,14 @@ from datetime import timedelta
 
 import pytest
 
+from sqlmodel import select
+
 from dreamer.busy import (
-    RedisBusySignal, SqlBusySignal, activity, activity_key, build_busy_signal, compute_backoff,
+    CoalescedBusy, RedisBusySignal, SqlBusySignal, activity, activity_key, build_busy_signal, compute_backoff,
 )
 from dreamer.errors import Retryable
-from dreamer.models import utcnow
+from dreamer.db import session_scope
+from dreamer.models import Activity, utcnow
 from conftest import REDIS_URL, need_service
 
 
@@ -65,6 +68,57 @@ def test_sql_signal_through_the_activity_block(engine):
     with activity(signal, agent_id="bot-1"):
         assert signal.busy_reason() == "1 request(s) in flight"
     assert "activity" in signal.busy_reason()
+
+
+def _rows(engine) -> list[tuple[str, int]]:
+    with session_scope(engine) as s:
+        return [(a.key, a.in_flight) for a in s.exec(select(Activity).order_by(Activity.key))]
+
+
+def test_coalesced_signal_writes_only_the_first_begin_and_the_last_end(engine):
+    inner = SqlBusySignal(engine, window_seconds=60)
+    signal = CoalescedBusy(inner)
+    alice, bob = activity_key(user_id="alice"), activity_key(agent_id="bot")
+    for _ in range(3):
+        signal.begin(alice)
+    signal.begin(bob)
+    assert _rows(engine) == [("agent:bot", 1), ("user:alice", 1)]
+    assert signal.busy_reason() == "2 request(s) in flight"
+    signal.end(alice)
+    signal.end(alice)
+    assert _rows(engine) == [("agent:bot", 1), ("user:alice", 1)]
+    signal.end(alice)
+    signal.end(alice)  # one end too many changes nothing
+    signal.end(bob)
+    assert _rows(engine) == [("agent:bot", 0), ("user:alice", 0)]
+    assert signal.busy_reason() == "activity within the last 60 s"
+    signal.begin(alice)
+    assert _rows(engine) == [("agent:bot", 0), ("user:alice", 1)]
+
+
+class _Unreachable:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def begin(self, key: str) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise Retryable("down")
+
+    def end(self, key: str) -> None:
+        self.calls += 1
+
+
+def test_coalesced_signal_does_not_count_a_begin_that_failed():
+    inner = _Unreachable()
+    signal = CoalescedBusy(inner)
+    with pytest.raises(Retryable):
+        signal.begin("user:a")
+    signal.end("user:a")  # the failed request's own end: nothing to undo
+    assert inner.calls == 1
+    signal.begin("user:a")  # the next request tries the shared signal again
+    signal.end("user:a")
+    assert inner.calls == 3
 
 
 # --------------------------------------------------------------------------- Redis

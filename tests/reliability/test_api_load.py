@@ -6,12 +6,14 @@ lands while the pass is running; then the pass must finish cleanly."""
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-import httpx
 import pytest
 from sqlmodel import select
 
@@ -36,8 +38,8 @@ LIKES = ["green tea", "aisle seats", "dark mode", "vinyl records", "early flight
          "mechanical keyboards", "rainy walks", "jazz piano", "paper maps"]
 
 
-def _requests() -> list[tuple[str, str, str, dict | None]]:
-    """(method, path, token, body) for the burst: every kind of call an agent makes."""
+def _requests() -> list[dict]:
+    """The burst: every kind of call an agent makes."""
     out = []
     for i in range(CONCURRENT):
         kind = i % 8
@@ -54,14 +56,17 @@ def _requests() -> list[tuple[str, str, str, dict | None]]:
             out.append(("GET", "/v1/status", ALICE_READER, None))
         else:
             out.append(("GET", "/healthz", ALICE_READER, None))
-    return out
+    return [{"method": m, "path": p, "headers": bearer(t), "body": b} for m, p, t, b in out]
 
 
-def _call(client: httpx.Client, request) -> tuple[int, float, str, dict]:
-    method, path, token, body = request
-    started = time.perf_counter()
-    response = client.request(method, path, headers=bearer(token), json=body)
-    return response.status_code, (time.perf_counter() - started) * 1000, path, response.json()
+def burst(url: str) -> list[dict]:
+    """The requests, all at once, from a separate process: clients never share the server's interpreter."""
+    tests = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-m", "reliability.burst_child", url], input=json.dumps(_requests()),
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def _held_script(release: threading.Event, holding: threading.Event):
@@ -90,12 +95,10 @@ def test_the_api_keeps_answering_200_concurrent_requests_while_a_pass_runs(engin
         run: dict = {}
         passing = threading.Thread(target=lambda: run.update(row=dream_pass(rt, force=True)), daemon=True)
         try:
-            with LiveServer(create_app(rt)) as live, httpx.Client(base_url=live.url, timeout=120,
-                                                                  limits=httpx.Limits(max_connections=CONCURRENT)) as client:
+            with LiveServer(create_app(rt)) as live:
                 passing.start()
                 assert holding.wait(60), "the pass never reached its third extraction call"
-                with ThreadPoolExecutor(CONCURRENT) as pool:
-                    results = list(pool.map(lambda r: _call(client, r), _requests()))
+                results = burst(live.url)
                 still_running = passing.is_alive()
                 release.set()
                 passing.join(120)
@@ -104,13 +107,13 @@ def test_the_api_keeps_answering_200_concurrent_requests_while_a_pass_runs(engin
             release.set()
             rt.close()
 
-    codes = [code for code, *_rest in results]
-    times = sorted(ms for _code, ms, *_rest in results)
+    codes = [r["status"] for r in results]
+    times = sorted(r["ms"] for r in results)
     p50, p95 = statistics.median(times), times[int(0.95 * len(times)) - 1]
     figures(f"API under {CONCURRENT} concurrent requests during a pass ({engine.dialect.name})",
             f"{codes.count(200)} of {CONCURRENT} answered 200, p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms")
     assert still_running
-    assert codes == [200] * CONCURRENT, sorted({(code, path) for code, _ms, path, _body in results})
+    assert codes == [200] * CONCURRENT, sorted({(r["status"], r["path"]) for r in results})
     row = run["row"]
     assert (row.status, row.sessions, row.error) == ("ok", SESSIONS, None)
     with session_scope(engine) as s:
@@ -119,7 +122,7 @@ def test_the_api_keeps_answering_200_concurrent_requests_while_a_pass_runs(engin
                         .where(Cursor.processed_seq != Session.last_seq)).all()
         texts = {m.text for m in s.exec(select(Memory))}
         stored = set(s.exec(select(Memory.id)).all())
-    remembered = {body["memory_id"] for _code, _ms, path, body in results if path == "/v1/memories"}
+    remembered = {r["body"]["memory_id"] for r in results if r["path"] == "/v1/memories"}
     assert behind == []
     assert {f"The user prefers {like}." for like in LIKES} <= texts
     assert len(remembered) >= 1 and remembered <= stored
