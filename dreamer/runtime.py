@@ -64,10 +64,11 @@ class Runtime:
     @property
     def index(self):
         if self._index is _UNSET:
+            from dreamer.documents import DocumentedIndex
             from dreamer.index import build_index
 
             dim = self.embedder.dim if self.embedder is not None else self.settings.embed_dim
-            self._index = build_index(self.settings, dim)
+            self._index = DocumentedIndex.from_settings(build_index(self.settings, dim), self.engine, self.settings)
             self._owned.append(self._index)
         return self._index
 

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from dreamer.config import Settings
 from dreamer.errors import IndexInUse, Retryable
+from dreamer.documents import DocumentedIndex
 from dreamer.index import Hit, IndexPoint, MemoryIndex, Scope, SearchFilter, build_index
 from dreamer.runtime import Runtime
 
@@ -159,13 +160,12 @@ def open_shared_runtime(settings: Settings, *, engine: Engine | None = None, **p
 
         parts["embedder"] = build_embedder(settings)
     built = "index" not in parts
+    rt = Runtime.open(settings, engine=engine, **parts)
     if built:
         embedder = parts["embedder"]
         dim = embedder.dim if embedder is not None else settings.embed_dim
-        parts["index"] = build_shared_index(settings, dim)
-    rt = Runtime.open(settings, engine=engine, **parts)
-    if built:
-        rt._owned.append(parts["index"])
+        rt._index = DocumentedIndex.from_settings(build_shared_index(settings, dim), rt.engine, settings)
+        rt._owned.append(rt._index)
     return rt
 
 

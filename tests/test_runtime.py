@@ -1,0 +1,61 @@
+"""The runtime a process builds from its settings: the index it opens on its own is the
+documented one, so production recall searches each memory with the words around its evidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.busy import AlwaysIdle
+from dreamer.documents import DocumentedIndex
+from dreamer.dream import dream_pass
+from dreamer.embed import CachedEmbedder, OpenAIEmbedder
+from dreamer.index import Scope
+from dreamer.ingest.store import record_messages
+from dreamer.llm import OpenAILLM, build_openai_client
+from dreamer.recall import recall
+from dreamer.runtime import Runtime
+from dreamer.scripted import ScriptedServer
+from dreamer.shared_index import open_shared_runtime
+from dreamkit import EMBED_DIM, extraction_script
+
+SESSION = [
+    {"role": "user", "content": "Book the night train to Lisbon for Friday."},
+    {"role": "assistant", "content": "Done, a sleeper cabin."},
+    {"role": "user", "content": "I prefer a lower berth."},
+    {"role": "assistant", "content": "Noted."},
+]
+
+
+@pytest.fixture
+def server():
+    with ScriptedServer(embed_dim=EMBED_DIM) as srv:
+        srv.set_script(extraction_script())
+        yield srv
+
+
+def _parts(settings, server) -> dict:
+    client = build_openai_client(settings.model_copy(update={"llm_base_url": server.url}))
+    return {
+        "llm": OpenAILLM(client, model="scripted", max_retries=0, sleep=lambda s: None),
+        "embedder": CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=EMBED_DIM)),
+        "busy": AlwaysIdle(),
+    }
+
+
+@pytest.mark.parametrize("opener", ["runtime", "shared"])
+def test_the_index_a_runtime_opens_finds_a_memory_by_the_words_around_its_evidence(
+        opener, settings, sqlite_engine, server):
+    st = settings.model_copy(update={"min_rounds": 1, "embed_dim": EMBED_DIM, "recall_search": "text"})
+    parts = _parts(st, server)
+    if opener == "runtime":
+        rt = Runtime.open(st, engine=sqlite_engine, **parts)
+    else:
+        rt = open_shared_runtime(st, engine=sqlite_engine, **parts)
+    try:
+        record_messages(sqlite_engine, "trip", SESSION, user_id="ana")
+        assert dream_pass(rt).added == 1
+        assert isinstance(rt.index, DocumentedIndex)
+        found = recall(rt, "Lisbon", Scope(user_id="ana"), k=3)
+    finally:
+        rt.close()
+    assert [h.text for h in found.hits] == ["The user prefers a lower berth."]
