@@ -17,7 +17,7 @@ from dreamer.errors import ConfigError, StoreError
 
 log = logging.getLogger(__name__)
 
-HEAD = "0001"
+HEAD = "0002"
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:

@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 from sqlmodel import select
@@ -26,7 +26,7 @@ from dreamer.extract import (
 )
 from dreamer.index import Scope, SearchFilter
 from dreamer.llm import GuardedLLM, Usage
-from dreamer.models import Cursor, DreamRun, Memory, Message, Session, utcnow
+from dreamer.models import Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
 from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
 
@@ -72,6 +72,7 @@ def dream_pass(
     now = now or started
     if not force and (reason := rt.busy.busy_reason(now)):
         return _finish_skipped(rt, trigger, reason)
+    leases.sweep_abandoned_runs(rt.engine)
     llm = _guarded(rt)
     extractor = _extractor(rt, llm)
     run = _start_run(rt, trigger, extractor.name)
@@ -106,7 +107,8 @@ def dream_pass(
 
 
 def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, tally: Tally) -> None:
-    owner = f"{socket.gethostname()}:{os.getpid()}:{run.id}"
+    owner = _owner(run)
+    leases.acquire(rt.engine, leases.run_lease(run.id), owner, rt.settings.lease_seconds)  # still alive
     name = leases.session_lease(sess.id)
     if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
         log.info("session %s is leased by another worker; skipped", sess.id)
@@ -391,10 +393,18 @@ def _extractor(rt, llm) -> Extractor:
     return LLMExtractor(llm, limit=rt.settings.entries_per_session)
 
 
+def _owner(run: DreamRun) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{run.id}"
+
+
 def _start_run(rt, trigger: str, extractor: str) -> DreamRun:
+    """The run row and its run lease, in one transaction: no sweep ever sees one without the other."""
     with session_scope(rt.engine) as s:
         run = DreamRun(trigger=trigger, status="running", extractor=extractor)
         s.add(run)
+        s.flush()
+        expires = utcnow() + timedelta(seconds=rt.settings.lease_seconds)
+        s.add(Lease(name=leases.run_lease(run.id), owner=_owner(run), expires_at=expires))  # type: ignore[arg-type]
     return run
 
 
@@ -414,6 +424,7 @@ def _save_run(rt, run: DreamRun, tally: Tally, llm) -> DreamRun:
     run.finished_at = utcnow()
     with session_scope(rt.engine) as s:
         s.add(run)
+    leases.release(rt.engine, leases.run_lease(run.id), _owner(run))  # type: ignore[arg-type]
     return run
 
 

@@ -1,4 +1,5 @@
-"""Lease rows with expiry: two workers never take the same session at once."""
+"""Lease rows with expiry: two workers never take the same session at once, and a pass's run
+row stays `running` only while its process keeps its run lease."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import select
 
 from dreamer.db import session_scope
-from dreamer.models import Lease, utcnow
+from dreamer.models import DreamRun, Lease, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -42,3 +44,27 @@ def release(engine: Engine, name: str, owner: str) -> None:
 
 def session_lease(session_id: int) -> str:
     return f"session:{session_id}"
+
+
+def run_lease(run_id: int) -> str:
+    return f"run:{run_id}"
+
+
+ABANDONED = "its process stopped before the pass finished"
+
+
+def sweep_abandoned_runs(engine: Engine, now: datetime | None = None) -> list[int]:
+    """Mark `abandoned` the runs still `running` whose run lease is gone or expired: the process
+    running them was killed or lost its machine. A live pass renews its lease every session."""
+    now = now or utcnow()
+    with session_scope(engine) as s:
+        running = s.exec(select(DreamRun).where(DreamRun.status == "running")).all()
+        live = set(s.exec(select(Lease.name).where(Lease.name.like("run:%")).where(Lease.expires_at >= now)).all())
+        gone = [run for run in running if run_lease(run.id) not in live]  # type: ignore[arg-type]
+        for run in gone:
+            run.status, run.error, run.finished_at = "abandoned", ABANDONED, now
+            s.add(run)
+        ids = [run.id for run in gone]
+    if ids:
+        log.warning("marked %d run(s) abandoned: %s", len(ids), ids)
+    return ids  # type: ignore[return-value]

@@ -151,10 +151,11 @@ class DailyNote(SQLModel, table=True):
 
 class DreamRun(SQLModel, table=True):
     __tablename__ = "dream_runs"
+    __table_args__ = (Index("ix_dream_runs_status", "status"),)
 
     id: Optional[int] = Field(default=None, primary_key=True)
     trigger: str = Field(default="manual", max_length=32)
-    status: str = Field(default="running", max_length=24)
+    status: str = Field(default="running", max_length=24)  # running | ok | partial | stopped | failed | skipped_busy | abandoned
     extractor: str = Field(default="rules", max_length=16)
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None

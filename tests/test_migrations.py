@@ -19,6 +19,7 @@ def test_upgrade_and_downgrade(db_url):
         assert TABLES <= names
         indexes = {ix["name"] for ix in inspect(engine).get_indexes("memories")}
         assert {"ix_memories_scope_status", "ix_memories_outbox", "ix_memories_hash"} <= indexes
+        assert {ix["name"] for ix in inspect(engine).get_indexes("dream_runs")} == {"ix_dream_runs_status"}
         db.require_schema(engine)
         db.downgrade(engine)
         assert db.current_revision(engine) is None
