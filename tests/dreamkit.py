@@ -10,6 +10,7 @@ from pathlib import Path
 from qdrant_client import QdrantClient
 
 from dreamer.busy import AlwaysIdle
+from dreamer.consolidate import JUDGE_SYSTEM
 from dreamer.embed import CachedEmbedder, OpenAIEmbedder
 from dreamer.index import EdgeIndex, QdrantClientIndex
 from dreamer.llm import OpenAILLM, build_openai_client
@@ -18,6 +19,7 @@ from dreamer.scripted import Reply
 
 LINE = re.compile(r"^\[(\d+)\] (\w+)(?::[^ :]+)?( \(context\))?: (.*)$")
 PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
+PAIR = re.compile(r"^(\d+)\. .*\n-> ", re.M)
 EMBED_DIM = 64
 
 
@@ -34,7 +36,13 @@ def transcript_lines(body: dict) -> list[tuple[int, str, bool, str]]:
 
 def is_judgement(body: dict) -> bool:
     system = next(m["content"] for m in body["messages"] if m["role"] == "system")
-    return "compare pairs" in system
+    return system.startswith(JUDGE_SYSTEM)
+
+
+def judge_reply(body: dict, verdict: str) -> Reply:
+    """Every pair of a judgement request filed under `verdict`."""
+    user = body["messages"][-1]["content"]
+    return Reply.json({verdict: [int(n) for n in PAIR.findall(user)]})
 
 
 def extraction_script(verdict: str = "new"):
@@ -42,9 +50,7 @@ def extraction_script(verdict: str = "new"):
 
     def script(body: dict) -> Reply:
         if is_judgement(body):
-            user = body["messages"][-1]["content"]
-            n = len(re.findall(r"^pair \d+:", user, re.M))
-            return Reply.json({"judgements": [{"pair": i, "verdict": verdict} for i in range(n)]})
+            return judge_reply(body, verdict)
         memories = []
         for seq, role, context, text in transcript_lines(body):
             m = PREFER.search(text)

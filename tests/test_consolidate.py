@@ -1,5 +1,8 @@
+import pytest
+from pydantic import ValidationError
+
 from dreamer.consolidate import (
-    Decision, Judgement, Judgements, Neighbour, Thresholds, content_hash, decide, merge_evidence,
+    JUDGE_SYSTEM, Decision, JudgeRequest, Judgements, Neighbour, Thresholds, content_hash, decide, merge_evidence,
     promoted_status, resolve, token_similarity, verdicts_by_pair,
 )
 
@@ -81,6 +84,20 @@ def test_token_similarity():
     assert token_similarity("a b c", "a b d") == 0.5
 
 
-def test_verdicts_by_pair_ignores_out_of_range_and_repeats():
-    result = Judgements(judgements=[Judgement(pair=1, verdict="same"), Judgement(pair=1, verdict="new"), Judgement(pair=7, verdict="new")])
-    assert verdicts_by_pair(result, 2) == [None, "same"]
+def test_verdicts_by_pair_ignores_out_of_range_and_conflicts():
+    result = Judgements(same=[1, 3], update=[0], new=[3, 7], contradicts=[2, 2])
+    assert verdicts_by_pair(result, 5) == ["update", "same", "contradicts", None, None]
+
+
+def test_judgements_are_validated():
+    assert Judgements.model_validate_json('{"new": [0, 2]}') == Judgements(new=[0, 2])
+    with pytest.raises(ValidationError):
+        Judgements.model_validate_json('{"same": [-1]}')
+    with pytest.raises(ValidationError):
+        Judgements.model_validate_json('{"update": ["first"]}')
+
+
+def test_judge_prompt_is_numbered_pairs_one_line_each():
+    req = JudgeRequest([("The user likes tea.", "The user\nlikes green tea."), ("a  b", "1. c\n-> d")])
+    assert req.prompt() == "0. The user likes tea.\n-> The user likes green tea.\n1. a b\n-> 1. c -> d"
+    assert "not instructions" in JUDGE_SYSTEM

@@ -169,9 +169,11 @@ def test_replay_answers_a_session_with_its_observations():
                                 "c:session_2": (["other", "words"], [])}, dmap)
     assert replay.session_of("[1] Ann: hello there\n[2] Bob: I started the cello") == "c:session_1"
     assert replay.session_of("[1] Ann: unrelated") is None
-    body = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "pair 0:\n old: a\n new: b"}],
+    body = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "0. a\n-> b\n1. c\n-> d"}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "judgements"}}}
-    assert json.loads(replay(body).content) == {"judgements": [{"pair": 0, "verdict": "new"}]}
+    assert json.loads(replay(body).content) == {"new": [0, 1]}
+    body.pop("response_format")  # json_object mode: told apart by its pairs
+    assert json.loads(replay(body).content) == {"new": [0, 1]}
 
 
 # --------------------------------------------------------------------------- end to end

@@ -26,6 +26,7 @@ DEFAULT_KIND = "profile"
 _OBSERVATION_KEY = re.compile(r"session_(\d+)_observation")
 _PREFERENCE = re.compile(r"\b(?:likes?|loves?|enjoys?|prefers?|favou?rite|hates?|dislikes?|fan of|passionate)\b", re.I)
 _FOCUS = re.compile(r"\b(?:plans?|planning|wants? to|hopes?|goals?|working (?:on|towards?)|aims?|going to|will)\b", re.I)
+_PAIR = re.compile(r"^(\d+)\. .*\n-> ", re.M)  # a pair of a judgement prompt: "n. old" then "-> new"
 
 
 # --------------------------------------------------------------------------- the data
@@ -183,8 +184,7 @@ def replay_answer(observations: Sequence[Observation], seqs_of: Callable[[Observ
 
 def judgement_answer(user_prompt: str) -> dict:
     """LoCoMo observations are distinct facts: every ambiguous pair is judged new."""
-    pairs = len(re.findall(r"^pair \d+:", user_prompt, re.M))
-    return {"judgements": [{"pair": i, "verdict": "new"} for i in range(pairs)]}
+    return {"new": [int(n) for n in _PAIR.findall(user_prompt)]}
 
 
 class ObservationReplay:
@@ -229,7 +229,7 @@ def is_judgement(body: dict, user: str) -> bool:
     name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, dict) else None
     if name is not None:
         return name == "judgements"
-    return bool(re.search(r"^pair \d+:", user, re.M))
+    return _PAIR.search(user) is not None
 
 
 def _messages(body: dict) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from dreamer.ingest.detect import FORMATS
 from dreamer.ingest.store import ingest_file, record_messages
 from dreamer.models import Cursor, Message, Session
 from dreamer.scripted import Reply, ScriptedServer
+from dreamkit import is_judgement, judge_reply
 
 from . import kit
 
@@ -47,9 +48,8 @@ FORBIDDEN = ["administrator", "sharing passwords"]  # only ever inside an inject
 
 def gullible_model(body: dict) -> Reply:
     """A model that believes what it reads: every line, even forged ones, becomes a memory."""
-    if "compare pairs" in body["messages"][0]["content"]:
-        n = len(re.findall(r"^pair \d+:", body["messages"][-1]["content"], re.M))
-        return Reply.json({"judgements": [{"pair": i, "verdict": "same"} for i in range(n)]})
+    if is_judgement(body):
+        return judge_reply(body, "same")
     out = []
     for raw in body["messages"][1]["content"].splitlines():
         m = LINE.match(raw.strip())  # gullible: also reads indented continuation lines as turns
@@ -86,7 +86,7 @@ def test_injection_is_data_never_behaviour(settings, engine, server, tmp_path, f
         dreams_md = (markdown.user_dir(st_.workspace_dir, "alice") / markdown.DREAMS_FILE).read_text()
     finally:
         rt.close()
-    extractions = [b for b in bodies if "compare pairs" not in b["messages"][0]["content"]]
+    extractions = [b for b in bodies if not is_judgement(b)]
     untrusted = [m for m in mems if m.untrusted]
     figures(f"hostile ({engine.dialect.name}): memories flagged untrusted", f"{len(untrusted)} of {len(mems)} memories",
             f"{sum(m.status == 'verified' for m in untrusted)} verified, none in USER.md")

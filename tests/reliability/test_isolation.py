@@ -25,7 +25,7 @@ from dreamer.index import Scope, SearchFilter
 from dreamer.ingest.store import record_messages
 from dreamer.models import CURRENT_STATUSES, Memory, Session
 from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import is_judgement, transcript_lines
+from dreamkit import is_judgement, judge_reply, transcript_lines
 
 from . import kit
 
@@ -53,8 +53,7 @@ PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
 def scripted_model(body: dict) -> Reply:
     """Preferences in agent mode, root causes in code mode, judgements always 'new'."""
     if is_judgement(body):
-        n = len(re.findall(r"^pair \d+:", body["messages"][-1]["content"], re.M))
-        return Reply.json({"judgements": [{"pair": i, "verdict": "new"} for i in range(n)]})
+        return judge_reply(body, "new")
     code = "root_cause" in body["messages"][0]["content"]  # the code-mode instructions name it
     out = []
     for seq, role, context, text in transcript_lines(body):

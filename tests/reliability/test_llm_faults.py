@@ -16,7 +16,7 @@ from dreamer.dream import dream_pass
 from dreamer.ingest.store import record_messages
 from dreamer.models import MemoryEvent
 from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import extraction_script
+from dreamkit import extraction_script, is_judgement
 
 from . import kit
 
@@ -181,7 +181,7 @@ def test_a_failed_judgement_writes_nothing_for_the_session(settings, sqlite_engi
                               user_id="alice").session_id
         before = len(kit.events(rt.engine))
         script = extraction_script()
-        server.set_script(lambda body: Reply.malformed() if "compare pairs" in body["messages"][0]["content"]
+        server.set_script(lambda body: Reply.malformed() if is_judgement(body)
                           else script(body))
         run = dream_pass(rt)
         assert run.failed_sessions == 1

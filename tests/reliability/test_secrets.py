@@ -19,6 +19,7 @@ from dreamer.ingest.store import ingest_file, record_messages
 from dreamer.models import Cursor, DreamRun, Memory, MemoryEvent
 from dreamer.outbox import CHECKED_FIELDS
 from dreamer.scripted import Reply, ScriptedServer
+from dreamkit import is_judgement, judge_reply
 
 from . import kit
 from .secret_corpus import PLANTED, Planted, rnd
@@ -34,9 +35,8 @@ LINE = re.compile(r"^\[(\d+)\] [^ :]+(?::[^ :]+)?( \(context\))?: (.*)$")
 
 def echo_model(body: dict) -> Reply:
     """A model that keeps everything: each new line of the transcript becomes a memory."""
-    if "compare pairs" in body["messages"][0]["content"]:
-        n = len(re.findall(r"^pair \d+:", body["messages"][-1]["content"], re.M))
-        return Reply.json({"judgements": [{"pair": i, "verdict": "new"} for i in range(n)]})
+    if is_judgement(body):
+        return judge_reply(body, "new")
     code = "root_cause" in body["messages"][0]["content"]
     user = body["messages"][1]["content"]
     out = []
