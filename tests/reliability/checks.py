@@ -17,7 +17,7 @@ from sqlmodel import select
 from dreamer import markdown
 from dreamer.consolidate import same_family
 from dreamer.db import session_scope
-from dreamer.models import CURRENT_STATUSES, Cursor, Memory, MemoryEvent, Message, Session
+from dreamer.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, MemoryEvent, Message, Session
 from dreamer.scripted import embed_text
 
 
@@ -28,6 +28,11 @@ def scope_key(m: Memory) -> tuple:
 def current(engine) -> list[Memory]:
     with session_scope(engine) as s:
         return list(s.exec(select(Memory).where(Memory.status.in_(CURRENT_STATUSES))).all())
+
+
+def run_statuses(engine) -> Counter:
+    with session_scope(engine) as s:
+        return Counter(s.exec(select(DreamRun.status)).all())
 
 
 def unfinished_cursors(engine) -> list[tuple[int, int, int, str]]:

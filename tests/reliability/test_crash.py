@@ -130,7 +130,10 @@ def test_kill_nine_at_random_points_loses_and_duplicates_nothing(database_url, t
     figures(f"crash ({store}): memories lost", len(lost))
     figures(f"crash ({store}): memories duplicated", dups.total, f"{len(dups.by_hash)} by hash, {len(dups.by_meaning)} by meaning")
 
+    runs = checks.run_statuses(engine)
+    figures(f"crash ({store}): pass runs by status", dict(sorted(runs.items())), "a killed pass is swept as abandoned")
     assert kills >= MIN_KILLS
+    assert runs["running"] == 0 and runs["abandoned"] >= 1
     assert set(targeted) == set(crashkit.TARGETED), targeted
     assert not waiting
     assert checks.unfinished_cursors(engine) == []
