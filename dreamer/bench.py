@@ -301,23 +301,24 @@ def touch_sessions(engine, sessions: list[int], share: float, rng: random.Random
 
 def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: int = 16, users: int = 20) -> dict:
     """Candidates consolidated per second (embed, neighbours, decide, apply, index, Markdown) against
-    the embedder's own sentences per second on same-shaped texts and batches. The two are timed
-    batch by batch, interleaved, so machine noise hits both alike."""
+    the embedder's own sentences per second on the same texts in the same batches, the model warmed
+    up on a batch of that size first. The two are timed batch by batch, interleaved, so machine
+    noise hits both alike."""
     from dreamer.embed import CachedEmbedder
 
     raw = local_embedder(settings)
     rows = []
     for n in sizes:
         rng = random.Random(seed)
-        probe = [f"{sentence(rng)[:-1]} ({i})." for i in range(n)]
         texts = [f"{sentence(rng)[:-1]} ({i})." for i in range(n)]
+        raw.embed([f"{sentence(rng)[:-1]} ({i})." for i in range(batch)])
         st, engine = fresh_store(settings, tmp / f"n{n}")
         index = EdgeIndex(st.index_dir, raw.dim)
         rt = Runtime.open(st, engine=engine, llm=None, embedder=CachedEmbedder(raw), index=index, busy=AlwaysIdle())
         embed_s = consolidate_s = 0.0
         for i, start in enumerate(range(0, n, batch)):
             started = time.perf_counter()
-            raw.embed(probe[start:start + batch])
+            raw.embed(texts[start:start + batch])
             embed_s += time.perf_counter() - started
             started = time.perf_counter()
             _consolidate_batch(rt, Scope(user_id=f"u{i % users}"), texts[start:start + batch])

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     qdrant_url: str = Field("", description="Qdrant server URL; empty = embedded Qdrant Edge")
     qdrant_api_key: str = ""
     qdrant_collection: str = "dreamer_memories"
+    index_flush_seconds: float = Field(
+        5.0, description="Most seconds between disk flushes of the embedded index after writes; 0 = every write"
+    )
 
     # --- LLM ----------------------------------------------------------------
     llm_base_url: str = Field("", description="OpenAI-compatible endpoint; empty = rules extractor")
@@ -136,3 +139,6 @@ class Settings(BaseSettings):
     context_radius: int = Field(2, description="Messages each side of the evidence in a memory's BM25 document")
     context_line_chars: int = Field(600, description="Longest message text shown in a memory's BM25 document")
     recall_candidates: int = Field(100, description="Fewest candidates each search of a recall returns")
+    repeat_penalty: float = Field(
+        0.3, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"
+    )

@@ -3,7 +3,9 @@
 A memory is searched by more than its one sentence: its BM25 document also carries the day its
 evidence was said and the messages it rests on, each with a few neighbours, attributed to their
 speakers ("Caroline: ..."), so a question phrased like the conversation finds the memory that
-came from it. The payload carries the evidence's speakers for the speaker match at recall.
+came from it. The payload carries the evidence's speakers for the speaker match at recall, and
+the evidence messages themselves ("session:seq") so recall can tell a repeat of what a
+better-ranked memory already rests on.
 The memory itself (its text, its dense vector, what recall returns) is unchanged.
 """
 
@@ -26,6 +28,7 @@ from dreamer.redact import clean_for_model
 log = logging.getLogger(__name__)
 
 SPEAKERS_FIELD = "speakers"
+EVIDENCE_FIELD = "evidence_at"
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Said:
 class Document:
     text: str
     speakers: tuple[str, ...]
+    evidence: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- pure rendering
@@ -62,6 +66,11 @@ def evidence_points(evidence: Iterable[dict]) -> set[tuple[int, int]]:
             continue
         out.update((int(sid), int(seq)) for seq in e.get("seqs") or [])
     return out
+
+
+def evidence_keys(points: Iterable[tuple[int, int]]) -> tuple[str, ...]:
+    """Evidence messages as payload keys, "session:seq", sorted."""
+    return tuple(f"{sid}:{seq}" for sid, seq in sorted(set(points)))
 
 
 def windows(points: set[tuple[int, int]], radius: int) -> dict[int, set[int]]:
@@ -89,7 +98,7 @@ def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]
 def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said]) -> Document:
     points = evidence_points(evidence)
     ordered = sorted(lines, key=lambda ln: (ln.session_id, ln.seq))
-    return Document(render(memory_text, ordered, points), speakers_of(ordered, points))
+    return Document(render(memory_text, ordered, points), speakers_of(ordered, points), evidence_keys(points))
 
 
 # --------------------------------------------------------------------------- reading the ledger
@@ -143,6 +152,7 @@ def with_document(point: IndexPoint, doc: Document | None) -> IndexPoint:
         return point
     payload = dict(point.payload)
     payload[SPEAKERS_FIELD] = list(doc.speakers)
+    payload[EVIDENCE_FIELD] = list(doc.evidence)
     return IndexPoint(point.memory_id, point.text, point.vector, payload, document=doc.text)
 
 

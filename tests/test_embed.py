@@ -251,6 +251,14 @@ def test_minilm_vectors(minilm):
     assert minilm.embed(["I like tea"])[0] == pytest.approx(tea, abs=1e-5)
 
 
+@needs_minilm
+@pytest.mark.parametrize("text", ["I like tea", "what does the user like about Caroline's pottery?", "ok " * 400])
+def test_minilm_one_text_is_exactly_what_encode_gives(minilm, text):
+    (vector,) = minilm.embed([text])
+    expected = minilm._load().encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
+    assert vector == np.asarray(expected, dtype=np.float32).tolist()
+
+
 def test_minilm_without_extra_is_a_config_error(monkeypatch):
     monkeypatch.setattr(embed, "minilm_available", lambda: False)
     with pytest.raises(ConfigError, match="local"):

@@ -22,6 +22,8 @@ from dreamer.index import (
     Scope,
     SearchFilter,
     build_index,
+    flush_due,
+    hit_fields,
     point_id,
 )
 
@@ -340,6 +342,29 @@ def test_search_filter(filtered, flt, expected):
     assert set(ids(filtered.search_text("kubernetes", ALICE, 10, flt))) == expected
 
 
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        (None, None),
+        (SearchFilter(), None),
+        (SearchFilter(payload_fields=()), ["memory_id"]),
+        (SearchFilter(payload_fields=["speakers", "memory_id", "kind"]), ["memory_id", "speakers", "kind"]),
+    ],
+)
+def test_hit_fields(flt, expected):
+    assert hit_fields(flt) == expected
+
+
+def test_hits_carry_only_the_payload_fields_asked_for(index):
+    index.upsert([mem("m1", "kubernetes", [1, 0, 0, 0])])
+    flt = SearchFilter(payload_fields=["kind"])
+    for hits in (index.search_dense([1, 0, 0, 0], ALICE, 5, flt), index.search_text("kubernetes", ALICE, 5, flt)):
+        assert [(h.memory_id, h.payload) for h in hits] == [("m1", {"memory_id": "m1", "kind": "preference"})]
+    (whole,) = index.search_text("kubernetes", ALICE, 5)
+    assert set(whole.payload) == {"memory_id", "text", "user_id", "agent_id", "project", "team", "kind", "status",
+                                  "created_at", "importance"}
+
+
 def test_filter_combines_with_scope(filtered):
     filtered.upsert([mem("bob-pref", "kubernetes", [1, 0, 0, 0], user="bob")])
     flt = SearchFilter(kinds=["preference"])
@@ -385,6 +410,27 @@ def test_dimension_mismatch_on_reopen(opener):
         opener(8)
     same = opener(4)
     assert same.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("unflushed", "since_flush", "every_seconds", "due"),
+    [(0, 99.0, 5.0, False), (0, 0.0, 0.0, False), (3, 0.0, 0.0, True), (3, 4.9, 5.0, False), (3, 5.0, 5.0, True)],
+)
+def test_flush_due(unflushed, since_flush, every_seconds, due):
+    assert flush_due(unflushed, since_flush, every_seconds) is due
+
+
+def test_edge_flushes_only_what_changed(tmp_path):
+    with EdgeIndex(tmp_path / "edge", DIM, flush_seconds=3600) as index:
+        assert index.flush() is False
+        index.upsert([mem("m1", "kubernetes", [1, 0, 0, 0]), mem("m2", "tea", None)])
+        index.delete(["m2"])
+        assert index.flush() is True
+        assert index.flush() is False
+    with EdgeIndex(tmp_path / "edge", DIM, flush_seconds=0) as index:
+        index.upsert([mem("m3", "coffee", [0, 1, 0, 0])])
+        assert index.flush() is False
+        assert index.all_ids() == {"m1", "m3"}
 
 
 def test_close_is_idempotent(opener):
@@ -471,7 +517,7 @@ WRITER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from dreamer.index import EdgeIndex, IndexPoint
-    index = EdgeIndex(Path(sys.argv[1]), 4)
+    index = EdgeIndex(Path(sys.argv[1]), 4, flush_seconds=3600)
     payload = {"user_id": "alice", "kind": "preference", "status": "verified", "created_at": 1.0}
     index.upsert([IndexPoint(f"m{i}", f"kubernetes note {i}", [1.0, 0.0, 0.0, float(i)], payload)
                   for i in range(50)])
@@ -482,6 +528,7 @@ WRITER = textwrap.dedent(
 
 
 def test_edge_acknowledged_points_survive_a_kill(tmp_path):
+    """Acknowledged but not yet flushed: the write-ahead log brings them back."""
     path = tmp_path / "edge"
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True

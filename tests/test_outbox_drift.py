@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 
 from sqlalchemy import update
 
@@ -45,4 +46,31 @@ def test_every_kind_of_drift_is_reported(tmp_path):
     with Runtime.open(settings, engine=engine, llm=None, embedder=None) as rt:
         outbox.reindex(rt)
     assert check(settings.data_dir) == (0, "missing 0, extra 0, pending 0, stale 0")
+    engine.dispose()
+
+
+def test_a_row_changed_while_it_is_drained_is_drained_again(tmp_path, monkeypatch):
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none")
+    engine = db.make_engine(settings.resolved_database_url())
+    db.upgrade(engine)
+    render = outbox.render_user
+    edits = []
+
+    def render_while_edited(rt, user_id):  # another writer changes a row between upsert and mark
+        if not edits:
+            with session_scope(engine) as s:
+                m = s.get(Memory, ids[1])
+                m.text, m.updated_at = "The user prefers item one, changed.", m.updated_at + timedelta(seconds=1)
+            edits.append(ids[1])
+        render(rt, user_id)
+
+    monkeypatch.setattr(outbox, "render_user", render_while_edited)
+    with Runtime.open(settings, engine=engine, llm=None, embedder=None) as rt:
+        with session_scope(engine) as s:
+            ids = [cabinet.add_memory(s, user_id="u", kind="preference", text=f"The user prefers item {i}.",
+                                      source="dream", evidence=[{"session_id": i, "seqs": [1]}]).id for i in range(3)]
+        assert outbox.drain(rt) == 4
+        assert edits == [ids[1]]
+        assert outbox.check(rt).clean
+        assert rt.index.payloads(["text"])[ids[1]] == {"text": "The user prefers item one, changed."}
     engine.dispose()

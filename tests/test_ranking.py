@@ -6,9 +6,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from dreamer.documents import Said, day, document, evidence_points, render, speakers_of, windows
-from dreamer.index import Hit
-from dreamer.ranking import Weights, fuse, named_speakers, speaker_matches, without_names
+from dreamer.documents import (
+    Document, Said, day, document, evidence_keys, evidence_points, render, speakers_of, windows, with_document,
+)
+from dreamer.index import Hit, IndexPoint
+from dreamer.ranking import Weights, demote_repeats, fuse, hit_evidence, named_speakers, speaker_matches, without_names
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
@@ -41,6 +43,24 @@ def test_speaker_matches_reads_the_payload():
     assert speaker_matches(hits, "Ann") == {"a", "b"}
 
 
+def test_demote_repeats_picks_the_head_without_spending_places_on_the_same_messages():
+    ranked = [("a", 1.0), ("b", 0.9), ("c", 0.8), ("d", 0.5), ("e", 0.4)]
+    evidence = {"a": frozenset({"1:1"}), "b": frozenset({"1:1"}), "c": frozenset({"1:1", "1:2"}), "d": frozenset({"2:7"})}
+    out = demote_repeats(ranked, evidence, 0.3, head=3)
+    # b repeats a (0.9 - 0.3 = 0.6): c and d go first; e has no known evidence and never repeats
+    assert out == [("a", 1.0), ("c", 0.8), ("b", pytest.approx(0.6)), ("d", 0.5), ("e", 0.4)]
+    assert demote_repeats(ranked, evidence, 0.3, head=0) == ranked
+    assert demote_repeats(ranked, {}, 0.3, head=5) == ranked
+    # a penalty of 0 and ties keep the input order
+    assert demote_repeats([("x", 1.0), ("y", 1.0)], {"x": frozenset({"1:1"}), "y": frozenset({"1:1"})}, 0.0, 2) == [
+        ("x", 1.0), ("y", 1.0)]
+
+
+def test_hit_evidence_reads_the_payload():
+    hits = [Hit("a", 1.0, {"evidence_at": ["1:2", "3:4"]}), Hit("b", 1.0, {})]
+    assert hit_evidence(hits) == {"a": frozenset({"1:2", "3:4"}), "b": frozenset()}
+
+
 def test_day_and_windows():
     assert day(MAY_8) == "8 May 2023"
     points = evidence_points([{"session_id": 3, "seqs": [1, 5]}, {"session_id": None, "seqs": [2]}, {"seqs": [9]}])
@@ -58,6 +78,16 @@ def test_document_carries_day_text_context_and_speakers():
     doc = document("Ann hiked the Alps.", [{"session_id": 1, "seqs": [3]}], lines)
     assert doc.text == "8 May 2023\nAnn hiked the Alps.\nBob: How was the trip?\nAnn: We hiked the Alps!\ntool output"
     assert doc.speakers == ("Ann",)
+    assert doc.evidence == ("1:3",)
     assert speakers_of(lines, {(1, 2), (1, 3), (1, 4)}) == ("Bob", "Ann")
     # a turn memory is its own line: shown once
     assert render("Ann: We hiked the Alps!", lines[1:2], {(1, 3)}) == "8 May 2023\nAnn: We hiked the Alps!"
+
+
+def test_evidence_keys_and_the_indexed_payload():
+    assert evidence_keys({(3, 10), (1, 2), (3, 9)}) == ("1:2", "3:9", "3:10")
+    point = IndexPoint("m1", "Ann hiked.", None, {"user_id": "u"})
+    indexed = with_document(point, Document("doc text", ("Ann",), ("1:3",)))
+    assert indexed.payload == {"user_id": "u", "speakers": ["Ann"], "evidence_at": ["1:3"]}
+    assert indexed.document == "doc text"
+    assert with_document(point, None) is point

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from dreamer import cabinet, outbox
+from dreamer import index as index_module
 from dreamer.busy import AlwaysIdle
 from dreamer.db import session_scope
 from dreamer.embed import CachedEmbedder, MiniLMEmbedder, minilm_available
@@ -15,7 +16,7 @@ from dreamer.index import EdgeIndex, Scope
 from dreamer.models import Memory
 from dreamer.ranking import Weights, fuse, min_max
 from dreamer.recall import (
-    CONTEXT_CLOSE, CONTEXT_OPEN, context, context_rank_key, cut_to_budget, recall,
+    CONTEXT_CLOSE, CONTEXT_OPEN, RANKING_FIELDS, context, context_rank_key, cut_to_budget, recall,
 )
 from dreamer.runtime import Runtime
 from dreamer.tokens import count_tokens
@@ -158,13 +159,35 @@ def test_recall_scores_are_the_fused_index_scores(hybrid):
     vector = rt.embedder.embed(["E4711"])[0]
     dense = [(h.memory_id, h.score) for h in rt.index.search_dense(vector, ALICE, limit)]
     text = [(h.memory_id, h.score) for h in rt.index.search_text("E4711", ALICE, limit)]
-    expected = fuse(dense, text, Weights(dense=0.7, text=0.3))[:5]
+    expected = fuse(dense, text, Weights(dense=rt.settings.dense_weight, text=rt.settings.text_weight))[:5]
 
     found = recall(rt, "E4711", ALICE)
 
     assert [(h.memory_id, h.score) for h in found.hits] == [(i, pytest.approx(s)) for i, s in expected]
     assert [h.rank for h in found.hits] == [1, 2, 3, 4, 5]
     assert found.hits[0].evidence == [{"session_id": 1, "seqs": [1]}]
+
+
+@needs_minilm
+def test_ranking_reads_exactly_the_payload_fields_recall_asks_the_index_for(hybrid, monkeypatch):
+    rt, _ = hybrid
+    read: set[str] = set()
+
+    class Recording(dict):
+        def get(self, key, default=None):
+            read.add(key)
+            return super().get(key, default)
+
+        def __getitem__(self, key):
+            read.add(key)
+            return super().__getitem__(key)
+
+    real_hit = index_module._hit
+    monkeypatch.setattr(index_module, "_hit", lambda payload, score: real_hit(Recording(payload or {}), score))
+
+    recall(rt, "E4711 deploy failed", ALICE)
+
+    assert read == {"memory_id", *RANKING_FIELDS}
 
 
 @needs_minilm
