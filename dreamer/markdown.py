@@ -15,6 +15,7 @@ person's edits to the text can be matched back to the memory (`parse_entries`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -150,13 +151,20 @@ def evidence_sessions(memory: Memory) -> int:
     return len(seen)
 
 
+@functools.lru_cache(maxsize=1 << 15)
+def _shown(text: str) -> str:
+    """A memory's text as a file shows it: secrets redacted, Markdown escaped. Every render of a
+    user's files shows every memory again, so each text is worked out once."""
+    return escape_text(redact(text))
+
+
 def _bullet(text: str, sessions: int, meta: str) -> str:
     """``- <text> [(N sessions)] <!-- <meta> -->``; the count shows from two sessions up.
 
     It also shows when the text itself ends like a count, so `parse_entries` always strips
     exactly the one that was added.
     """
-    body = escape_text(redact(text))
+    body = _shown(text)
     if sessions >= 2 or _SESSIONS_RE.search(body):
         body = f"{body} ({sessions} session{'' if sessions == 1 else 's'})".lstrip()
     return f"- {body} <!-- {meta} -->" if body else f"- <!-- {meta} -->"
