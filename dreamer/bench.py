@@ -108,7 +108,7 @@ def bench_recall(settings: Settings, tmp: Path, sizes, seed: int, queries: int =
     long-running server does after start-up, so timings are not full collections of bench data."""
     from dreamer.recall import recall
 
-    threads = _serving_threads()
+    threads = _serving_threads(settings)
     embedder = local_embedder(settings)
     rows = []
     for n in sizes:
@@ -136,13 +136,11 @@ def bench_recall(settings: Settings, tmp: Path, sizes, seed: int, queries: int =
             "goal": "edge p95 <= 25 ms at the largest size"}
 
 
-def _serving_threads() -> int:
-    """One intra-op thread, as a serving process embeds one short query at a time: on two shared
-    cores, two threads per query mostly wait for each other."""
-    import torch
+def _serving_threads(settings: Settings) -> int | None:
+    """The threads `dreamer serve` gives the embedder, since recall is what a server does."""
+    from dreamer.embed import set_torch_threads
 
-    torch.set_num_threads(1)
-    return torch.get_num_threads()
+    return set_torch_threads(settings.serve_torch_threads)
 
 
 def _quiet_timings(calls: list[Callable[[], Any]]) -> list[float]:

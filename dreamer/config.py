@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     context_radius: int = Field(2, description="Messages each side of the evidence in a memory's BM25 document")
     context_line_chars: int = Field(600, description="Longest message text shown in a memory's BM25 document")
     recall_candidates: int = Field(100, description="Fewest candidates each search of a recall returns")
+    serve_torch_threads: int = Field(
+        1, description="Intra-op threads of the local embedder in `dreamer serve` (one query at a time); 0 = torch's default"
+    )
     repeat_penalty: float = Field(
         0.3, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"
     )

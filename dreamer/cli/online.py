@@ -46,6 +46,7 @@ def serve(
     import uvicorn
 
     from dreamer.api import create_app, parse_tokens
+    from dreamer.embed import set_torch_threads
     from dreamer.flush import validate_flush_settings
 
     settings = settings_of(ctx)
@@ -54,6 +55,7 @@ def serve(
         err.print("error: no API tokens configured: set DREAMER_API_TOKENS, or pass --insecure-single-user USER "
                   "for a local single-user server", markup=False)
         raise typer.Exit(1)
+    set_torch_threads(settings.serve_torch_threads)
     with index_runtime(ctx, "this server") as rt:
         api = create_app(rt, insecure_user=insecure_single_user)
         if insecure_single_user:
