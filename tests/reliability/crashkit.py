@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 EMBED_DIM = 128
+LEASE_SECONDS = 0.5  # session and run leases: a killed child holds them this long
 TARGETED = ("between_llm", "in_tx", "committed", "indexed", "md_rename")
 PHASE_WIDTH = 16
 PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
@@ -121,7 +122,7 @@ def child_settings(data_dir: str, url: str, database_url: str = ""):
 
     return Settings(
         _env_file=None, data_dir=Path(data_dir), database_url=database_url, llm_base_url=url,
-        embed_dim=EMBED_DIM, min_rounds=1, max_sessions_per_pass=8, lease_seconds=0.5, ambiguous_low=0.6,
+        embed_dim=EMBED_DIM, min_rounds=1, max_sessions_per_pass=8, lease_seconds=LEASE_SECONDS, ambiguous_low=0.6,
         llm_timeout=10,
     )
 
