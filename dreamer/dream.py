@@ -76,6 +76,7 @@ def dream_pass(
     llm = _guarded(rt)
     extractor = _extractor(rt, llm)
     run = _start_run(rt, trigger, extractor.name)
+    lease = leases.RunLease(rt.engine, run.id, _owner(run), rt.settings.lease_seconds)  # type: ignore[arg-type]
     tally = Tally()
     try:
         outbox.drain(rt)
@@ -88,6 +89,7 @@ def dream_pass(
             if not force and (reason := rt.busy.busy_reason(now + (utcnow() - started))):
                 run.status, run.error = "stopped", f"the agent became busy: {reason}"
                 break
+            lease.keep_alive()
             try:
                 _one_session(rt, sess, extractor, llm, run, tally)
             except (CircuitOpen, BudgetExceeded) as exc:
@@ -108,7 +110,6 @@ def dream_pass(
 
 def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, tally: Tally) -> None:
     owner = _owner(run)
-    leases.acquire(rt.engine, leases.run_lease(run.id), owner, rt.settings.lease_seconds)  # still alive
     name = leases.session_lease(sess.id)
     if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
         log.info("session %s is leased by another worker; skipped", sess.id)

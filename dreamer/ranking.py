@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from dreamer.documents import EVIDENCE_FIELD, SPEAKERS_FIELD
@@ -28,6 +28,12 @@ from dreamer.index import Hit, Scope, SearchFilter
 log = logging.getLogger(__name__)
 
 SEARCHES = ("hybrid", "dense", "text")
+PAYLOAD_FIELDS = (SPEAKERS_FIELD, EVIDENCE_FIELD)  # all that ranking reads from a hit's payload
+
+
+def narrowed(flt: SearchFilter) -> SearchFilter:
+    """The filter with hits carrying only what ranking reads (payload reads dominate a search)."""
+    return replace(flt, payload_fields=PAYLOAD_FIELDS)
 
 
 # --------------------------------------------------------------------------- pure policy
@@ -143,6 +149,7 @@ def rank(
     search = search or st.recall_search
     if search not in SEARCHES:
         raise ValueError(f"unknown search {search!r}: use {', '.join(SEARCHES)}")
+    flt = narrowed(flt)
     if rt.embedder is None:
         hits = rt.index.search_text(query, scope, limit, flt)
         return Ranked(_pairs(hits), "text-only", "no embedder available: full-text search only")

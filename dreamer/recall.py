@@ -10,7 +10,6 @@ from datetime import datetime, timezone
 from sqlmodel import select
 
 from dreamer.db import session_scope
-from dreamer.documents import EVIDENCE_FIELD, SPEAKERS_FIELD
 from dreamer.index import Hit, Scope, SearchFilter
 from dreamer.models import CURRENT_STATUSES, STATUSES, Memory, Session
 from dreamer.ranking import rank
@@ -20,7 +19,6 @@ log = logging.getLogger(__name__)
 
 CONTEXT_OPEN = "<memory-context>"
 CONTEXT_CLOSE = "</memory-context>"
-RANKING_FIELDS = (SPEAKERS_FIELD, EVIDENCE_FIELD)  # what dreamer.ranking reads from a hit's payload
 HIT_COLUMNS = (
     Memory.id, Memory.text, Memory.kind, Memory.status, Memory.evidence, Memory.created_at, Memory.valid_from,
     Memory.user_id, Memory.agent_id, Memory.project, Memory.team,
@@ -92,7 +90,7 @@ def recall(
     k = k or st.recall_k
     flt = SearchFilter(
         kinds=kinds, statuses=list(STATUSES) if include_all else list(CURRENT_STATUSES),
-        since=_epoch(since), until=_epoch(until), payload_fields=RANKING_FIELDS,
+        since=_epoch(since), until=_epoch(until),
     )
     limit = max(st.candidate_multiplier * k, st.recall_candidates)
     ranked = rank(rt, query, scope, limit, flt, head=k)

@@ -55,3 +55,25 @@ def test_a_pass_holds_its_run_lease_while_it_runs_and_gives_it_back(settings, en
     assert _runs(engine) == {1: ("abandoned", leases.ABANDONED), run.id: ("ok", None)}
     with session_scope(engine) as s:
         assert s.exec(select(Lease)).all() == []
+
+
+def test_a_run_lease_is_renewed_once_half_of_it_has_passed(engine):
+    ticks = [100.0]
+    assert leases.acquire(engine, leases.run_lease(7), "host:1:7", 60)
+    lease = leases.RunLease(engine, 7, "host:1:7", 60, clock=lambda: ticks[0])
+
+    def expiry():
+        with session_scope(engine) as s:
+            return s.get(Lease, "run:7").expires_at
+
+    first = expiry()
+    ticks[0] = 129.0
+    lease.keep_alive()
+    assert expiry() == first  # under half the lease: no write
+    ticks[0] = 130.0
+    lease.keep_alive()
+    renewed = expiry()
+    assert renewed > first
+    ticks[0] = 159.0
+    lease.keep_alive()
+    assert expiry() == renewed  # measured from the renewal, not from the start

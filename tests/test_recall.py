@@ -8,15 +8,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from dreamer import cabinet, outbox
-from dreamer import index as index_module
 from dreamer.busy import AlwaysIdle
 from dreamer.db import session_scope
 from dreamer.embed import CachedEmbedder, MiniLMEmbedder, minilm_available
-from dreamer.index import EdgeIndex, Scope
+from dreamer.index import EdgeIndex, Scope, SearchFilter
 from dreamer.models import Memory
-from dreamer.ranking import Weights, fuse, min_max
+from dreamer.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed
 from dreamer.recall import (
-    CONTEXT_CLOSE, CONTEXT_OPEN, RANKING_FIELDS, context, context_rank_key, cut_to_budget, recall,
+    CONTEXT_CLOSE, CONTEXT_OPEN, context, context_rank_key, cut_to_budget, recall,
 )
 from dreamer.runtime import Runtime
 from dreamer.tokens import count_tokens
@@ -169,25 +168,15 @@ def test_recall_scores_are_the_fused_index_scores(hybrid):
 
 
 @needs_minilm
-def test_ranking_reads_exactly_the_payload_fields_recall_asks_the_index_for(hybrid, monkeypatch):
+def test_rank_asks_the_index_for_just_the_payload_fields_ranking_reads(hybrid):
     rt, _ = hybrid
-    read: set[str] = set()
+    flt = narrowed(SearchFilter())
+    vector = rt.embedder.embed(["E4711 deploy failed"])[0]
+    hits = rt.index.search_dense(vector, ALICE, 10, flt) + rt.index.search_text("E4711 deploy failed", ALICE, 10, flt)
 
-    class Recording(dict):
-        def get(self, key, default=None):
-            read.add(key)
-            return super().get(key, default)
-
-        def __getitem__(self, key):
-            read.add(key)
-            return super().__getitem__(key)
-
-    real_hit = index_module._hit
-    monkeypatch.setattr(index_module, "_hit", lambda payload, score: real_hit(Recording(payload or {}), score))
-
-    recall(rt, "E4711 deploy failed", ALICE)
-
-    assert read == {"memory_id", *RANKING_FIELDS}
+    assert flt.payload_fields == PAYLOAD_FIELDS == ("speakers", "evidence_at")
+    assert len(hits) >= 5 and all(set(h.payload) <= {"memory_id", *PAYLOAD_FIELDS} for h in hits)
+    assert all(h.payload["memory_id"] == h.memory_id for h in hits)
 
 
 @needs_minilm

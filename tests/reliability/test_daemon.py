@@ -12,6 +12,7 @@ the middle of a request (the SQL busy signal's in-flight counter) when a fire co
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from collections import Counter
 from datetime import timedelta
@@ -95,6 +96,7 @@ def _run_simulation(daemon: DreamScheduler, clock: Clock, busy: SqlBusySignal, e
     queue += [(s, 2, -k - 1, "fire", None) for k, s in enumerate(slots)]
     heapq.heapify(queue)
     tally, retry, runs, sent = Counter(), None, [], Counter()
+    retry_keys = itertools.count(len(queue))  # unique: above every other event's key
     while queue:
         at, _order, key, kind, payload = heapq.heappop(queue)
         clock.now = at
@@ -109,7 +111,7 @@ def _run_simulation(daemon: DreamScheduler, clock: Clock, busy: SqlBusySignal, e
             action = daemon.tick()
             tally[action.kind] += 1
             if action.kind == BACKOFF:
-                retry = len(queue) + 10**9 + tally[BACKOFF]
+                retry = next(retry_keys)
                 heapq.heappush(queue, (action.at, 2, retry, "fire", None))
             elif action.kind == RUN:
                 retry = None  # the shell removes its pending retry job when a pass starts
