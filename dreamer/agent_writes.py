@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from dreamer import cabinet, outbox
 from dreamer.db import session_scope
-from dreamer.dream import apply_planned, plan_candidates, render_user
+from dreamer.dream import apply_all, plan_candidates, render_user
 from dreamer.errors import DreamerError, NotFound
 from dreamer.extract import Candidate
 from dreamer.index import Scope
@@ -63,7 +63,7 @@ def remember(
         if p.decision.action == "reject":
             raise WriteRejected(f"not stored: {p.decision.reason}")
         with session_scope(rt.engine) as s:
-            outcome = apply_planned(s, p, planned, scope, source="agent", evidence=evidence, now=utcnow())
+            [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
             memory = s.get(Memory, p.memory_id)
         outbox.drain(rt)
     log.info("agent write for %s: %s %s (%s)", scope.user_id, outcome, p.memory_id, p.decision.reason)

@@ -334,14 +334,13 @@ def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: in
 
 def _consolidate_batch(rt, scope: Scope, texts: list[str]) -> None:
     """One session's worth of candidates: planned against the scope, applied, indexed."""
-    from dreamer.dream import apply_planned, plan_candidates
+    from dreamer.dream import apply_all, plan_candidates
     from dreamer.extract import Candidate
 
     cands = [Candidate(kind="preference", text=t, seqs=[1]) for t in texts]
     planned = plan_candidates(rt, scope, scope.user_id, cands, None, exact=True)
     with session_scope(rt.engine) as s:
-        for p in planned:
-            apply_planned(s, p, planned, scope, source="dream", evidence=[{"session_id": None, "seqs": [1]}])
+        apply_all(s, planned, scope, source="dream", evidence=[[{"session_id": None, "seqs": [1]}]] * len(planned))
     outbox.drain(rt)
 
 

@@ -9,6 +9,7 @@ import logging
 from datetime import datetime
 
 from sqlmodel import Session as DBSession
+from sqlalchemy import insert
 from sqlmodel import select
 
 from dreamer.consolidate import content_hash, merge_evidence, promoted_status
@@ -25,6 +26,38 @@ def record_event(
     s.add(MemoryEvent(memory_id=memory_id, event=event, reason=reason, run_id=run_id, data=data))
 
 
+def memory_row(
+    *, user_id: str, kind: str, text: str, source: str, evidence: list[dict],
+    agent_id: str | None = None, project: str | None = None, team: str | None = None,
+    importance: float = 0.5, tags: list[str] | None = None, untrusted: bool = False,
+    memory_id: str | None = None, now: datetime,
+) -> dict:
+    """Every column of a new memory row, waiting in the outbox."""
+    return {
+        "id": memory_id or new_memory_id(), "user_id": user_id, "agent_id": agent_id, "project": project,
+        "team": team, "kind": kind, "text": text, "content_hash": content_hash(text),
+        "status": promoted_status("candidate", evidence, untrusted=untrusted), "source": source,
+        "evidence": evidence, "tags": tags or [], "importance": importance, "untrusted": untrusted,
+        "valid_from": now, "valid_to": None, "superseded_by": None, "created_at": now, "updated_at": now,
+        "last_seen": now, "indexed_at": None,
+    }
+
+
+def event_row(
+    memory_id: str, event: str, *, reason: str | None = None, run_id: int | None = None,
+    data: dict | None = None, now: datetime,
+) -> dict:
+    return {"memory_id": memory_id, "event": event, "reason": reason, "run_id": run_id, "data": data, "created_at": now}
+
+
+def insert_memories(s: DBSession, rows: list[dict], events: list[dict]) -> None:
+    """New memories, then their events, as two statements in the caller's transaction."""
+    if rows:
+        s.execute(insert(Memory.__table__), rows)  # type: ignore[arg-type]
+    if events:
+        s.execute(insert(MemoryEvent.__table__), events)  # type: ignore[arg-type]
+
+
 def add_memory(
     s: DBSession, *, user_id: str, kind: str, text: str, source: str, evidence: list[dict],
     agent_id: str | None = None, project: str | None = None, team: str | None = None,
@@ -33,15 +66,11 @@ def add_memory(
     now: datetime | None = None,
 ) -> Memory:
     now = now or utcnow()
-    m = Memory(
-        id=memory_id or new_memory_id(), user_id=user_id, agent_id=agent_id, project=project, team=team,
-        kind=kind, text=text, content_hash=content_hash(text),
-        status=promoted_status("candidate", evidence, untrusted=untrusted),
-        source=source, evidence=evidence, tags=tags or [], importance=importance, untrusted=untrusted,
-        valid_from=now, created_at=now, updated_at=now, last_seen=now, indexed_at=None,
-    )
-    s.add(m)
-    s.flush()
+    m = Memory(**memory_row(
+        user_id=user_id, agent_id=agent_id, project=project, team=team, kind=kind, text=text, source=source,
+        evidence=evidence, importance=importance, tags=tags, untrusted=untrusted, memory_id=memory_id, now=now,
+    ))
+    s.add(m)  # inserted with the caller's other rows in one flush (memories before their events)
     record_event(s, m.id, "add", reason=reason, run_id=run_id, data={"evidence": evidence})
     return m
 
@@ -65,17 +94,17 @@ def merge_into(
 
 
 def supersede(
-    s: DBSession, old: Memory, new: Memory, *, run_id: int | None = None, reason: str = "superseded",
+    s: DBSession, old: Memory, new_id: str, *, run_id: int | None = None, reason: str = "superseded",
     now: datetime | None = None,
 ) -> None:
     now = now or utcnow()
     old.status = "superseded"
     old.valid_to = now
-    old.superseded_by = new.id
+    old.superseded_by = new_id
     old.updated_at = now
     old.indexed_at = None
     s.add(old)
-    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data={"by": new.id})
+    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data={"by": new_id})
 
 
 def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = None) -> Memory:

@@ -51,7 +51,7 @@ class Planned:
     candidate: Candidate
     decision: Decision
     vector: list[float] | None = None
-    memory_id: str | None = None
+    memory_id: str | None = None  # the memory this candidate added or merged into, once applied
 
 
 @dataclass
@@ -308,61 +308,87 @@ def _apply(rt, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) 
         if cursor is None or cursor.processed_seq != work.processed_seq:
             log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
             return
-        for i, p in enumerate(planned):
-            _apply_one(s, sess, p, planned, run, tally, now, i)
+        evidence = [_evidence(sess, p.candidate) for p in planned]
+        outcomes = apply_all(s, planned, _scope(sess), source="dream", evidence=evidence, run_id=run.id, now=now)
         cursor.processed_seq = work.upto
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
         s.add(cursor)
     tally.candidates += len(planned)
+    for p, outcome in zip(planned, outcomes):
+        if outcome == "rejected":
+            tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": p.decision.reason})
+    tally.merged += outcomes.count("merged")
+    tally.added += outcomes.count("added") + outcomes.count("superseded")
+    tally.superseded += outcomes.count("superseded")
 
 
-def _apply_one(s, sess: Session, p: Planned, planned: list[Planned], run: DreamRun, tally: Tally, now, i: int) -> None:
-    evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": p.candidate.seqs}]
-    if p.candidate.untrusted:
-        evidence[0]["untrusted"] = True  # recorded, but never counts towards verification
-    if p.decision.action == "reject":
-        tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": p.decision.reason})
-        return
-    outcome = apply_planned(s, p, planned, _scope(sess), source="dream", evidence=evidence, run_id=run.id, now=now)
-    tally.merged += outcome == "merged"
-    tally.added += outcome in ("added", "superseded")
-    tally.superseded += outcome == "superseded"
+def _evidence(sess: Session, cand: Candidate) -> list[dict]:
+    evidence: dict = {"session_id": sess.id, "external_id": sess.external_id, "seqs": cand.seqs}
+    if cand.untrusted:
+        evidence["untrusted"] = True  # recorded, but never counts towards verification
+    return [evidence]
 
 
-def apply_planned(
-    s, p: Planned, planned: list[Planned], owner: Scope, *, source: str, evidence: list[dict],
-    run_id: int | None = None, now=None,
-) -> str:
-    """Apply one planned decision in the caller's transaction: rejected, merged, added or superseded."""
+def apply_all(
+    s, planned: list[Planned], owner: Scope, *, source: str, evidence: list[list[dict]],
+    run_id: int | None = None, now: datetime | None = None,
+) -> list[str]:
+    """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
+    added or superseded), in order. New memories and their add events are written first, two
+    statements in all; merges and supersessions then load their targets like any stored row."""
+    now = now or utcnow()
+    rows: list[dict] = []
+    events: list[dict] = []
+    later: list[tuple[str, Planned, str, list[dict]]] = []  # (action, planned, target id, evidence)
+    outcomes = []
+    for p, ev in zip(planned, evidence):
+        outcome, target = _resolve(s, p, planned)
+        if outcome in ("added", "superseded"):
+            row = cabinet.memory_row(
+                user_id=owner.user_id, agent_id=owner.agent_id, project=owner.project, team=owner.team,
+                kind=p.candidate.kind, text=p.candidate.text, source=source, evidence=ev,
+                importance=p.candidate.importance, tags=p.candidate.tags, untrusted=p.candidate.untrusted, now=now,
+            )
+            rows.append(row)
+            events.append(cabinet.event_row(row["id"], "add", reason=p.decision.reason, run_id=run_id,
+                                            data={"evidence": ev}, now=now))
+            p.memory_id = row["id"]
+        elif outcome == "merged":
+            p.memory_id = target
+        if outcome in ("merged", "superseded"):
+            later.append((outcome, p, target, ev))  # type: ignore[arg-type]
+        outcomes.append(outcome)
+    cabinet.insert_memories(s, rows, events)
+    for outcome, p, target, ev in later:
+        m = s.get(Memory, target)
+        if outcome == "merged":
+            cabinet.merge_into(s, m, ev, run_id=run_id, reason=p.decision.reason, importance=p.candidate.importance, now=now)
+        else:
+            cabinet.supersede(s, m, p.memory_id, run_id=run_id, reason=p.decision.reason, now=now)
+    return outcomes
+
+
+def _resolve(s, p: Planned, planned: list[Planned]) -> tuple[str, str | None]:
+    """What applying `p` does, and the id of the stored memory it merges into or supersedes."""
     d = p.decision
     if d.action == "reject":
-        return "rejected"
+        return "rejected", None
     target = _target(s, d.target, planned)
     if d.action == "merge" and target is not None:
-        cabinet.merge_into(s, target, evidence, run_id=run_id, reason=d.reason, importance=p.candidate.importance, now=now)
-        p.memory_id = target.id
-        return "merged"
-    m = cabinet.add_memory(
-        s, user_id=owner.user_id, agent_id=owner.agent_id, project=owner.project, team=owner.team,
-        kind=p.candidate.kind, text=p.candidate.text, source=source, evidence=evidence,
-        importance=p.candidate.importance, tags=p.candidate.tags, untrusted=p.candidate.untrusted,
-        run_id=run_id, reason=d.reason, now=now,
-    )
-    p.memory_id = m.id
+        return "merged", target
     if d.action == "supersede" and target is not None:
-        cabinet.supersede(s, target, m, run_id=run_id, reason=d.reason, now=now)
-        return "superseded"
-    return "added"
+        return "superseded", target
+    return "added", None
 
 
-def _target(s, target: str | None, planned: list[Planned]) -> Memory | None:
+def _target(s, target: str | None, planned: list[Planned]) -> str | None:
+    """The current memory a decision points at: stored, or added earlier in this batch."""
     if not target:
         return None
     if target.startswith("pending:"):
-        mid = planned[int(target.split(":")[1])].memory_id
-        return s.get(Memory, mid) if mid else None
+        return planned[int(target.split(":")[1])].memory_id
     m = s.get(Memory, target)
-    return m if m is not None and m.status in ("candidate", "verified", "review_required") else None
+    return m.id if m is not None and m.status in ("candidate", "verified", "review_required") else None
 
 
 def _record_failure(rt, session_id: int, exc: Exception) -> None:
