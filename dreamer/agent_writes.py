@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from dreamer import cabinet, outbox
 from dreamer.db import session_scope
-from dreamer.dream import apply_all, plan_candidates, render_user
+from dreamer.dream import apply_all, plan_candidates
 from dreamer.errors import DreamerError, NotFound
 from dreamer.extract import Candidate
 from dreamer.index import Scope
@@ -65,9 +65,8 @@ def remember(
         with session_scope(rt.engine) as s:
             [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
             memory = s.get(Memory, p.memory_id)
-        outbox.drain(rt)
+        outbox.drain(rt)  # indexes it and renders the user's view
     log.info("agent write for %s: %s %s (%s)", scope.user_id, outcome, p.memory_id, p.decision.reason)
-    render_user(rt, scope.user_id)
     return memory
 
 
@@ -79,8 +78,7 @@ def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
             if m is None or not in_scope(m, scope):
                 raise NotFound(f"no memory {memory_id}")
             m = cabinet.forget(s, memory_id, reason=reason, user_id=scope.user_id)
-        outbox.drain(rt)
-    render_user(rt, scope.user_id)
+        outbox.drain(rt)  # indexes the change and renders the user's view
     return m
 
 

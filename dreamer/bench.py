@@ -321,6 +321,9 @@ def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: in
             started = time.perf_counter()
             _consolidate_batch(rt, Scope(user_id=f"u{i % users}"), texts[start:start + batch])
             consolidate_s += time.perf_counter() - started
+        started = time.perf_counter()
+        outbox.render_due(rt)  # as at the end of a pass
+        consolidate_s += time.perf_counter() - started
         with session_scope(engine) as s:
             stored = len(s.exec(select(Memory.id)).all())
         rt.close()
@@ -341,7 +344,7 @@ def _consolidate_batch(rt, scope: Scope, texts: list[str]) -> None:
     planned = plan_candidates(rt, scope, scope.user_id, cands, None, exact=True)
     with session_scope(rt.engine) as s:
         apply_all(s, planned, scope, source="dream", evidence=[[{"session_id": None, "seqs": [1]}]] * len(planned))
-    outbox.drain(rt)
+    outbox.drain(rt, render=False)  # as a pass does after each session; the views are rendered at its end
 
 
 # --------------------------------------------------------------------------- flush meter

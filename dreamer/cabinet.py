@@ -6,6 +6,7 @@ pointer to its successor; every change leaves a `memory_events` row."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session as DBSession
@@ -122,34 +123,34 @@ def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = N
     return m
 
 
-def current_by_hash(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -> dict[str, Memory]:
-    """Current memories of the user by content hash; with an `owner` scope, only those owned by
-    exactly it (its None agent, project or team means none)."""
-    if not hashes:
-        return {}
-    q = (
-        select(Memory)
-        .where(Memory.user_id == user_id)
-        .where(Memory.content_hash.in_(hashes))
-        .where(Memory.status.in_(CURRENT_STATUSES))
-    )
-    if owner is not None:
-        for name in ("agent_id", "project", "team"):
-            column, value = getattr(Memory, name), getattr(owner, name)
-            q = q.where(column.is_(None) if value is None else column == value)
-    return {m.content_hash: m for m in s.exec(q).all()}
+@dataclass(frozen=True)
+class Known:
+    """What the cabinet already holds for a batch of content hashes."""
+
+    current: dict  # hash -> row (id, text, kind, content_hash, status) of a current memory
+    forgotten: frozenset[str]  # hashes of memories a person forgot
 
 
-def forgotten_hashes(s: DBSession, user_id: str, hashes: list[str]) -> frozenset[str]:
+def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -> Known:
+    """One read of the user's memories with these content hashes: the current ones (with an
+    `owner` scope, only those owned by exactly it; its None agent, project or team means none)
+    and which hashes were forgotten (by any owner)."""
     if not hashes:
-        return frozenset()
+        return Known({}, frozenset())
     rows = s.exec(
-        select(Memory.content_hash)
+        select(Memory.id, Memory.text, Memory.kind, Memory.content_hash, Memory.status,
+               Memory.agent_id, Memory.project, Memory.team)
         .where(Memory.user_id == user_id)
         .where(Memory.content_hash.in_(hashes))
-        .where(Memory.status == "forgotten")
+        .where(Memory.status.in_((*CURRENT_STATUSES, "forgotten")))
+        .order_by(Memory.created_at, Memory.id)
     ).all()
-    return frozenset(rows)
+    current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and _owned(r, owner)}
+    return Known(current, frozenset(r.content_hash for r in rows if r.status == "forgotten"))
+
+
+def _owned(row, owner) -> bool:
+    return owner is None or all(getattr(row, f) == getattr(owner, f) for f in ("agent_id", "project", "team"))
 
 
 def current_memories(s: DBSession, user_id: str) -> list[Memory]:

@@ -17,7 +17,7 @@ from dreamer.errors import ConfigError, StoreError
 
 log = logging.getLogger(__name__)
 
-HEAD = "0002"
+HEAD = "0003"
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:

@@ -129,7 +129,8 @@ def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, ta
             return
         _apply(rt, work, planned, run, tally)
         tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
-        outbox.drain(rt)  # the next session's neighbours include what this one added
+        outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
+        # its Markdown is rendered once, by the drain at the end of the pass
         run.sessions += 1
         run.messages += work.new_messages
     finally:
@@ -211,60 +212,61 @@ def plan_candidates(
     vectors = embedder.embed([c.text for c in candidates]) if embedder is not None else [None] * len(candidates)
     hashes = [content_hash(c.text) for c in candidates]
     with session_scope(rt.engine) as s:
-        by_hash = cabinet.current_by_hash(s, user_id, hashes, owner=scope if exact else None)
-        forgotten = cabinet.forgotten_hashes(s, user_id, hashes)
+        known = cabinet.known_hashes(s, user_id, hashes, owner=scope if exact else None)
     thresholds = Thresholds(dup=st.dup_threshold, ambiguous_low=st.ambiguous_low)
+    sims = _similarities(vectors)
     planned: list[Planned] = []
-    for cand, vec, digest in zip(candidates, vectors, hashes):
-        neighbours = find_neighbours(rt, scope, cand.text, vec, exact=exact) + _pending(planned, cand, vec)
-        if digest in by_hash:
-            m = by_hash[digest]
+    for i, (cand, vec, digest) in enumerate(zip(candidates, vectors, hashes)):
+        neighbours = find_neighbours(rt, scope, cand.text, vec, exact=exact) + _pending(planned, cand, sims, hashes)
+        if digest in known.current:
+            m = known.current[digest]
             neighbours.append(Neighbour(m.id, m.text, m.kind, m.content_hash, 1.0, m.status))
-        d = decide(cand.text, cand.kind, neighbours, thresholds, forgotten_hashes=forgotten, can_judge=llm is not None)
+        d = decide(cand.text, cand.kind, neighbours, thresholds, forgotten_hashes=known.forgotten,
+                   can_judge=llm is not None)
         planned.append(Planned(cand, d, vec))
     _judge(llm, planned, _texts(rt, planned))
     return planned
 
 
+NEIGHBOUR_FIELDS = ("text", "kind", "status", "content_hash")  # what a neighbour search reads
+
+
 def find_neighbours(rt, scope: Scope, text: str, vec, *, exact: bool = False) -> list[Neighbour]:
     """The nearest current memories in scope: dense when a vector is given, else BM25 + word overlap.
 
-    With `exact`, more are fetched and only those owned by exactly `scope` are kept."""
-    st = rt.settings
-    k = st.neighbours
-    limit = k * st.candidate_multiplier if exact else k
+    With `exact`, only memories owned by exactly `scope` (see `SearchFilter.exact_scope`)."""
+    k = rt.settings.neighbours
+    flt = SearchFilter(payload_fields=NEIGHBOUR_FIELDS, exact_scope=exact)
     if vec is not None:
-        hits = rt.index.search_dense(list(vec), scope, limit, SearchFilter())
-    else:
-        hits = rt.index.search_text(text, scope, limit, SearchFilter())
-    if exact:
-        hits = [h for h in hits if owned_by(h.payload, scope)][:k]
-    if vec is not None:
+        hits = rt.index.search_dense(vec, scope, k, flt)
         return [_neighbour(h.payload, h.memory_id, float(h.score)) for h in hits]
+    hits = rt.index.search_text(text, scope, k, flt)
     return [_neighbour(h.payload, h.memory_id, token_similarity(text, h.payload.get("text", ""))) for h in hits]
-
-
-def owned_by(payload: dict, scope: Scope) -> bool:
-    """Whether an index payload belongs to exactly `scope`."""
-    return all(payload.get(f) == getattr(scope, f) for f in ("user_id", "agent_id", "project", "team"))
 
 
 def _neighbour(payload: dict, memory_id: str, similarity: float) -> Neighbour:
     text = payload.get("text", "")
-    return Neighbour(memory_id, text, payload.get("kind", ""), content_hash(text), similarity, payload.get("status", ""))
+    digest = payload.get("content_hash") or content_hash(text)  # points indexed before it was in the payload
+    return Neighbour(memory_id, text, payload.get("kind", ""), digest, similarity, payload.get("status", ""))
 
 
-def _pending(planned: list[Planned], cand: Candidate, vec) -> list[Neighbour]:
+def _similarities(vectors) -> np.ndarray | None:
+    """Cosine similarity of every pair of candidates (the vectors are unit length), or None."""
+    if not vectors or any(v is None for v in vectors):
+        return None
+    matrix = np.asarray(vectors, dtype=np.float64)
+    return matrix @ matrix.T
+
+
+def _pending(planned: list[Planned], cand: Candidate, sims: np.ndarray | None, hashes: list[str]) -> list[Neighbour]:
     """Candidates added earlier in this session count as neighbours too."""
     out = []
-    for i, p in enumerate(planned):
+    i = len(planned)
+    for j, p in enumerate(planned):
         if p.decision.action not in ("add", "judge", "supersede"):
             continue
-        if vec is not None and p.vector is not None:
-            sim = float(np.dot(np.asarray(vec), np.asarray(p.vector)))
-        else:
-            sim = token_similarity(cand.text, p.candidate.text)
-        out.append(Neighbour(f"pending:{i}", p.candidate.text, p.candidate.kind, content_hash(p.candidate.text), sim))
+        sim = float(sims[i, j]) if sims is not None else token_similarity(cand.text, p.candidate.text)
+        out.append(Neighbour(f"pending:{j}", p.candidate.text, p.candidate.kind, hashes[j], sim))
     return out
 
 

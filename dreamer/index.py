@@ -93,6 +93,9 @@ class SearchFilter:
 
     `payload_fields` narrows what each hit carries: memory_id plus these payload fields (None:
     the whole payload). Reading payloads is a large part of a search's cost.
+
+    `exact_scope` keeps only memories owned by exactly the scope: its None agent, project or
+    team then means none, not any.
     """
 
     kinds: Sequence[str] | None = None
@@ -100,6 +103,7 @@ class SearchFilter:
     since: float | None = None
     until: float | None = None
     payload_fields: Sequence[str] | None = None
+    exact_scope: bool = False
 
 
 @runtime_checkable
@@ -139,13 +143,15 @@ def point_id(memory_id: str) -> str:
 
 @dataclass(frozen=True)
 class _Cond:
-    """A backend-neutral filter condition: exact value, any-of values, or a float range."""
+    """A backend-neutral filter condition: exact value, any-of values, a float range, or empty
+    (missing or null)."""
 
     key: str
     value: str | None = None
     values: tuple[str, ...] | None = None
     gte: float | None = None
     lt: float | None = None
+    empty: bool = False
 
 
 def require_scope(scope: Scope | None) -> Scope:
@@ -162,6 +168,8 @@ def _conditions(scope: Scope, flt: SearchFilter | None) -> list[_Cond]:
         value = getattr(scope, key)
         if value is not None:
             conds.append(_Cond(key, value=value))
+        elif flt is not None and flt.exact_scope:
+            conds.append(_Cond(key, empty=True))
     if flt is None:
         return conds
     if flt.kinds is not None:
@@ -335,7 +343,9 @@ def _open_error(exc: Exception, path: Path, dim: int) -> DreamerError:
 def _edge_filter(conds: list[_Cond]) -> qe.Filter:
     must: list[Any] = []
     for cond in conds:
-        if cond.values is not None:
+        if cond.empty:
+            must.append(qe.IsEmptyCondition(cond.key))
+        elif cond.values is not None:
             must.append(qe.FieldCondition(cond.key, match=qe.MatchAny(list(cond.values))))
         elif cond.gte is not None or cond.lt is not None:
             must.append(qe.FieldCondition(cond.key, range=qe.RangeFloat(gte=cond.gte, lt=cond.lt)))
@@ -357,7 +367,7 @@ def _payload_selector(fields: list[str] | None) -> Any:
 def _edge_point(point: IndexPoint) -> qe.Point:
     vectors: dict[str, Any] = {SPARSE: sparse_document(point.sparse_text)}
     if point.vector is not None:
-        vectors[DENSE] = [float(x) for x in point.vector]
+        vectors[DENSE] = list(map(float, point.vector))
     return qe.Point(point_id(point.memory_id), vectors, _payload(point))
 
 
@@ -562,7 +572,7 @@ class EdgeIndex:
         _check_vector(vector, self.dim, "query vector")
         if limit <= 0 or _matches_nothing(flt):
             return []
-        query = qe.Query.Nearest([float(x) for x in vector], using=DENSE)
+        query = qe.Query.Nearest(list(map(float, vector)), using=DENSE)
         return self._query(query, _conditions(scope, flt), limit, hit_fields(flt))
 
     def search_text(
@@ -625,7 +635,9 @@ def _client_filter(conds: list[_Cond]) -> Any:
 
     must: list[Any] = []
     for cond in conds:
-        if cond.values is not None:
+        if cond.empty:
+            must.append(models.IsEmptyCondition(is_empty=models.PayloadField(key=cond.key)))
+        elif cond.values is not None:
             match: Any = models.MatchAny(any=list(cond.values))
             must.append(models.FieldCondition(key=cond.key, match=match))
         elif cond.gte is not None or cond.lt is not None:
@@ -648,7 +660,7 @@ def _client_point(point: IndexPoint) -> Any:
 
     vectors: dict[str, Any] = {SPARSE: _client_sparse(sparse_document(point.sparse_text))}
     if point.vector is not None:
-        vectors[DENSE] = [float(x) for x in point.vector]
+        vectors[DENSE] = list(map(float, point.vector))
     return models.PointStruct(id=point_id(point.memory_id), vector=vectors, payload=_payload(point))
 
 
@@ -793,7 +805,7 @@ class QdrantClientIndex:
         if limit <= 0 or _matches_nothing(flt):
             return []
         conds = _conditions(scope, flt)
-        return self._query([float(x) for x in vector], DENSE, conds, limit, hit_fields(flt))
+        return self._query(list(map(float, vector)), DENSE, conds, limit, hit_fields(flt))
 
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None

@@ -174,6 +174,16 @@ class DreamRun(SQLModel, table=True):
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
 
 
+class ViewDue(SQLModel, table=True):
+    """A user whose Markdown view is behind SQL. Marked in the transaction that marks memories
+    indexed; cleared once rendered, only if no mark came in meanwhile (the version)."""
+
+    __tablename__ = "views_due"
+
+    user_id: str = Field(primary_key=True, max_length=255)
+    version: int = 1
+
+
 class Lease(SQLModel, table=True):
     __tablename__ = "leases"
 

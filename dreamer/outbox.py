@@ -1,9 +1,10 @@
 """The derived views follow SQL through an outbox: memories with `indexed_at IS NULL` are
-(re)upserted into the index and their users' Markdown files re-rendered, then marked.
+(re)upserted into the index, then marked indexed in the transaction that marks their users'
+Markdown views due (`views_due`); due views are re-rendered from SQL, then cleared.
 
 A crash between the SQL commit and either view loses nothing: the next drain picks the rows
-up again, deterministic point ids make the repeat upsert idempotent, and rendering from SQL
-gives the same files again. Rows are marked once the index has acknowledged their write: the
+(or the due marks) up again, deterministic point ids make the repeat upsert idempotent, and
+rendering from SQL gives the same files again. Rows are marked once the index has acknowledged their write: the
 embedded index keeps it in its write-ahead log from then on and flushes its files to disk on
 its own schedule (`EdgeIndex`), not once per drain.
 """
@@ -13,18 +14,25 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, delete, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 
 from dreamer import cabinet, markdown
 from dreamer.db import session_scope
 from dreamer.index import IndexPoint
-from dreamer.models import Memory, utcnow
+from dreamer.models import Memory, ViewDue, utcnow
 
 log = logging.getLogger(__name__)
 
 
-def payload_for(m: Memory) -> dict:
+OUTBOX_COLUMNS = (  # what indexing a memory reads
+    Memory.id, Memory.user_id, Memory.agent_id, Memory.project, Memory.team, Memory.kind, Memory.status,
+    Memory.text, Memory.content_hash, Memory.importance, Memory.created_at, Memory.valid_from, Memory.updated_at,
+)
+
+
+def payload_for(m) -> dict:
     return {
         "memory_id": m.id,
         "user_id": m.user_id,
@@ -34,25 +42,56 @@ def payload_for(m: Memory) -> dict:
         "kind": m.kind,
         "status": m.status,
         "text": m.text,
+        "content_hash": m.content_hash,
         "importance": m.importance,
         "created_at": m.created_at.timestamp(),
         "valid_from": m.valid_from.timestamp(),
     }
 
 
-def drain(rt, *, batch: int = 256) -> int:
-    """Index every memory waiting in the outbox and render its user's files; returns how many."""
+def drain(rt, *, batch: int = 256, render: bool = True) -> int:
+    """Index every memory waiting in the outbox and mark its user's Markdown view due; returns
+    how many. With `render`, every due view is then rendered (also those a crash left due);
+    without, they wait for the next drain that renders (a dream pass renders once, at its end)."""
     total = 0
     while True:
         with session_scope(rt.engine) as s:
-            rows = s.exec(select(Memory).where(Memory.indexed_at.is_(None)).order_by(Memory.id).limit(batch)).all()
+            rows = s.exec(select(*OUTBOX_COLUMNS).where(Memory.indexed_at.is_(None)).order_by(Memory.id).limit(batch)).all()
         if not rows:
-            return total
+            break
         _upsert(rt, rows)
-        for user_id in sorted({m.user_id for m in rows}):
-            render_user(rt, user_id)
-        _mark_indexed(rt, rows)
+        marked = _mark_indexed(rt, rows)
         total += len(rows)
+        if len(rows) < batch and marked == len(rows):
+            break  # the outbox is empty now, unless a row changed meanwhile (then read it again)
+    if render:
+        render_due(rt)
+    return total
+
+
+def render_due(rt) -> int:
+    """Render every user view marked due; a mark that came in meanwhile stays for the next time.
+    Returns how many views were rendered."""
+    due = due_views(rt.engine)
+    for user_id, version in due:
+        render_user(rt, user_id)
+        clear_due(rt.engine, user_id, version)
+    return len(due)
+
+
+def due_views(engine) -> list[tuple[str, int]]:
+    """(user id, version) of every view marked due."""
+    table = ViewDue.__table__
+    with engine.connect() as conn:
+        return [(u, v) for u, v in conn.execute(select(table.c.user_id, table.c.version).order_by(table.c.user_id))]
+
+
+def clear_due(engine, user_id: str, version: int) -> bool:
+    """Clear a user's due mark if it is still at `version` (rendered); False if marked again since."""
+    table = ViewDue.__table__
+    with engine.begin() as conn:
+        done = conn.execute(delete(table).where(table.c.user_id == user_id).where(table.c.version == version))
+    return done.rowcount == 1
 
 
 def render_user(rt, user_id: str) -> None:
@@ -63,7 +102,7 @@ def render_user(rt, user_id: str) -> None:
     markdown.write_files(files)
 
 
-def _upsert(rt, rows: list[Memory]) -> None:
+def _upsert(rt, rows) -> None:
     vectors: list[list[float] | None]
     if rt.embedder is not None:
         vectors = list(rt.embedder.embed([m.text for m in rows]))
@@ -73,9 +112,10 @@ def _upsert(rt, rows: list[Memory]) -> None:
     rt.index.upsert(points)
 
 
-def _mark_indexed(rt, rows: list[Memory]) -> None:
-    """Mark rows indexed unless they changed meanwhile (then they stay in the outbox); one
-    statement executed for every row."""
+def _mark_indexed(rt, rows) -> int | None:
+    """Mark rows indexed unless they changed meanwhile (then they stay in the outbox), and their
+    users' views due, in one transaction. Returns how many were marked, None if the driver
+    cannot tell."""
     table = Memory.__table__
     stmt = (
         update(table)
@@ -85,7 +125,17 @@ def _mark_indexed(rt, rows: list[Memory]) -> None:
         .values(indexed_at=utcnow())
     )
     with rt.engine.begin() as conn:
-        conn.execute(stmt, [{"mid": m.id, "seen": m.updated_at} for m in rows])
+        result = conn.execute(stmt, [{"mid": m.id, "seen": m.updated_at} for m in rows])
+        _mark_due(conn, sorted({m.user_id for m in rows}))
+    return result.rowcount if conn.dialect.supports_sane_multi_rowcount else None
+
+
+def _mark_due(conn, user_ids: list[str]) -> None:
+    """Insert a due mark for each user, or bump its version (sorted ids: no lock-order deadlock)."""
+    table = ViewDue.__table__
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = module.insert(table).values([{"user_id": u, "version": 1} for u in user_ids])
+    conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"version": table.c.version + 1}))
 
 
 def reindex(rt) -> int:
@@ -131,4 +181,4 @@ def _differs(m: Memory, payload: dict) -> bool:
     return any(payload.get(f) != expected[f] for f in CHECKED_FIELDS)
 
 
-__all__ = ["Drift", "check", "drain", "payload_for", "reindex", "render_user"]
+__all__ = ["Drift", "check", "clear_due", "drain", "due_views", "payload_for", "reindex", "render_due", "render_user"]

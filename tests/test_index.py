@@ -274,6 +274,23 @@ def test_scope_filter_isolates(scoped, scope, expected):
     assert set(ids(scoped.search_text("kubernetes", scope, 10))) == expected
 
 
+@pytest.mark.parametrize(
+    ("scope", "expected"),
+    [
+        (Scope("alice"), {"a4"}),
+        (Scope("bob"), set()),
+        (Scope("alice", agent_id="x"), set()),
+        (Scope("alice", agent_id="x", project="p"), {"a1"}),
+        (Scope("alice", agent_id="x", project="q", team="t"), {"a3"}),
+        (Scope("bob", agent_id="x", project="p", team="t"), {"b1"}),
+    ],
+)
+def test_exact_scope_keeps_only_what_the_scope_owns(scoped, scope, expected):
+    flt = SearchFilter(exact_scope=True)
+    assert set(ids(scoped.search_dense([1, 0, 0, 0], scope, 10, flt))) == expected
+    assert set(ids(scoped.search_text("kubernetes", scope, 10, flt))) == expected
+
+
 def test_user_a_never_sees_user_b(scoped):
     for hits in (
         scoped.search_dense([1, 0, 0, 0], Scope("alice"), 100),

@@ -6,7 +6,7 @@ from dreamer.errors import ConfigError, StoreError
 
 TABLES = {
     "sessions", "messages", "cursors", "memories", "memory_events", "daily_notes", "dream_runs",
-    "leases", "activity", "scheduler_state",
+    "leases", "activity", "scheduler_state", "views_due",
 }
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import update
 from dreamer import cabinet, db, outbox
 from dreamer.config import Settings
 from dreamer.db import session_scope
-from dreamer.index import IndexPoint
+from dreamer.index import EdgeIndex, IndexPoint
 from dreamer.models import Memory
 from dreamer.runtime import Runtime
 
@@ -49,28 +49,42 @@ def test_every_kind_of_drift_is_reported(tmp_path):
     engine.dispose()
 
 
-def test_a_row_changed_while_it_is_drained_is_drained_again(tmp_path, monkeypatch):
+class EditedDuringUpsert:
+    """A real index that lets another writer change a row once, right after the first upsert
+    (between the outbox's index write and its marking the rows indexed)."""
+
+    def __init__(self, inner, edit) -> None:
+        self.inner, self.edit, self.edited = inner, edit, False
+
+    def upsert(self, points):
+        self.inner.upsert(points)
+        if not self.edited:
+            self.edited = True
+            self.edit()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_row_changed_while_it_is_drained_is_drained_again(tmp_path):
     settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none")
     engine = db.make_engine(settings.resolved_database_url())
     db.upgrade(engine)
-    render = outbox.render_user
-    edits = []
+    with session_scope(engine) as s:
+        ids = [cabinet.add_memory(s, user_id="u", kind="preference", text=f"The user prefers item {i}.",
+                                  source="dream", evidence=[{"session_id": i, "seqs": [1]}]).id for i in range(3)]
 
-    def render_while_edited(rt, user_id):  # another writer changes a row between upsert and mark
-        if not edits:
-            with session_scope(engine) as s:
-                m = s.get(Memory, ids[1])
-                m.text, m.updated_at = "The user prefers item one, changed.", m.updated_at + timedelta(seconds=1)
-            edits.append(ids[1])
-        render(rt, user_id)
-
-    monkeypatch.setattr(outbox, "render_user", render_while_edited)
-    with Runtime.open(settings, engine=engine, llm=None, embedder=None) as rt:
+    def edit():
         with session_scope(engine) as s:
-            ids = [cabinet.add_memory(s, user_id="u", kind="preference", text=f"The user prefers item {i}.",
-                                      source="dream", evidence=[{"session_id": i, "seqs": [1]}]).id for i in range(3)]
+            m = s.get(Memory, ids[1])
+            m.text, m.updated_at = "The user prefers item one, changed.", m.updated_at + timedelta(seconds=1)
+
+    edge = EdgeIndex(settings.index_dir, settings.embed_dim)
+    index = EditedDuringUpsert(edge, edit)
+    with Runtime.open(settings, engine=engine, llm=None, embedder=None, index=index) as rt:
         assert outbox.drain(rt) == 4
-        assert edits == [ids[1]]
+        assert index.edited
         assert outbox.check(rt).clean
         assert rt.index.payloads(["text"])[ids[1]] == {"text": "The user prefers item one, changed."}
+    edge.close()
     engine.dispose()

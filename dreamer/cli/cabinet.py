@@ -138,15 +138,12 @@ def memories_forget(
     ctx: typer.Context, memory_id: str, reason: str = typer.Option(..., "--reason", help="Why (kept in history)."),
 ) -> None:
     """Forget a memory: it is kept for history, never returned by default."""
-    from dreamer.dream import render_user
-
     settings = settings_of(ctx)
     engine = open_store(settings)
     with session_scope(engine) as s:
         m = cab.forget(s, _find(s, memory_id).id, reason=reason)
     with Runtime.open(settings, engine=engine) as rt:
-        outbox.drain(rt)
-        render_user(rt, m.user_id)
+        outbox.drain(rt)  # indexes the change and renders the user's view
     out.print(f"forgot {m.id}", markup=False)
 
 

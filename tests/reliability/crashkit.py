@@ -180,7 +180,7 @@ class Tracker:
 
         self._around(dream, "_load_work", "load", None)
         self._around(OpenAILLM, "complete_json", "llm", "between_llm")
-        self._around(cabinet, "add_memory", None, "in_tx")
+        self._around(cabinet, "insert_memories", None, "in_tx")
         self._around(cabinet, "merge_into", None, "in_tx")
         self._around(dream, "_plan", "plan", None)
         self._around(dream, "_apply", "apply", "committed")
