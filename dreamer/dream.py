@@ -216,8 +216,9 @@ def plan_candidates(
     thresholds = Thresholds(dup=st.dup_threshold, ambiguous_low=st.ambiguous_low)
     sims = _similarities(vectors)
     planned: list[Planned] = []
-    for i, (cand, vec, digest) in enumerate(zip(candidates, vectors, hashes)):
-        neighbours = find_neighbours(rt, scope, cand.text, vec, exact=exact) + _pending(planned, cand, sims, hashes)
+    found = find_neighbours(rt, scope, [c.text for c in candidates], vectors, exact=exact)
+    for cand, vec, digest, stored in zip(candidates, vectors, hashes, found):
+        neighbours = stored + _pending(planned, cand, sims, hashes)
         if digest in known.current:
             m = known.current[digest]
             neighbours.append(Neighbour(m.id, m.text, m.kind, m.content_hash, 1.0, m.status))
@@ -231,17 +232,21 @@ def plan_candidates(
 NEIGHBOUR_FIELDS = ("text", "kind", "status", "content_hash")  # what a neighbour search reads
 
 
-def find_neighbours(rt, scope: Scope, text: str, vec, *, exact: bool = False) -> list[Neighbour]:
-    """The nearest current memories in scope: dense when a vector is given, else BM25 + word overlap.
+def find_neighbours(rt, scope: Scope, texts: list[str], vectors: list, *, exact: bool = False) -> list[list[Neighbour]]:
+    """Each text's nearest current memories in scope: dense when every text has a vector (one
+    batched search), else BM25 + word overlap.
 
     With `exact`, only memories owned by exactly `scope` (see `SearchFilter.exact_scope`)."""
     k = rt.settings.neighbours
     flt = SearchFilter(payload_fields=NEIGHBOUR_FIELDS, exact_scope=exact)
-    if vec is not None:
-        hits = rt.index.search_dense(vec, scope, k, flt)
-        return [_neighbour(h.payload, h.memory_id, float(h.score)) for h in hits]
-    hits = rt.index.search_text(text, scope, k, flt)
-    return [_neighbour(h.payload, h.memory_id, token_similarity(text, h.payload.get("text", ""))) for h in hits]
+    if vectors and all(v is not None for v in vectors):
+        found = rt.index.search_dense_many(vectors, scope, k, flt)
+        return [[_neighbour(h.payload, h.memory_id, float(h.score)) for h in hits] for hits in found]
+    return [
+        [_neighbour(h.payload, h.memory_id, token_similarity(text, h.payload.get("text", "")))
+         for h in rt.index.search_text(text, scope, k, flt)]
+        for text in texts
+    ]
 
 
 def _neighbour(payload: dict, memory_id: str, similarity: float) -> Neighbour:
@@ -343,8 +348,9 @@ def apply_all(
     events: list[dict] = []
     later: list[tuple[str, Planned, str, list[dict]]] = []  # (action, planned, target id, evidence)
     outcomes = []
+    superseded: set[str] = set()  # no longer current once this batch is applied
     for p, ev in zip(planned, evidence):
-        outcome, target = _resolve(s, p, planned)
+        outcome, target = _resolve(s, p, planned, superseded)
         if outcome in ("added", "superseded"):
             row = cabinet.memory_row(
                 user_id=owner.user_id, agent_id=owner.agent_id, project=owner.project, team=owner.team,
@@ -357,6 +363,8 @@ def apply_all(
             p.memory_id = row["id"]
         elif outcome == "merged":
             p.memory_id = target
+        if outcome == "superseded":
+            superseded.add(target)  # type: ignore[arg-type]
         if outcome in ("merged", "superseded"):
             later.append((outcome, p, target, ev))  # type: ignore[arg-type]
         outcomes.append(outcome)
@@ -370,12 +378,15 @@ def apply_all(
     return outcomes
 
 
-def _resolve(s, p: Planned, planned: list[Planned]) -> tuple[str, str | None]:
-    """What applying `p` does, and the id of the stored memory it merges into or supersedes."""
+def _resolve(s, p: Planned, planned: list[Planned], superseded: set[str]) -> tuple[str, str | None]:
+    """What applying `p` does, and the id of the current memory it merges into or supersedes
+    (one superseded earlier in the batch is not current any more)."""
     d = p.decision
     if d.action == "reject":
         return "rejected", None
     target = _target(s, d.target, planned)
+    if target in superseded:
+        target = None
     if d.action == "merge" and target is not None:
         return "merged", target
     if d.action == "supersede" and target is not None:

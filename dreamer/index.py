@@ -118,6 +118,12 @@ class MemoryIndex(Protocol):
         self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]: ...
 
+    def search_dense_many(
+        self, vectors: Sequence[Sequence[float]], scope: Scope, limit: int, flt: SearchFilter | None = None
+    ) -> list[list[Hit]]:
+        """`search_dense` for each vector, in one request to the backend."""
+        ...
+
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]: ...
@@ -575,6 +581,24 @@ class EdgeIndex:
         query = qe.Query.Nearest(list(map(float, vector)), using=DENSE)
         return self._query(query, _conditions(scope, flt), limit, hit_fields(flt))
 
+    def search_dense_many(
+        self, vectors: Sequence[Sequence[float]], scope: Scope, limit: int, flt: SearchFilter | None = None
+    ) -> list[list[Hit]]:
+        require_scope(scope)
+        for vector in vectors:
+            _check_vector(vector, self.dim, "query vector")
+        if limit <= 0 or _matches_nothing(flt) or not vectors:
+            return [[] for _ in vectors]
+        edge_filter, selector = _edge_filter(_conditions(scope, flt)), _payload_selector(hit_fields(flt))
+        requests = [
+            qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(map(float, v)), using=DENSE),
+                            filter=edge_filter, with_payload=selector, with_vector=False)
+            for v in vectors
+        ]
+        with _index_errors("search"):
+            found = self.shard.query_batch(qe.QueryBatchRequest(requests))
+        return [[_hit(p.payload, p.score) for p in points] for points in found]
+
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]:
@@ -800,12 +824,27 @@ class QdrantClientIndex:
     def search_dense(
         self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]:
+        return self.search_dense_many([vector], scope, limit, flt)[0]
+
+    def search_dense_many(
+        self, vectors: Sequence[Sequence[float]], scope: Scope, limit: int, flt: SearchFilter | None = None
+    ) -> list[list[Hit]]:
+        from qdrant_client import models
+
         require_scope(scope)
-        _check_vector(vector, self.dim, "query vector")
-        if limit <= 0 or _matches_nothing(flt):
-            return []
-        conds = _conditions(scope, flt)
-        return self._query(list(map(float, vector)), DENSE, conds, limit, hit_fields(flt))
+        for vector in vectors:
+            _check_vector(vector, self.dim, "query vector")
+        if limit <= 0 or _matches_nothing(flt) or not vectors:
+            return [[] for _ in vectors]
+        query_filter, fields = _client_filter(_conditions(scope, flt)), hit_fields(flt)
+        requests = [
+            models.QueryRequest(query=list(map(float, v)), using=DENSE, filter=query_filter, limit=limit,
+                                with_payload=True if fields is None else fields, with_vector=False)
+            for v in vectors
+        ]
+        with _index_errors("search"):
+            responses = self.client.query_batch_points(self.collection, requests=requests)
+        return [[_hit(p.payload, p.score) for p in r.points] for r in responses]
 
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None

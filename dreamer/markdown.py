@@ -349,8 +349,9 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path`` through a temp file and `os.replace`; False if unchanged."""
+def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> bool:
+    """Write ``data`` to ``path`` through a temp file and `os.replace`; False if unchanged.
+    Without `sync_dir`, the caller fsyncs the folder (to make the rename durable) itself."""
     path = Path(path)
     try:
         if path.read_bytes() == data:
@@ -374,7 +375,8 @@ def write_atomic(path: Path, data: bytes) -> bool:
         except OSError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
     return True
 
 
@@ -413,11 +415,10 @@ def write_files(files: list[RenderedFile]) -> None:
     for folder in sorted({f.path.parent for f in files}):
         if folder.is_dir():
             remove_orphaned_temps(folder)
-    written = 0
-    for f in files:
-        if write_atomic(f.path, f.content.encode("utf-8")):
-            written += 1
-    log.debug("wrote %d of %d files", written, len(files))
+    changed = sorted({f.path.parent for f in files if write_atomic(f.path, f.content.encode("utf-8"), sync_dir=False)})
+    for folder in changed:  # one fsync per folder makes all its renames durable
+        _fsync_dir(folder)
+    log.debug("wrote files in %d of %d folders", len(changed), len({f.path.parent for f in files}))
 
 
 # --- daily notes ----------------------------------------------------------------------

@@ -18,10 +18,10 @@ from sqlalchemy import bindparam, delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 
-from dreamer import cabinet, markdown
+from dreamer import markdown
 from dreamer.db import session_scope
 from dreamer.index import IndexPoint
-from dreamer.models import Memory, ViewDue, utcnow
+from dreamer.models import CURRENT_STATUSES, Memory, ViewDue, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ def drain(rt, *, batch: int = 256, render: bool = True) -> int:
     without, they wait for the next drain that renders (a dream pass renders once, at its end)."""
     total = 0
     while True:
-        with session_scope(rt.engine) as s:
-            rows = s.exec(select(*OUTBOX_COLUMNS).where(Memory.indexed_at.is_(None)).order_by(Memory.id).limit(batch)).all()
+        with rt.engine.connect() as conn:
+            rows = conn.execute(select(*OUTBOX_COLUMNS).where(Memory.indexed_at.is_(None)).order_by(Memory.id).limit(batch)).all()
         if not rows:
             break
         _upsert(rt, rows)
@@ -94,10 +94,19 @@ def clear_due(engine, user_id: str, version: int) -> bool:
     return done.rowcount == 1
 
 
+VIEW_COLUMNS = (  # what the Markdown view reads of a memory
+    Memory.id, Memory.user_id, Memory.kind, Memory.text, Memory.status, Memory.evidence, Memory.importance,
+    Memory.untrusted, Memory.project, Memory.last_seen, Memory.updated_at,
+)
+
+
 def render_user(rt, user_id: str) -> None:
     """Write one user's Markdown view from the current SQL records."""
-    with session_scope(rt.engine) as s:
-        memories = cabinet.current_memories(s, user_id)
+    with rt.engine.connect() as conn:
+        memories = conn.execute(
+            select(*VIEW_COLUMNS).where(Memory.user_id == user_id).where(Memory.status.in_(CURRENT_STATUSES))
+            .order_by(Memory.created_at, Memory.id)
+        ).all()
     files = markdown.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
     markdown.write_files(files)
 

@@ -127,6 +127,11 @@ class TimeSharedIndex:
     def search_dense(self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         return self._index().search_dense(vector, scope, limit, flt)
 
+    def search_dense_many(
+        self, vectors: Sequence[Sequence[float]], scope: Scope, limit: int, flt: SearchFilter | None = None
+    ) -> list[list[Hit]]:
+        return self._index().search_dense_many(vectors, scope, limit, flt)
+
     def search_text(self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         return self._index().search_text(query, scope, limit, flt)
 

@@ -8,7 +8,9 @@ from sqlmodel import select
 
 from dreamer import cabinet
 from dreamer.db import session_scope
-from dreamer.dream import dream_pass
+from dreamer.consolidate import Decision
+from dreamer.dream import Planned, apply_all, dream_pass
+from dreamer.extract import Candidate
 from dreamer.index import Scope, SearchFilter
 from dreamer.ingest.store import record_messages
 from dreamer.models import Cursor, Memory, MemoryEvent
@@ -245,3 +247,35 @@ def test_rules_extractor_without_an_llm(settings, engine, server, tmp_path):
         assert sorted(m.text for m in memories(rt)) == ["The user prefers quiet hotels.", "The user's name is Dana."]
     finally:
         rt.close()
+
+
+def test_apply_all_in_one_batch(engine):
+    """Adds are written first; a merge into a memory added earlier in the batch finds it; a memory
+    is superseded once (a second candidate aiming at it is added instead); rejects write nothing."""
+    with session_scope(engine) as s:
+        old = cabinet.add_memory(s, user_id="ada", kind="preference", text="The user prefers tea.", source="dream",
+                                 evidence=[{"session_id": None, "seqs": [9]}]).id
+
+    def plan(text: str, decision: Decision) -> Planned:
+        return Planned(Candidate(kind="preference", text=text, seqs=[1]), decision)
+
+    planned = [
+        plan("The user prefers coffee.", Decision("supersede", old, "judged update")),
+        plan("The user prefers green tea.", Decision("supersede", old, "judged contradicts")),
+        plan("The user really prefers coffee.", Decision("merge", "pending:0", "similarity 0.95")),
+        plan("The user likes hats.", Decision("reject", reason="a person forgot this memory")),
+    ]
+    with session_scope(engine) as s:
+        outcomes = apply_all(s, planned, Scope("ada"), source="dream",
+                             evidence=[[{"session_id": None, "seqs": [i]}] for i in range(4)])
+    assert outcomes == ["superseded", "added", "merged", "rejected"]
+    first, second = planned[0].memory_id, planned[1].memory_id
+    assert planned[2].memory_id == first and planned[3].memory_id is None
+    with session_scope(engine) as s:
+        rows = {m.id: m for m in s.exec(select(Memory)).all()}
+        events = [(e.memory_id, e.event) for e in s.exec(select(MemoryEvent).order_by(MemoryEvent.id)).all()]
+    assert (rows[old].status, rows[old].superseded_by) == ("superseded", first)
+    assert rows[first].evidence == [{"session_id": None, "seqs": [0]}, {"session_id": None, "seqs": [2]}]
+    assert sorted(m.text for m in rows.values() if m.status == "candidate") == [
+        "The user prefers coffee.", "The user prefers green tea."]
+    assert events == [(old, "add"), (first, "add"), (second, "add"), (old, "supersede"), (first, "merge")]

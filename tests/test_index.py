@@ -172,6 +172,18 @@ def test_dense_search_ranks_nearest_first(index):
     assert ids(index.search_dense([1, 0, 0, 0], ALICE, 2)) == ["exact", "near"]
 
 
+def test_dense_search_many_answers_each_vector_as_one_search_would(index):
+    index.upsert([mem("x", vector=[1, 0, 0, 0]), mem("y", vector=[0, 1, 0, 0]), mem("xy", vector=[1, 1, 0, 0]),
+                  mem("bob-x", vector=[1, 0, 0, 0], user="bob")])
+    queries = [[1, 0, 0, 0], [0, 1, 0, 0], [0.2, 1, 0, 0]]
+    many = index.search_dense_many(queries, ALICE, 2, SearchFilter(payload_fields=("kind",)))
+    assert [ids(hits) for hits in many] == [["x", "xy"], ["y", "xy"], ["y", "xy"]]
+    assert [ids(hits) for hits in many] == [ids(index.search_dense(q, ALICE, 2)) for q in queries]
+    assert [sorted(h.payload) for h in many[0]] == [["kind", "memory_id"], ["kind", "memory_id"]]
+    assert index.search_dense_many([], ALICE, 2) == []
+    assert index.search_dense_many(queries, ALICE, 0) == [[], [], []]
+
+
 def test_text_search_finds_a_rare_word(index):
     index.upsert(
         [

@@ -3,7 +3,7 @@ that marks the rows indexed, rendered later and cleared only at the version rend
 
 from __future__ import annotations
 
-from dreamer import cabinet, db, markdown, outbox
+from dreamer import cabinet, markdown, outbox
 from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.index import EdgeIndex
@@ -12,7 +12,6 @@ from dreamer.runtime import Runtime
 
 def runtime(tmp_path, engine) -> Runtime:
     settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none")
-    db.upgrade(engine)
     index = EdgeIndex(tmp_path / "index", settings.embed_dim)
     return Runtime.open(settings, engine=engine, llm=None, embedder=None, index=index)
 
