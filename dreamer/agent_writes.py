@@ -65,7 +65,7 @@ def remember(
         with session_scope(rt.engine) as s:
             [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
             memory = s.get(Memory, p.memory_id)
-        outbox.drain(rt)  # indexes it and renders the user's view
+        outbox.drain(rt, users=[scope.user_id])  # indexes it and renders the user's view
     log.info("agent write for %s: %s %s (%s)", scope.user_id, outcome, p.memory_id, p.decision.reason)
     return memory
 
@@ -78,7 +78,7 @@ def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
             if m is None or not in_scope(m, scope):
                 raise NotFound(f"no memory {memory_id}")
             m = cabinet.forget(s, memory_id, reason=reason, user_id=scope.user_id)
-        outbox.drain(rt)  # indexes the change and renders the user's view
+        outbox.drain(rt, users=[scope.user_id])  # indexes the change and renders the user's view
     return m
 
 

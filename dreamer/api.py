@@ -32,6 +32,7 @@ from dreamer.busy import CoalescedBusy, activity_key
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired
 from dreamer.index import Scope
+from dreamer.ingest.base import as_utc
 from dreamer.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
 from dreamer.recall import context, recall
 
@@ -419,7 +420,8 @@ def _own_session(rt, g: Grant, external_id: str) -> Session:
 def _memory_json(m: Memory) -> dict:
     return {
         "memory_id": m.id, "text": m.text, "kind": m.kind, "status": m.status, "source": m.source,
-        "evidence": m.evidence, "created_at": m.created_at.isoformat(), "updated_at": m.updated_at.isoformat(),
+        "evidence": m.evidence, "created_at": as_utc(m.created_at).isoformat(),
+        "updated_at": as_utc(m.updated_at).isoformat(),
     }
 
 

@@ -71,7 +71,8 @@ def add_memory(
         user_id=user_id, agent_id=agent_id, project=project, team=team, kind=kind, text=text, source=source,
         evidence=evidence, importance=importance, tags=tags, untrusted=untrusted, memory_id=memory_id, now=now,
     ))
-    s.add(m)  # inserted with the caller's other rows in one flush (memories before their events)
+    s.add(m)
+    s.flush()  # the row exists before its event (no relationship() tells the unit of work the order)
     record_event(s, m.id, "add", reason=reason, run_id=run_id, data={"evidence": evidence})
     return m
 

@@ -95,7 +95,8 @@ def dream_pass(
             except (CircuitOpen, BudgetExceeded) as exc:
                 run.status, run.error = "stopped", str(exc)
                 break
-        outbox.drain(rt)
+        lease.keep_alive()
+        outbox.drain(rt)  # and every due view rendered, once per user
     except BaseException as exc:
         run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
         _save_run(rt, run, tally, llm)
@@ -344,6 +345,7 @@ def apply_all(
     added or superseded), in order. New memories and their add events are written first, two
     statements in all; merges and supersessions then load their targets like any stored row."""
     now = now or utcnow()
+    stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict] = []
     events: list[dict] = []
     later: list[tuple[str, Planned, str, list[dict]]] = []  # (action, planned, target id, evidence)
@@ -370,12 +372,22 @@ def apply_all(
         outcomes.append(outcome)
     cabinet.insert_memories(s, rows, events)
     for outcome, p, target, ev in later:
-        m = s.get(Memory, target)
+        m = stored.get(target) or s.get(Memory, target)  # else added earlier in this batch
         if outcome == "merged":
             cabinet.merge_into(s, m, ev, run_id=run_id, reason=p.decision.reason, importance=p.candidate.importance, now=now)
         else:
             cabinet.supersede(s, m, p.memory_id, run_id=run_id, reason=p.decision.reason, now=now)
     return outcomes
+
+
+def _lock_targets(s, planned: list[Planned]) -> list[Memory]:
+    """Load and row-lock the stored memories the batch may merge into or supersede, in id order
+    (two workers locking the same rows cannot deadlock): another worker's merge into the same
+    memory waits for this transaction instead of overwriting its evidence."""
+    ids = sorted({p.decision.target for p in planned if p.decision.target and not p.decision.target.startswith("pending:")})
+    if not ids:
+        return []
+    return list(s.exec(select(Memory).where(Memory.id.in_(ids)).order_by(Memory.id).with_for_update()).all())
 
 
 def _resolve(s, p: Planned, planned: list[Planned], superseded: set[str]) -> tuple[str, str | None]:
@@ -468,4 +480,3 @@ def _save_run(rt, run: DreamRun, tally: Tally, llm) -> DreamRun:
     return run
 
 
-render_user = outbox.render_user  # the Markdown view is rendered by the outbox

@@ -327,7 +327,7 @@ def flush_session(rt, session_id: int, *, trigger: str | None = None, now: datet
         if written is None:
             log.info("session %s: window %s-%s was flushed meanwhile", session_id, window.start, window.end)
             return FlushResult(session_id, "already_flushed", trigger, (window.start, window.end), extractor=extractor)
-        outbox.drain(rt)
+        outbox.drain(rt, users=[window.session.user_id])
     day = now.date().isoformat()
     path = markdown.append_daily_note(rt.settings.workspace_dir, window.session.user_id, day, written)
     log.info("session %s: flushed window %s-%s (%s) into %d note(s)", session_id, window.start, window.end, trigger, len(written))

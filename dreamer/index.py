@@ -241,6 +241,15 @@ def _payload(point: IndexPoint) -> dict[str, Any]:
     return payload
 
 
+def _asks_nothing(vectors: Sequence[Sequence[float]], dim: int, scope: Scope, limit: int,
+                  flt: SearchFilter | None) -> bool:
+    """Check a dense search's arguments (scope, vector lengths); True when it can match nothing."""
+    require_scope(scope)
+    for vector in vectors:
+        _check_vector(vector, dim, "query vector")
+    return limit <= 0 or _matches_nothing(flt) or not vectors
+
+
 def _check_vector(vector: Sequence[float] | None, dim: int, what: str) -> None:
     if vector is not None and len(vector) != dim:
         raise ConfigError(f"{what} has {len(vector)} dimensions, the index expects {dim}")
@@ -574,9 +583,7 @@ class EdgeIndex:
     def search_dense(
         self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]:
-        require_scope(scope)
-        _check_vector(vector, self.dim, "query vector")
-        if limit <= 0 or _matches_nothing(flt):
+        if _asks_nothing([vector], self.dim, scope, limit, flt):
             return []
         query = qe.Query.Nearest(list(map(float, vector)), using=DENSE)
         return self._query(query, _conditions(scope, flt), limit, hit_fields(flt))
@@ -584,10 +591,7 @@ class EdgeIndex:
     def search_dense_many(
         self, vectors: Sequence[Sequence[float]], scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[list[Hit]]:
-        require_scope(scope)
-        for vector in vectors:
-            _check_vector(vector, self.dim, "query vector")
-        if limit <= 0 or _matches_nothing(flt) or not vectors:
+        if _asks_nothing(vectors, self.dim, scope, limit, flt):
             return [[] for _ in vectors]
         edge_filter, selector = _edge_filter(_conditions(scope, flt)), _payload_selector(hit_fields(flt))
         requests = [
@@ -831,10 +835,7 @@ class QdrantClientIndex:
     ) -> list[list[Hit]]:
         from qdrant_client import models
 
-        require_scope(scope)
-        for vector in vectors:
-            _check_vector(vector, self.dim, "query vector")
-        if limit <= 0 or _matches_nothing(flt) or not vectors:
+        if _asks_nothing(vectors, self.dim, scope, limit, flt):
             return [[] for _ in vectors]
         query_filter, fields = _client_filter(_conditions(scope, flt)), hit_fields(flt)
         requests = [

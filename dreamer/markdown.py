@@ -15,6 +15,7 @@ person's edits to the text can be matched back to the memory (`parse_entries`).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import logging
@@ -22,10 +23,11 @@ import os
 import re
 import socket
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from dreamer.models import AGENT_KINDS, CODE_KINDS, CURRENT_STATUSES, KINDS, Memory
 from dreamer.redact import redact
@@ -334,6 +336,21 @@ def render_user(
 
 
 # --- writing --------------------------------------------------------------------------
+
+
+RENDER_LOCK = ".render.lock"
+
+
+@contextmanager
+def render_lock(folder: Path) -> Iterator[None]:
+    """Hold the render lock of a user's folder: one renderer at a time, across processes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / RENDER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _fsync_dir(folder: Path) -> None:

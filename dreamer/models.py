@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 AGENT_KINDS = ("preference", "profile", "focus")
@@ -176,12 +176,13 @@ class DreamRun(SQLModel, table=True):
 
 class ViewDue(SQLModel, table=True):
     """A user whose Markdown view is behind SQL. Marked in the transaction that marks memories
-    indexed; cleared once rendered, only if no mark came in meanwhile (the version)."""
+    indexed, each mark with a fresh random `version`; cleared once rendered, only if that is
+    still the mark the renderer read."""
 
     __tablename__ = "views_due"
 
     user_id: str = Field(primary_key=True, max_length=255)
-    version: int = 1
+    version: int = Field(sa_type=BigInteger)
 
 
 class Lease(SQLModel, table=True):

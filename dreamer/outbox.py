@@ -12,6 +12,8 @@ its own schedule (`EdgeIndex`), not once per drain.
 from __future__ import annotations
 
 import logging
+import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, delete, update
@@ -49,10 +51,11 @@ def payload_for(m) -> dict:
     }
 
 
-def drain(rt, *, batch: int = 256, render: bool = True) -> int:
+def drain(rt, *, batch: int = 256, render: bool = True, users: Sequence[str] | None = None) -> int:
     """Index every memory waiting in the outbox and mark its user's Markdown view due; returns
-    how many. With `render`, every due view is then rendered (also those a crash left due);
-    without, they wait for the next drain that renders (a dream pass renders once, at its end)."""
+    how many. With `render`, the due views of `users` are then rendered (None: every due view,
+    also those a killed process left due); without, they wait (a dream pass renders once, at
+    its end)."""
     total = 0
     while True:
         with rt.engine.connect() as conn:
@@ -65,32 +68,46 @@ def drain(rt, *, batch: int = 256, render: bool = True) -> int:
         if len(rows) < batch and marked == len(rows):
             break  # the outbox is empty now, unless a row changed meanwhile (then read it again)
     if render:
-        render_due(rt)
+        render_due(rt, users)
     return total
 
 
-def render_due(rt) -> int:
-    """Render every user view marked due; a mark that came in meanwhile stays for the next time.
-    Returns how many views were rendered."""
-    due = due_views(rt.engine)
-    for user_id, version in due:
-        render_user(rt, user_id)
-        clear_due(rt.engine, user_id, version)
-    return len(due)
+def render_due(rt, users: Sequence[str] | None = None) -> int:
+    """Render the views marked due (of `users`, or all), one renderer per user at a time across
+    processes; a mark made after a render read SQL stays for the next time. Returns how many
+    views were rendered."""
+    rendered = 0
+    for user_id, _ in due_views(rt.engine, users):
+        with markdown.render_lock(markdown.user_dir(rt.settings.workspace_dir, user_id)):
+            token = _due_token(rt.engine, user_id)  # again, under the lock: another may have rendered it
+            if token is None:
+                continue
+            render_user(rt, user_id)
+            clear_due(rt.engine, user_id, token)
+            rendered += 1
+    return rendered
 
 
-def due_views(engine) -> list[tuple[str, int]]:
-    """(user id, version) of every view marked due."""
+def due_views(engine, users: Sequence[str] | None = None) -> list[tuple[str, int]]:
+    """(user id, mark token) of every view marked due, or of those of `users`."""
     table = ViewDue.__table__
+    q = select(table.c.user_id, table.c.version).order_by(table.c.user_id)
+    if users is not None:
+        q = q.where(table.c.user_id.in_(list(users)))
     with engine.connect() as conn:
-        return [(u, v) for u, v in conn.execute(select(table.c.user_id, table.c.version).order_by(table.c.user_id))]
+        return [(u, v) for u, v in conn.execute(q)]
 
 
-def clear_due(engine, user_id: str, version: int) -> bool:
-    """Clear a user's due mark if it is still at `version` (rendered); False if marked again since."""
+def _due_token(engine, user_id: str) -> int | None:
+    return next((v for _, v in due_views(engine, [user_id])), None)
+
+
+def clear_due(engine, user_id: str, token: int) -> bool:
+    """Clear a user's due mark if it is still the one read (`token`); False if marked again since.
+    Tokens are random, never reused, so a late clear cannot remove a newer mark."""
     table = ViewDue.__table__
     with engine.begin() as conn:
-        done = conn.execute(delete(table).where(table.c.user_id == user_id).where(table.c.version == version))
+        done = conn.execute(delete(table).where(table.c.user_id == user_id).where(table.c.version == token))
     return done.rowcount == 1
 
 
@@ -140,11 +157,11 @@ def _mark_indexed(rt, rows) -> int | None:
 
 
 def _mark_due(conn, user_ids: list[str]) -> None:
-    """Insert a due mark for each user, or bump its version (sorted ids: no lock-order deadlock)."""
+    """Mark each user's view due with a fresh random token (sorted ids: no lock-order deadlock)."""
     table = ViewDue.__table__
     module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = module.insert(table).values([{"user_id": u, "version": 1} for u in user_ids])
-    conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"version": table.c.version + 1}))
+    stmt = module.insert(table).values([{"user_id": u, "version": secrets.randbits(62)} for u in user_ids])
+    conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"version": stmt.excluded.version}))
 
 
 def reindex(rt) -> int:

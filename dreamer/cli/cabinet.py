@@ -143,7 +143,7 @@ def memories_forget(
     with session_scope(engine) as s:
         m = cab.forget(s, _find(s, memory_id).id, reason=reason)
     with Runtime.open(settings, engine=engine) as rt:
-        outbox.drain(rt)  # indexes the change and renders the user's view
+        outbox.drain(rt, users=[m.user_id])  # indexes the change and renders the user's view
     out.print(f"forgot {m.id}", markup=False)
 
 

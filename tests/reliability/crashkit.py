@@ -4,8 +4,9 @@ dream passes until it is killed (a process forked from a preloaded server).
 The child records which phase of the pass it is in (one small file, overwritten with
 `os.pwrite`), so the driver can tell where each SIGKILL landed. A child may also be told to
 SIGKILL itself the n-th time it enters a phase: a real kill at a point random timing rarely
-hits (inside the SQL transaction, between commit and index upsert, between a Markdown temp
-file and its rename). All of this lives here, in the test; the library has no crash hooks.
+hits (inside the SQL transaction, between commit and index upsert, after the rows are marked
+indexed and their views due but before a view is rendered, between a Markdown temp file and its
+rename). All of this lives here, in the test; the library has no crash hooks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 EMBED_DIM = 128
 LEASE_SECONDS = 0.5  # session and run leases: a killed child holds them this long
-TARGETED = ("between_llm", "in_tx", "committed", "indexed", "md_rename")
+TARGETED = ("between_llm", "in_tx", "committed", "indexed", "due", "md_rename")
 PHASE_WIDTH = 16
 PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
 
@@ -185,6 +186,7 @@ class Tracker:
         self._around(dream, "_plan", "plan", None)
         self._around(dream, "_apply", "apply", "committed")
         self._around(outbox, "_upsert", "index", "indexed")
+        self._around(outbox, "_mark_indexed", None, "due")  # marked indexed, its view due, not rendered
         self._around(markdown, "write_files", "markdown", None)
         markdown.os = _OsWithHook(self)  # type: ignore[attr-defined]
 
