@@ -29,7 +29,7 @@ from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.index import EdgeIndex, IndexPoint, QdrantClientIndex, Scope
 from dreamer.models import Cursor, Memory, Message, Session, new_memory_id, utcnow
-from dreamer.runtime import Runtime
+from dreamer.runtime import Runtime, settle
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,8 @@ def touch_sessions(engine, sessions: list[int], share: float, rng: random.Random
 def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: int = 16, users: int = 20) -> dict:
     """Candidates consolidated per second (embed, neighbours, decide, apply, index, Markdown) against
     the embedder's own sentences per second on the same texts in the same batches, the model warmed
-    up on a batch of that size first. The two are timed batch by batch, interleaved, so machine
+    up on a batch of that size first, and the start-up heap settled as the daemon and workers
+    settle theirs (`runtime.settle`). The two are timed batch by batch, interleaved, so machine
     noise hits both alike."""
     from dreamer.embed import CachedEmbedder
 
@@ -313,6 +314,7 @@ def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: in
         st, engine = fresh_store(settings, tmp / f"n{n}")
         index = EdgeIndex(st.index_dir, raw.dim)
         rt = Runtime.open(st, engine=engine, llm=None, embedder=CachedEmbedder(raw), index=index, busy=AlwaysIdle())
+        settle(rt)  # as the daemon and workers do at start-up
         embed_s = consolidate_s = 0.0
         for i, start in enumerate(range(0, n, batch)):
             started = time.perf_counter()
@@ -329,6 +331,7 @@ def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: in
         rt.close()
         index.close()
         engine.dispose()
+        gc.unfreeze()
         rows.append({"candidates": n, "batch": batch, "users": users, "stored": stored,
                      "embedder_sentences_per_s": round(n / embed_s, 1), "consolidated_per_s": round(n / consolidate_s, 1),
                      "ratio": round(embed_s / consolidate_s, 3)})

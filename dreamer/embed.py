@@ -110,6 +110,14 @@ class MiniLMEmbedder:
         return np.asarray(vectors, dtype=np.float32).tolist()
 
 
+def preload(embedder: Any) -> None:
+    """Load a local model now (a long-lived process pays for it at start, not on its first
+    request); a remote embedder is left alone."""
+    inner = getattr(embedder, "inner", embedder)
+    if isinstance(inner, MiniLMEmbedder):
+        inner._load()
+
+
 def _embed_one(model: Any, text: str) -> list[float]:
     """One text (a recall query) through the model's own preprocessing and modules, then
     normalised as `encode(normalize_embeddings=True)` does: the same vector, without `encode`'s

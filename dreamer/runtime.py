@@ -4,6 +4,7 @@ local ones instead of patching."""
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,3 +91,19 @@ class Runtime:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def settle(rt: Runtime) -> int:
+    """Start-up of a long-lived process (daemon, worker, server): load the local embedding model
+    now, then freeze every object allocated so far out of the garbage collector's view
+    (`gc.freeze`). Libraries and the model are about 550 000 objects that live as long as the
+    process, and every full collection walked them all: about 0.25 s each, 2.6 ms per batch of
+    16 candidates in `dreamer bench consolidate`. Returns how many objects were frozen."""
+    from dreamer.embed import preload
+
+    preload(rt.embedder)
+    gc.collect()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    log.info("start-up heap settled: %d objects out of the collector's view", frozen)
+    return frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 from datetime import datetime, timedelta, timezone
@@ -18,6 +19,8 @@ from dreamer.markdown import (
     append_daily_note,
     escape_text,
     parse_entries,
+    RENDER_LOCK,
+    render_lock,
     render_user,
     safe_name,
     unescape_text,
@@ -400,3 +403,19 @@ def test_append_daily_note_with_nothing_new_does_not_create(tmp_path):
 def test_append_daily_note_rejects_bad_days(tmp_path, day):
     with pytest.raises(ValueError):
         append_daily_note(tmp_path, USER, day, [("n1", "x")])
+
+
+def test_render_lock_is_exclusive_across_open_files(tmp_path):
+    folder = user_dir(tmp_path, USER)
+    with render_lock(folder):
+        other = os.open(folder / RENDER_LOCK, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    other = os.open(folder / RENDER_LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on leaving
+    finally:
+        os.close(other)

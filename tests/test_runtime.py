@@ -3,17 +3,19 @@ documented one, so production recall searches each memory with the words around 
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from dreamer.busy import AlwaysIdle
 from dreamer.documents import DocumentedIndex
 from dreamer.dream import dream_pass
-from dreamer.embed import CachedEmbedder, OpenAIEmbedder
+from dreamer.embed import CachedEmbedder, MiniLMEmbedder, OpenAIEmbedder, minilm_available
 from dreamer.index import Scope
 from dreamer.ingest.store import record_messages
 from dreamer.llm import OpenAILLM, build_openai_client
 from dreamer.recall import recall
-from dreamer.runtime import Runtime
+from dreamer.runtime import Runtime, settle
 from dreamer.scripted import ScriptedServer
 from dreamer.shared_index import open_shared_runtime
 from dreamkit import EMBED_DIM, extraction_script
@@ -59,3 +61,25 @@ def test_the_index_a_runtime_opens_finds_a_memory_by_the_words_around_its_eviden
     finally:
         rt.close()
     assert [h.text for h in found.hits] == ["The user prefers a lower berth."]
+
+
+@pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
+def test_settle_loads_the_local_model_then_freezes_the_heap(settings, sqlite_engine):
+    embedder = CachedEmbedder(MiniLMEmbedder())
+    rt = Runtime.open(settings, engine=sqlite_engine, llm=None, embedder=embedder, index=None, busy=AlwaysIdle())
+    try:
+        assert embedder.inner._model is None
+        assert settle(rt) > 100_000  # the libraries and the model
+        assert embedder.inner._model is not None
+    finally:
+        gc.unfreeze()
+
+
+def test_settle_leaves_a_remote_embedder_alone(settings, sqlite_engine, server):
+    embedder = _parts(settings, server)["embedder"]
+    rt = Runtime.open(settings, engine=sqlite_engine, llm=None, embedder=embedder, index=None, busy=AlwaysIdle())
+    try:
+        assert settle(rt) > 0
+        assert server.requests == []  # no embeddings request at start-up
+    finally:
+        gc.unfreeze()

@@ -25,7 +25,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from dreamer.busy import compute_backoff
 from dreamer.config import Settings
 from dreamer.errors import Busy, Retryable
-from dreamer.runtime import Runtime
+from dreamer.runtime import Runtime, settle
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ProcessRuntime:
             return self._rt
 
     def open(self, **_signal: Any) -> None:
-        self.get()
+        settle(self.get())
 
     def close(self, **_signal: Any) -> None:
         with self._lock:

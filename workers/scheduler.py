@@ -25,7 +25,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from dreamer.config import Settings
 from dreamer.errors import DreamerError, Retryable
 from dreamer.models import utcnow
-from dreamer.runtime import Runtime
+from dreamer.runtime import Runtime, settle
 from dreamer.schedule import (
     BACKOFF, RUN, Action, Policy, load_state, next_action, on_backoff, on_finish, on_start,
     record_skip, save_state,
@@ -213,6 +213,7 @@ def run_daemon(settings: Settings, *, executor: str | None = None, poll: float =
     name = executor or settings.scheduler_executor
     stop = threading.Event()
     rt = open_shared_runtime(settings) if name == "inline" else Runtime.open(settings)
+    settle(rt)
     previous = _install_signals(stop)
     daemon = DreamScheduler(rt, build_executor(name, rt), stop=stop)
     try:

@@ -11,7 +11,7 @@ from dreamer.cli import app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store
 from dreamer.errors import IndexInUse
 from dreamer.index import Scope
-from dreamer.runtime import Runtime
+from dreamer.runtime import Runtime, settle
 
 API_HINT = "while `dreamer serve` runs it owns the embedded index: use its API ({endpoint}) instead"
 
@@ -58,6 +58,7 @@ def serve(
     set_torch_threads(settings.serve_torch_threads)
     with index_runtime(ctx, "this server") as rt:
         api = create_app(rt, insecure_user=insecure_single_user)
+        settle(rt)
         if insecure_single_user:
             err.print(f"warning: no authentication, every request acts as {insecure_single_user}", markup=False)
         hosted = _hosted_scheduler(rt) if (scheduler if scheduler is not None else not settings.qdrant_url) else None
