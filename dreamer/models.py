@@ -176,13 +176,13 @@ class DreamRun(SQLModel, table=True):
 
 class ViewDue(SQLModel, table=True):
     """A user whose Markdown view is behind SQL. Marked in the transaction that marks memories
-    indexed, each mark with a fresh random `version`; cleared once rendered, only if that is
+    indexed, each mark with a fresh random `token`; cleared once rendered, only if that is
     still the mark the renderer read."""
 
     __tablename__ = "views_due"
 
     user_id: str = Field(primary_key=True, max_length=255)
-    version: int = Field(sa_type=BigInteger)
+    token: int = Field(sa_type=BigInteger)
 
 
 class Lease(SQLModel, table=True):

@@ -4,9 +4,9 @@ Markdown views due (`views_due`); due views are re-rendered from SQL, then clear
 
 A crash between the SQL commit and either view loses nothing: the next drain picks the rows
 (or the due marks) up again, deterministic point ids make the repeat upsert idempotent, and
-rendering from SQL gives the same files again. Rows are marked once the index has acknowledged their write: the
-embedded index keeps it in its write-ahead log from then on and flushes its files to disk on
-its own schedule (`EdgeIndex`), not once per drain.
+rendering from SQL gives the same files again. Rows are marked once the index has acknowledged
+their write: the embedded index keeps it in its write-ahead log from then on and flushes its
+files to disk on its own schedule (`EdgeIndex`), not once per drain.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def render_due(rt, users: Sequence[str] | None = None) -> int:
 def due_views(engine, users: Sequence[str] | None = None) -> list[tuple[str, int]]:
     """(user id, mark token) of every view marked due, or of those of `users`."""
     table = ViewDue.__table__
-    q = select(table.c.user_id, table.c.version).order_by(table.c.user_id)
+    q = select(table.c.user_id, table.c.token).order_by(table.c.user_id)
     if users is not None:
         q = q.where(table.c.user_id.in_(list(users)))
     with engine.connect() as conn:
@@ -107,7 +107,7 @@ def clear_due(engine, user_id: str, token: int) -> bool:
     Tokens are random, never reused, so a late clear cannot remove a newer mark."""
     table = ViewDue.__table__
     with engine.begin() as conn:
-        done = conn.execute(delete(table).where(table.c.user_id == user_id).where(table.c.version == token))
+        done = conn.execute(delete(table).where(table.c.user_id == user_id).where(table.c.token == token))
     return done.rowcount == 1
 
 
@@ -160,8 +160,8 @@ def _mark_due(conn, user_ids: list[str]) -> None:
     """Mark each user's view due with a fresh random token (sorted ids: no lock-order deadlock)."""
     table = ViewDue.__table__
     module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = module.insert(table).values([{"user_id": u, "version": secrets.randbits(62)} for u in user_ids])
-    conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"version": stmt.excluded.version}))
+    stmt = module.insert(table).values([{"user_id": u, "token": secrets.randbits(62)} for u in user_ids])
+    conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"token": stmt.excluded.token}))
 
 
 def reindex(rt) -> int:

@@ -19,7 +19,7 @@ def upgrade() -> None:
     op.create_table(
         'views_due',
         sa.Column('user_id', sqlmodel.sql.sqltypes.AutoString(length=255), nullable=False),
-        sa.Column('version', sa.BigInteger(), nullable=False),
+        sa.Column('token', sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint('user_id'),
     )
 
