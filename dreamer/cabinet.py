@@ -9,8 +9,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session as DBSession
 from sqlalchemy import insert
+from sqlmodel import Session as DBSession
 from sqlmodel import select
 
 from dreamer.consolidate import content_hash, merge_evidence, promoted_status

@@ -192,7 +192,7 @@ class CachedEmbedder:
 
     Only texts not in the cache reach the inner embedder (each distinct text once per call);
     `misses` counts those texts, `hits` counts every other text served. Vectors are kept as
-    numpy arrays: a third of the memory of float lists, and nothing for the garbage collector
+    numpy arrays: about a quarter of the memory of float lists, and nothing for the garbage collector
     to walk through on every full collection.
     """
 
