@@ -20,7 +20,6 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from dreamer.db import session_scope
 from dreamer.index import IndexPoint
 from dreamer.models import Memory, Message
 from dreamer.redact import clean_for_model
@@ -109,9 +108,9 @@ def load_lines(engine: Engine, wanted: dict[int, set[int]], *, max_chars: int) -
     if not wanted:
         return {}
     out: dict[int, list[Said]] = defaultdict(list)
-    with session_scope(engine) as s:
+    with engine.connect() as conn:
         for sid, seqs in wanted.items():
-            rows = s.exec(
+            rows = conn.execute(
                 select(Message.seq, Message.name, Message.content, Message.created_at)
                 .where(Message.session_id == sid)
                 .where(Message.seq >= min(seqs))
@@ -129,8 +128,8 @@ def build_documents(
     engine: Engine, memory_ids: Sequence[str], *, radius: int, max_chars: int
 ) -> dict[str, Document]:
     """The index document of each memory (one query for the memories, one per evidence session)."""
-    with session_scope(engine) as s:
-        rows = s.exec(select(Memory.id, Memory.text, Memory.evidence).where(Memory.id.in_(list(memory_ids)))).all()
+    with engine.connect() as conn:
+        rows = conn.execute(select(Memory.id, Memory.text, Memory.evidence).where(Memory.id.in_(list(memory_ids)))).all()
     wanted: dict[int, set[int]] = defaultdict(set)
     for _, _, evidence in rows:
         for sid, seqs in windows(evidence_points(evidence), radius).items():

@@ -40,9 +40,8 @@ def test_pass_bench(settings):
 def test_consolidate_bench(settings):
     result = bench.run("consolidate", settings, sizes=(12,))
     assert COMMON | {"rows"} <= set(result)
-    row = result["rows"][0]
-    assert row["stored"] == 12
-    assert {"embedder_sentences_per_s", "consolidated_per_s", "ratio"} <= set(row)
+    assert [(r["index"], r["stored"]) for r in result["rows"]] == [("edge", 12), ("documented edge", 12)]
+    assert {"embedder_sentences_per_s", "consolidated_per_s", "ratio"} <= set(result["rows"][0])
 
 
 def test_flush_bench(settings):
