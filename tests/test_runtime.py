@@ -75,6 +75,17 @@ def test_settle_loads_the_local_model_then_freezes_the_heap(settings, sqlite_eng
         gc.unfreeze()
 
 
+@pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
+def test_settle_without_the_model_leaves_it_unloaded(settings, sqlite_engine):
+    embedder = CachedEmbedder(MiniLMEmbedder())
+    rt = Runtime.open(settings, engine=sqlite_engine, llm=None, embedder=embedder, index=None, busy=AlwaysIdle())
+    try:
+        assert settle(rt, load_model=False) > 0
+        assert embedder.inner._model is None  # a scheduler that only enqueues never embeds
+    finally:
+        gc.unfreeze()
+
+
 def test_settle_leaves_a_remote_embedder_alone(settings, sqlite_engine, server):
     embedder = _parts(settings, server)["embedder"]
     rt = Runtime.open(settings, engine=sqlite_engine, llm=None, embedder=embedder, index=None, busy=AlwaysIdle())

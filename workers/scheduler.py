@@ -213,7 +213,7 @@ def run_daemon(settings: Settings, *, executor: str | None = None, poll: float =
     name = executor or settings.scheduler_executor
     stop = threading.Event()
     rt = open_shared_runtime(settings) if name == "inline" else Runtime.open(settings)
-    settle(rt)
+    settle(rt, load_model=name == "inline")  # with celery, the workers embed, not this process
     previous = _install_signals(stop)
     daemon = DreamScheduler(rt, build_executor(name, rt), stop=stop)
     try:
