@@ -154,10 +154,13 @@ def _owned(row, owner) -> bool:
     return owner is None or all(getattr(row, f) == getattr(owner, f) for f in ("agent_id", "project", "team"))
 
 
-def current_memories(s: DBSession, user_id: str) -> list[Memory]:
-    return list(
-        s.exec(
-            select(Memory).where(Memory.user_id == user_id).where(Memory.status.in_(CURRENT_STATUSES))
-            .order_by(Memory.created_at, Memory.id)
-        ).all()
+def current_query(user_id: str, *columns):
+    """The user's current memories, oldest first: whole rows, or only `columns`."""
+    q = select(*columns) if columns else select(Memory)
+    return q.where(Memory.user_id == user_id).where(Memory.status.in_(CURRENT_STATUSES)).order_by(
+        Memory.created_at, Memory.id
     )
+
+
+def current_memories(s: DBSession, user_id: str) -> list[Memory]:
+    return list(s.exec(current_query(user_id)).all())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
@@ -74,6 +74,13 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return "<invalid url>"
+
+
+def conflict_insert(dialect: str) -> Callable | None:
+    """The dialect's `insert` that knows ON CONFLICT (PostgreSQL, SQLite), or None for others."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(dialect)
 
 
 def is_postgres(engine: Engine) -> bool:

@@ -26,7 +26,7 @@ from dreamer.extract import (
 )
 from dreamer.index import Scope, SearchFilter
 from dreamer.llm import GuardedLLM, Usage
-from dreamer.models import Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
+from dreamer.models import CURRENT_STATUSES, Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
 from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
 
@@ -50,7 +50,6 @@ class Work:
 class Planned:
     candidate: Candidate
     decision: Decision
-    vector: list[float] | None = None
     memory_id: str | None = None  # the memory this candidate added or merged into, once applied
 
 
@@ -218,14 +217,14 @@ def plan_candidates(
     sims = _similarities(vectors)
     planned: list[Planned] = []
     found = find_neighbours(rt, scope, [c.text for c in candidates], vectors, exact=exact)
-    for cand, vec, digest, stored in zip(candidates, vectors, hashes, found):
+    for cand, digest, stored in zip(candidates, hashes, found):
         neighbours = stored + _pending(planned, cand, sims, hashes)
         if digest in known.current:
             m = known.current[digest]
             neighbours.append(Neighbour(m.id, m.text, m.kind, m.content_hash, 1.0, m.status))
         d = decide(cand.text, cand.kind, neighbours, thresholds, forgotten_hashes=known.forgotten,
                    can_judge=llm is not None)
-        planned.append(Planned(cand, d, vec))
+        planned.append(Planned(cand, d))
     _judge(llm, planned, _texts(rt, planned))
     return planned
 
@@ -352,7 +351,7 @@ def apply_all(
     outcomes = []
     superseded: set[str] = set()  # no longer current once this batch is applied
     for p, ev in zip(planned, evidence):
-        outcome, target = _resolve(s, p, planned, superseded)
+        outcome, target = _resolve(p, planned, stored, superseded)
         if outcome in ("added", "superseded"):
             row = cabinet.memory_row(
                 user_id=owner.user_id, agent_id=owner.agent_id, project=owner.project, team=owner.team,
@@ -390,13 +389,14 @@ def _lock_targets(s, planned: list[Planned]) -> list[Memory]:
     return list(s.exec(select(Memory).where(Memory.id.in_(ids)).order_by(Memory.id).with_for_update()).all())
 
 
-def _resolve(s, p: Planned, planned: list[Planned], superseded: set[str]) -> tuple[str, str | None]:
-    """What applying `p` does, and the id of the current memory it merges into or supersedes
-    (one superseded earlier in the batch is not current any more)."""
+def _resolve(p: Planned, planned: list[Planned], stored: dict[str, Memory], superseded: set[str]) -> tuple[str, str | None]:
+    """What applying `p` does, and the id of the current memory it merges into or supersedes:
+    one of the locked `stored` rows, or a memory added earlier in the batch (one superseded
+    earlier in the batch is not current any more)."""
     d = p.decision
     if d.action == "reject":
         return "rejected", None
-    target = _target(s, d.target, planned)
+    target = _target(d.target, planned, stored)
     if target in superseded:
         target = None
     if d.action == "merge" and target is not None:
@@ -406,14 +406,13 @@ def _resolve(s, p: Planned, planned: list[Planned], superseded: set[str]) -> tup
     return "added", None
 
 
-def _target(s, target: str | None, planned: list[Planned]) -> str | None:
-    """The current memory a decision points at: stored, or added earlier in this batch."""
+def _target(target: str | None, planned: list[Planned], stored: dict[str, Memory]) -> str | None:
     if not target:
         return None
     if target.startswith("pending:"):
         return planned[int(target.split(":")[1])].memory_id
-    m = s.get(Memory, target)
-    return m.id if m is not None and m.status in ("candidate", "verified", "review_required") else None
+    m = stored.get(target)
+    return m.id if m is not None and m.status in CURRENT_STATUSES else None
 
 
 def _record_failure(rt, session_id: int, exc: Exception) -> None:

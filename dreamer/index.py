@@ -583,10 +583,7 @@ class EdgeIndex:
     def search_dense(
         self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]:
-        if _asks_nothing([vector], self.dim, scope, limit, flt):
-            return []
-        query = qe.Query.Nearest(list(map(float, vector)), using=DENSE)
-        return self._query(query, _conditions(scope, flt), limit, hit_fields(flt))
+        return self.search_dense_many([vector], scope, limit, flt)[0]  # a batch of one is no slower
 
     def search_dense_many(
         self, vectors: Sequence[Sequence[float]], scope: Scope, limit: int, flt: SearchFilter | None = None
@@ -675,6 +672,10 @@ def _client_filter(conds: list[_Cond]) -> Any:
             match = models.MatchValue(value=cond.value)
             must.append(models.FieldCondition(key=cond.key, match=match))
     return models.Filter(must=must)
+
+
+def _client_payload(fields: list[str] | None) -> Any:
+    return True if fields is None else fields
 
 
 def _client_sparse(sparse: qe.SparseVector) -> Any:
@@ -820,7 +821,7 @@ class QdrantClientIndex:
                 using=using,
                 query_filter=_client_filter(conds),
                 limit=limit,
-                with_payload=True if fields is None else fields,
+                with_payload=_client_payload(fields),
                 with_vectors=False,
             )
         return [_hit(p.payload, p.score) for p in response.points]
@@ -840,7 +841,7 @@ class QdrantClientIndex:
         query_filter, fields = _client_filter(_conditions(scope, flt)), hit_fields(flt)
         requests = [
             models.QueryRequest(query=list(map(float, v)), using=DENSE, filter=query_filter, limit=limit,
-                                with_payload=True if fields is None else fields, with_vector=False)
+                                with_payload=_client_payload(fields), with_vector=False)
             for v in vectors
         ]
         with _index_errors("search"):

@@ -429,13 +429,14 @@ def _alive(pid: int) -> bool:
 
 def write_files(files: list[RenderedFile]) -> None:
     """Write each file atomically; a file whose content did not change is left untouched."""
-    for folder in sorted({f.path.parent for f in files}):
+    folders = sorted({f.path.parent for f in files})
+    for folder in folders:
         if folder.is_dir():
             remove_orphaned_temps(folder)
-    changed = sorted({f.path.parent for f in files if write_atomic(f.path, f.content.encode("utf-8"), sync_dir=False)})
-    for folder in changed:  # one fsync per folder makes all its renames durable
+    changed = {f.path.parent for f in files if write_atomic(f.path, f.content.encode("utf-8"), sync_dir=False)}
+    for folder in sorted(changed):  # one fsync per folder makes all its renames durable
         _fsync_dir(folder)
-    log.debug("wrote files in %d of %d folders", len(changed), len({f.path.parent for f in files}))
+    log.debug("wrote files in %d of %d folders", len(changed), len(folders))
 
 
 # --- daily notes ----------------------------------------------------------------------

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, delete, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 
-from dreamer import markdown
-from dreamer.db import session_scope
+from dreamer import cabinet, markdown
+from dreamer.db import conflict_insert, session_scope
+from dreamer.errors import StoreError
 from dreamer.index import IndexPoint
-from dreamer.models import CURRENT_STATUSES, Memory, ViewDue, utcnow
+from dreamer.models import Memory, ViewDue, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +120,7 @@ VIEW_COLUMNS = (  # what the Markdown view reads of a memory
 def render_user(rt, user_id: str) -> None:
     """Write one user's Markdown view from the current SQL records."""
     with rt.engine.connect() as conn:
-        memories = conn.execute(
-            select(*VIEW_COLUMNS).where(Memory.user_id == user_id).where(Memory.status.in_(CURRENT_STATUSES))
-            .order_by(Memory.created_at, Memory.id)
-        ).all()
+        memories = conn.execute(cabinet.current_query(user_id, *VIEW_COLUMNS)).all()
     files = markdown.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
     markdown.write_files(files)
 
@@ -159,8 +156,10 @@ def _mark_indexed(rt, rows) -> int | None:
 def _mark_due(conn, user_ids: list[str]) -> None:
     """Mark each user's view due with a fresh random token (sorted ids: no lock-order deadlock)."""
     table = ViewDue.__table__
-    module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = module.insert(table).values([{"user_id": u, "token": secrets.randbits(62)} for u in user_ids])
+    upsert = conflict_insert(conn.dialect.name)
+    if upsert is None:
+        raise StoreError(f"views_due needs PostgreSQL or SQLite, not {conn.dialect.name}")
+    stmt = upsert(table).values([{"user_id": u, "token": secrets.randbits(62)} for u in user_ids])
     conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"token": stmt.excluded.token}))
 
 

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlmodel import Session as DBSession
 
-from dreamer.db import is_postgres, session_scope
+from dreamer.db import conflict_insert, is_postgres, session_scope
 from dreamer.errors import IngestError
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -342,11 +341,10 @@ def _insert_session(s: DBSession, target: _Target, messages: list[ParsedMessage]
         rounds=0,
         last_seq=0,
     )
-    dialect = s.get_bind().dialect.name
-    if dialect in ("postgresql", "sqlite"):
-        module = postgresql if dialect == "postgresql" else sqlite
+    upsert = conflict_insert(s.get_bind().dialect.name)
+    if upsert is not None:
         stmt = (
-            module.insert(Session)
+            upsert(Session)
             .values(**values)
             .on_conflict_do_nothing(index_elements=["user_id", "source", "external_id"])
             .returning(Session.id)
