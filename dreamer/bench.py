@@ -27,6 +27,8 @@ from dreamer import db, outbox
 from dreamer.busy import AlwaysIdle
 from dreamer.config import Settings
 from dreamer.db import session_scope
+from dreamer.dream import apply_all, dream_pass, plan_candidates
+from dreamer.extract import Candidate
 from dreamer.index import EdgeIndex, IndexPoint, QdrantClientIndex, Scope
 from dreamer.models import Cursor, Memory, Message, Session, new_memory_id, utcnow
 from dreamer.runtime import Runtime, settle
@@ -212,7 +214,6 @@ def _payload(m: dict) -> dict:
 
 def bench_pass(settings: Settings, tmp: Path, sizes, seed: int) -> dict:
     """Dream-pass wall time with 0 %, 1 % and 100 % of the sessions changed, the LLM instant."""
-    from dreamer.dream import dream_pass
     from dreamer.llm import OpenAILLM, build_openai_client
     from dreamer.scripted import Reply, ScriptedServer
 
@@ -350,9 +351,6 @@ def _consolidate_run(settings: Settings, folder: Path, raw, n: int, seed: int, b
 
 def _consolidate_batch(rt, scope: Scope, texts: list[str]) -> None:
     """One session's worth of candidates: planned against the scope, applied, indexed."""
-    from dreamer.dream import apply_all, plan_candidates
-    from dreamer.extract import Candidate
-
     cands = [Candidate(kind="preference", text=t, seqs=[1]) for t in texts]
     planned = plan_candidates(rt, scope, scope.user_id, cands, None, exact=True)
     with session_scope(rt.engine) as s:

@@ -145,3 +145,8 @@ class Settings(BaseSettings):
     repeat_penalty: float = Field(
         0.3, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"
     )
+    passage_weight: float = Field(
+        0.2, ge=0, description="Added to a recall candidate resting on messages near those of the best candidates (0: off)"
+    )
+    passage_top: int = Field(2, ge=0, description="How many of the best recall candidates set the passage")
+    passage_window: int = Field(4, ge=0, description="Messages each side of their evidence that count as near")

@@ -250,6 +250,12 @@ def _asks_nothing(vectors: Sequence[Sequence[float]], dim: int, scope: Scope, li
     return limit <= 0 or _matches_nothing(flt) or not vectors
 
 
+def floats(vector: Sequence[float]) -> list[float]:
+    """A vector as a list of Python floats (a numpy array converts in one call)."""
+    tolist = getattr(vector, "tolist", None)
+    return tolist() if tolist is not None else [float(x) for x in vector]
+
+
 def _check_vector(vector: Sequence[float] | None, dim: int, what: str) -> None:
     if vector is not None and len(vector) != dim:
         raise ConfigError(f"{what} has {len(vector)} dimensions, the index expects {dim}")
@@ -382,7 +388,7 @@ def _payload_selector(fields: list[str] | None) -> Any:
 def _edge_point(point: IndexPoint) -> qe.Point:
     vectors: dict[str, Any] = {SPARSE: sparse_document(point.sparse_text)}
     if point.vector is not None:
-        vectors[DENSE] = list(map(float, point.vector))
+        vectors[DENSE] = floats(point.vector)
     return qe.Point(point_id(point.memory_id), vectors, _payload(point))
 
 
@@ -592,7 +598,7 @@ class EdgeIndex:
             return [[] for _ in vectors]
         edge_filter, selector = _edge_filter(_conditions(scope, flt)), _payload_selector(hit_fields(flt))
         requests = [
-            qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(map(float, v)), using=DENSE),
+            qe.QueryRequest(limit=limit, query=qe.Query.Nearest(floats(v), using=DENSE),
                             filter=edge_filter, with_payload=selector, with_vector=False)
             for v in vectors
         ]
@@ -689,7 +695,7 @@ def _client_point(point: IndexPoint) -> Any:
 
     vectors: dict[str, Any] = {SPARSE: _client_sparse(sparse_document(point.sparse_text))}
     if point.vector is not None:
-        vectors[DENSE] = list(map(float, point.vector))
+        vectors[DENSE] = floats(point.vector)
     return models.PointStruct(id=point_id(point.memory_id), vector=vectors, payload=_payload(point))
 
 
@@ -840,7 +846,7 @@ class QdrantClientIndex:
             return [[] for _ in vectors]
         query_filter, fields = _client_filter(_conditions(scope, flt)), hit_fields(flt)
         requests = [
-            models.QueryRequest(query=list(map(float, v)), using=DENSE, filter=query_filter, limit=limit,
+            models.QueryRequest(query=floats(v), using=DENSE, filter=query_filter, limit=limit,
                                 with_payload=_client_payload(fields), with_vector=False)
             for v in vectors
         ]

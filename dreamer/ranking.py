@@ -7,6 +7,9 @@
   against its words: the dense query is embedded without their names, and when the query names
   exactly one of them, memories resting on that person's words get `speaker_weight` added.
 * Dense and BM25 scores are min-max normalised over their candidates and fused by weight.
+* Conversation locality: a candidate resting on a message within `passage_window` messages of
+  what the best `passage_top` candidates rest on (same session, not the same message) gets
+  `passage_weight` added; what is said around the best answer is often the rest of it.
 * The head of the list is picked greedily: a candidate whose evidence messages all back a
   memory already picked counts `repeat_penalty` less, so the few memories a reader gets do not
   spend places on the same messages twice.
@@ -116,6 +119,45 @@ def _adjusted(item: str, score: float, evidence: dict[str, frozenset], covered: 
     return score - penalty if points and points <= covered else score
 
 
+@dataclass(frozen=True)
+class Passage:
+    top: int
+    window: int
+    weight: float
+
+
+def boost_passage(
+    ranked: list[tuple[str, float]], evidence: dict[str, frozenset], passage: Passage
+) -> list[tuple[str, float]]:
+    """`passage.weight` added to each item outside the first `passage.top` that rests on a
+    message at most `passage.window` away from one of theirs (same session, another message);
+    best first again, ties by id. Evidence keys are "session:seq" (others are ignored)."""
+    if passage.weight == 0 or passage.top <= 0:
+        return ranked
+    head = [i for i, _ in ranked[: passage.top]]
+    near: dict[int, set[int]] = {}
+    for sid, seq in (p for i in head for p in _points(evidence.get(i, ()))):
+        near.setdefault(sid, set()).update(range(seq - passage.window, seq + passage.window + 1))
+        near[sid].discard(seq)
+    if not near:
+        return ranked
+    lead = set(head)
+    boosted = [
+        (i, s + passage.weight if i not in lead and any(q in near.get(sid, ()) for sid, q in _points(evidence.get(i, ()))) else s)
+        for i, s in ranked
+    ]
+    return sorted(boosted, key=lambda kv: (-kv[1], kv[0]))
+
+
+def _points(keys: Iterable[str]) -> list[tuple[int, int]]:
+    out = []
+    for key in keys:
+        sid, _, seq = str(key).partition(":")
+        if sid.lstrip("-").isdigit() and seq.isdigit():
+            out.append((int(sid), int(seq)))
+    return out
+
+
 def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset]:
     """Each hit's evidence messages, as the payload keeps them."""
     return {h.memory_id: frozenset(h.payload.get(EVIDENCE_FIELD) or ()) for h in hits}
@@ -165,7 +207,9 @@ def rank(
     matched = speaker_matches(text_hits + dense_hits, names[0]) if len(names) == 1 else set()
     weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
     fused = fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched)
-    return Ranked(demote_repeats(fused, hit_evidence(text_hits + dense_hits), st.repeat_penalty, head), "hybrid")
+    evidence = hit_evidence(text_hits + dense_hits)
+    fused = boost_passage(fused, evidence, Passage(st.passage_top, st.passage_window, st.passage_weight))
+    return Ranked(demote_repeats(fused, evidence, st.repeat_penalty, head), "hybrid")
 
 
 def _pairs(hits: list[Hit]) -> list[tuple[str, float]]:

@@ -49,6 +49,7 @@ _SEP = (
     r"(?::[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]{0,80}\])?(?:[ \t]*\|[ \t]*None)?[ \t]*=(?!=)"
     r"|:=|=>|:|=(?!=))[ \t]*)"
 )
+_SEP_CHARS = ":="  # every separator holds one of these
 # A value: an escaped-JSON string, a quoted string (with an optional string prefix), or
 # a bare run up to whitespace or a delimiter.
 _VALUE = (
@@ -61,12 +62,19 @@ _VALUE = (
 
 @dataclass(frozen=True)
 class Rule:
-    """One secret format: a regex, the group that holds the secret, and an optional check."""
+    """One secret format: a regex, the group that holds the secret, and an optional check.
+
+    `needs`: characters of which the pattern cannot match without one (empty: no such
+    characters); a text with none of them skips the pattern."""
 
     kind: str | Callable[[re.Match[str]], str]
     pattern: re.Pattern[str]
     group: str | int = 0
     check: Callable[[re.Match[str]], bool] | None = None
+    needs: str = ""
+
+    def may_match(self, text: str) -> bool:
+        return not self.needs or any(ch in text for ch in self.needs)
 
     def kind_of(self, m: re.Match[str]) -> str:
         return self.kind(m) if callable(self.kind) else self.kind
@@ -329,6 +337,7 @@ RULES: tuple[Rule, ...] = (
         _rx(rf"(?i)(?<![A-Za-z0-9_.\-/])\\?[\"']?(?P<key>-{{0,2}}{_KEY})(?![A-Za-z0-9_]){_SEP}{_VALUE}"),
         "value",
         _assignment_ok,
+        needs=_SEP_CHARS,
     ),
     Rule(
         _assignment_kind,
@@ -345,6 +354,7 @@ RULES: tuple[Rule, ...] = (
         _rx(rf"(?i)(?<![A-Za-z0-9_.\-/])\\?[\"']?(?P<key>{_KEYLIKE})(?![A-Za-z0-9_]){_SEP}{_VALUE}"),
         "value",
         _high_entropy_ok,
+        needs=_SEP_CHARS,
     ),
 )
 
@@ -366,6 +376,8 @@ def _candidates(text: str) -> list[tuple[int, int, int, str]]:
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
     found: list[tuple[int, int, int, str]] = []
     for priority, rule in enumerate(RULES):
+        if not rule.may_match(text):
+            continue
         for m in rule.pattern.finditer(text):
             if rule.check is not None and not rule.check(m):
                 continue

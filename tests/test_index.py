@@ -22,6 +22,7 @@ from dreamer.index import (
     Scope,
     SearchFilter,
     build_index,
+    floats,
     flush_due,
     hit_fields,
     point_id,
@@ -29,6 +30,14 @@ from dreamer.index import (
 
 DIM = 4
 BACKENDS = ["edge", "local"]
+
+
+def test_floats_gives_python_floats_from_lists_and_arrays():
+    import numpy as np
+
+    for vector in ([1, 0.5], (1, 0.5), np.array([1, 0.5], dtype=np.float32), np.array([1, 0.5])):
+        out = floats(vector)
+        assert out == [1.0, 0.5] and [type(x) for x in out] == [float, float]
 
 
 def _open(backend: str, root: Path, dim: int = DIM) -> MemoryIndex:

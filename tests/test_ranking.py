@@ -10,7 +10,9 @@ from dreamer.documents import (
     Document, Said, day, document, evidence_keys, evidence_points, render, speakers_of, windows, with_document,
 )
 from dreamer.index import Hit, IndexPoint
-from dreamer.ranking import Weights, demote_repeats, fuse, hit_evidence, named_speakers, speaker_matches, without_names
+from dreamer.ranking import (
+    Passage, Weights, boost_passage, demote_repeats, fuse, hit_evidence, named_speakers, speaker_matches, without_names,
+)
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
@@ -54,6 +56,29 @@ def test_demote_repeats_picks_the_head_without_spending_places_on_the_same_messa
     # a penalty of 0 and ties keep the input order
     assert demote_repeats([("x", 1.0), ("y", 1.0)], {"x": frozenset({"1:1"}), "y": frozenset({"1:1"})}, 0.0, 2) == [
         ("x", 1.0), ("y", 1.0)]
+
+
+def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
+    ranked = [("a", 1.0), ("b", 0.9), ("c", 0.8), ("d", 0.7), ("e", 0.6), ("f", 0.5), ("g", 0.4)]
+    evidence = {
+        "a": frozenset({"1:10"}), "b": frozenset({"2:3"}),
+        "c": frozenset({"1:10"}),  # the same message as a: a repeat, not a neighbour
+        "d": frozenset({"1:15"}),  # 5 away from a: outside the window
+        "e": frozenset({"1:14", "7:1"}),  # 4 away from a
+        "f": frozenset({"3:10"}),  # another session
+        "g": frozenset({"2:1", "bad", "2:x"}),  # 2 away from b; malformed keys are ignored
+    }
+    out = boost_passage(ranked, evidence, Passage(top=2, window=4, weight=0.2))
+    assert out == [("a", 1.0), ("b", 0.9), ("c", 0.8), ("e", pytest.approx(0.8)), ("d", 0.7),
+                   ("g", pytest.approx(0.6)), ("f", 0.5)]
+    # only the first `top` set the passage; b is near nothing of a's
+    assert boost_passage(ranked, evidence, Passage(top=1, window=4, weight=0.2))[3:5] == [
+        ("e", pytest.approx(0.8)), ("d", 0.7)]
+    assert boost_passage(ranked, evidence, Passage(top=2, window=4, weight=0.0)) == ranked
+    assert boost_passage(ranked, evidence, Passage(top=0, window=4, weight=0.2)) == ranked
+    assert boost_passage(ranked, {}, Passage(top=2, window=4, weight=0.2)) == ranked
+    # window 0: only the very messages of the best, which are repeats, so nothing moves
+    assert boost_passage(ranked, evidence, Passage(top=2, window=0, weight=0.2)) == ranked
 
 
 def test_hit_evidence_reads_the_payload():

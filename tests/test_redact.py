@@ -9,6 +9,7 @@ import pytest
 
 from dreamer.redact import (
     MEMORY_BLOCK_RE,
+    RULES,
     clean_for_model,
     find_secrets,
     luhn_ok,
@@ -178,6 +179,18 @@ CORPUS: list[tuple[str, str, str]] = [
     ("high_entropy", f'SESSION_SIGNING_SALT = "{HIGH_ENTROPY}"', HIGH_ENTROPY),
     ("high_entropy", f"cookie_key={HIGH_ENTROPY[::-1]}", HIGH_ENTROPY[::-1]),
 ]
+
+
+def test_a_rule_that_needs_characters_cannot_match_without_them():
+    gated = [rule for rule in RULES if rule.needs]
+    assert [rule.needs for rule in gated] == [":=", ":="]  # the key = value and key: value rules
+    texts = [text for _, text, _ in CORPUS] + NON_SECRETS + ["password hunter2", "api_key sk-abc123def456 token x"]
+    for rule in gated:
+        for text in texts:
+            bare = "".join(" " if ch in rule.needs else ch for ch in text)
+            assert not rule.may_match(bare)
+            assert rule.pattern.search(bare) is None, (rule.needs, bare)
+        assert rule.may_match("a=b") and rule.may_match("a: b")
 
 
 def test_corpus_is_large_enough():
