@@ -130,20 +130,19 @@ def boost_passage(
     ranked: list[tuple[str, float]], evidence: dict[str, frozenset], passage: Passage
 ) -> list[tuple[str, float]]:
     """`passage.weight` added to each item outside the first `passage.top` that rests on a
-    message at most `passage.window` away from one of theirs (same session, another message);
-    best first again, ties by id. Evidence keys are "session:seq" (others are ignored)."""
+    message at most `passage.window` away from theirs (same session; their own messages are
+    repeats, not neighbours); best first again, ties by id. Evidence keys are "session:seq"
+    (others are ignored)."""
     if passage.weight == 0 or passage.top <= 0:
         return ranked
     head = [i for i, _ in ranked[: passage.top]]
-    near: dict[int, set[int]] = {}
-    for sid, seq in (p for i in head for p in _points(evidence.get(i, ()))):
-        near.setdefault(sid, set()).update(range(seq - passage.window, seq + passage.window + 1))
-        near[sid].discard(seq)
+    own = {p for i in head for p in _points(evidence.get(i, ()))}
+    near = {(sid, q) for sid, seq in own for q in range(seq - passage.window, seq + passage.window + 1)} - own
     if not near:
         return ranked
     lead = set(head)
     boosted = [
-        (i, s + passage.weight if i not in lead and any(q in near.get(sid, ()) for sid, q in _points(evidence.get(i, ()))) else s)
+        (i, s + passage.weight if i not in lead and not near.isdisjoint(_points(evidence.get(i, ()))) else s)
         for i, s in ranked
     ]
     return sorted(boosted, key=lambda kv: (-kv[1], kv[0]))

@@ -77,6 +77,12 @@ def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
     assert boost_passage(ranked, evidence, Passage(top=2, window=4, weight=0.0)) == ranked
     assert boost_passage(ranked, evidence, Passage(top=0, window=4, weight=0.2)) == ranked
     assert boost_passage(ranked, {}, Passage(top=2, window=4, weight=0.2)) == ranked
+    # two of the best in one session: their own messages stay repeats, whichever comes first
+    same = {"a": frozenset({"1:10"}), "b": frozenset({"1:12"}), "c": frozenset({"1:10"}), "d": frozenset({"1:16"}),
+            "e": frozenset({"1:5"})}
+    for order in (["a", "b", "c", "d", "e"], ["b", "a", "c", "d", "e"]):
+        out = boost_passage([(i, 1.0 - 0.1 * n) for n, i in enumerate(order)], same, Passage(2, 4, 0.2))
+        assert [i for i, _ in out] == [*order[:2], "d", "c", "e"]
     # window 0: only the very messages of the best, which are repeats, so nothing moves
     assert boost_passage(ranked, evidence, Passage(top=2, window=0, weight=0.2)) == ranked
 
