@@ -148,5 +148,9 @@ class Settings(BaseSettings):
     passage_weight: float = Field(
         0.2, ge=0, description="Added to a recall candidate resting on messages near those of the best candidates (0: off)"
     )
+    date_weight: float = Field(
+        0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
+    )
+    date_slack_days: int = Field(7, ge=0, description="Days either side of a day a query names that still count")
     passage_top: int = Field(2, ge=0, description="How many of the best recall candidates set the passage")
     passage_window: int = Field(4, ge=0, description="Messages each side of their evidence that count as near")

@@ -3,9 +3,10 @@
 A memory is searched by more than its one sentence: its BM25 document also carries the day its
 evidence was said and the messages it rests on, each with a few neighbours, attributed to their
 speakers ("Caroline: ..."), so a question phrased like the conversation finds the memory that
-came from it. The payload carries the evidence's speakers for the speaker match at recall, and
-the evidence messages themselves ("session:seq") so recall can tell a repeat of what a
-better-ranked memory already rests on.
+came from it. The payload carries the evidence's speakers for the speaker match at recall, the
+evidence messages themselves ("session:seq") so recall can tell a repeat of what a
+better-ranked memory already rests on, and the days they were said on, for a query that names a
+date.
 The memory itself (its text, its dense vector, what recall returns) is unchanged.
 """
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 SPEAKERS_FIELD = "speakers"
 EVIDENCE_FIELD = "evidence_at"
+DAYS_FIELD = "said_on"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Document:
     text: str
     speakers: tuple[str, ...]
     evidence: tuple[str, ...] = ()
+    days: tuple[str, ...] = ()  # ISO days the evidence was said on, sorted
 
 
 # --------------------------------------------------------------------------- pure rendering
@@ -86,6 +89,11 @@ def speakers_of(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[st
     return tuple(dict.fromkeys(names))
 
 
+def said_on(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[str, ...]:
+    """The distinct days (ISO) the evidence messages were said on, sorted."""
+    return tuple(sorted({ln.at.date().isoformat() for ln in lines if (ln.session_id, ln.seq) in points and ln.at}))
+
+
 def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]) -> str:
     """Day of the evidence, the memory text, then the context lines (the memory's own line once)."""
     dated = [ln.at for ln in lines if (ln.session_id, ln.seq) in points and ln.at is not None]
@@ -97,7 +105,8 @@ def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]
 def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said]) -> Document:
     points = evidence_points(evidence)
     ordered = sorted(lines, key=lambda ln: (ln.session_id, ln.seq))
-    return Document(render(memory_text, ordered, points), speakers_of(ordered, points), evidence_keys(points))
+    return Document(render(memory_text, ordered, points), speakers_of(ordered, points), evidence_keys(points),
+                    said_on(ordered, points))
 
 
 # --------------------------------------------------------------------------- reading the ledger
@@ -152,6 +161,7 @@ def with_document(point: IndexPoint, doc: Document | None) -> IndexPoint:
     payload = dict(point.payload)
     payload[SPEAKERS_FIELD] = list(doc.speakers)
     payload[EVIDENCE_FIELD] = list(doc.evidence)
+    payload[DAYS_FIELD] = list(doc.days)
     return IndexPoint(point.memory_id, point.text, point.vector, payload, document=doc.text)
 
 

@@ -7,6 +7,9 @@
   against its words: the dense query is embedded without their names, and when the query names
   exactly one of them, memories resting on that person's words get `speaker_weight` added.
 * Dense and BM25 scores are min-max normalised over their candidates and fused by weight.
+* A query that names a date ("on 13 October 2023", "in June", "in 2023") lifts the memories
+  said then by `date_weight`: a named day covers `date_slack_days` either side (a question's day
+  is when something happened, the conversation may mention it some days later).
 * Conversation locality: a candidate resting on a message within `passage_window` messages of
   what the best `passage_top` candidates rest on (same session, not the same message) gets
   `passage_weight` added; what is said around the best answer is often the rest of it.
@@ -23,15 +26,24 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import Iterable, Sequence
 
-from dreamer.documents import EVIDENCE_FIELD, SPEAKERS_FIELD
+from dreamer.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD
 from dreamer.index import Hit, Scope, SearchFilter
 
 log = logging.getLogger(__name__)
 
 SEARCHES = ("hybrid", "dense", "text")
-PAYLOAD_FIELDS = (SPEAKERS_FIELD, EVIDENCE_FIELD)  # all that ranking reads from a hit's payload
+PAYLOAD_FIELDS = (SPEAKERS_FIELD, EVIDENCE_FIELD, DAYS_FIELD)  # all that ranking reads from a hit's payload
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+_DATE_RE = re.compile(
+    rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?P<month>{'|'.join(MONTHS)})\b"
+    r"(?:\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?\b)?,?(?:\s+(?P<year>(?:19|20)\d\d)\b)?"
+)
+_YEAR_RE = re.compile(r"\b(?:19|20)\d\d\b")
+_VERB_MONTHS = ("May", "March")  # "May I ...", "March on"
 
 
 def narrowed(flt: SearchFilter) -> SearchFilter:
@@ -157,6 +169,67 @@ def _points(keys: Iterable[str]) -> list[tuple[int, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class Period:
+    """A date a query names: a year, a month (of a year or of any), or a day (ditto)."""
+
+    year: int | None
+    month: int | None = None
+    day: int | None = None
+
+
+def query_period(query: str) -> Period | None:
+    """The first date the query names ("October 13, 2023", "1 February, 2023", "June", "2023"),
+    or None. A bare "May" or "March" opening the query is a verb, not a month."""
+    for m in _DATE_RE.finditer(query):
+        day, year = m.group("d1") or m.group("d2"), m.group("year")
+        if m.start() == 0 and m.group("month") in _VERB_MONTHS and not (day or year):
+            continue
+        return Period(int(year) if year else None, MONTHS.index(m.group("month")) + 1,
+                      int(day) if day and 1 <= int(day) <= 31 else None)
+    found = _YEAR_RE.search(query)
+    return Period(int(found.group())) if found else None
+
+
+def covers(period: Period, day: date, slack_days: int) -> bool:
+    """Whether `day` falls in the period (a named day: within `slack_days` of it)."""
+    if period.month is None:
+        return day.year == period.year
+    if period.day is None:
+        return day.month == period.month and period.year in (None, day.year)
+    try:
+        named = date(period.year or day.year, period.month, period.day)
+    except ValueError:  # 31 June
+        return False
+    return abs((day - named).days) <= slack_days
+
+
+def boost_dated(
+    ranked: list[tuple[str, float]], days: dict[str, list[date]], period: Period | None, weight: float,
+    slack_days: int,
+) -> list[tuple[str, float]]:
+    """`weight` added to each item said on a day the period covers; best first again, ties by id."""
+    if period is None or weight == 0:
+        return ranked
+    boosted = [(i, s + weight if any(covers(period, d, slack_days) for d in days.get(i, ())) else s) for i, s in ranked]
+    return sorted(boosted, key=lambda kv: (-kv[1], kv[0]))
+
+
+def hit_days(hits: Iterable[Hit]) -> dict[str, list[date]]:
+    """Each hit's evidence days, as the payload keeps them (ISO; others are ignored)."""
+    out: dict[str, list[date]] = {}
+    for h in hits:
+        out[h.memory_id] = [d for d in map(_iso_day, h.payload.get(DAYS_FIELD) or ()) if d is not None]
+    return out
+
+
+def _iso_day(value) -> date | None:
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
 def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset]:
     """Each hit's evidence messages, as the payload keeps them."""
     return {h.memory_id: frozenset(h.payload.get(EVIDENCE_FIELD) or ()) for h in hits}
@@ -206,6 +279,7 @@ def rank(
     matched = speaker_matches(text_hits + dense_hits, names[0]) if len(names) == 1 else set()
     weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
     fused = fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched)
+    fused = boost_dated(fused, hit_days(text_hits + dense_hits), query_period(query), st.date_weight, st.date_slack_days)
     evidence = hit_evidence(text_hits + dense_hits)
     fused = boost_passage(fused, evidence, Passage(st.passage_top, st.passage_window, st.passage_weight))
     return Ranked(demote_repeats(fused, evidence, st.repeat_penalty, head), "hybrid")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 import pytest
 
@@ -11,7 +11,8 @@ from dreamer.documents import (
 )
 from dreamer.index import Hit, IndexPoint
 from dreamer.ranking import (
-    Passage, Weights, boost_passage, demote_repeats, fuse, hit_evidence, named_speakers, speaker_matches, without_names,
+    Passage, Period, Weights, boost_dated, boost_passage, covers, demote_repeats, fuse, hit_days, hit_evidence,
+    named_speakers, query_period, speaker_matches, without_names,
 )
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
@@ -87,6 +88,44 @@ def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
     assert boost_passage(ranked, evidence, Passage(top=2, window=0, weight=0.2)) == ranked
 
 
+@pytest.mark.parametrize(("query", "period"), [
+    ("What did Mel show Caroline on October 13, 2023?", Period(2023, 10, 13)),
+    ("What did Gina find on 1 February, 2023?", Period(2023, 2, 1)),
+    ("What happened on the 3rd of May?", Period(None, 5, 3)),
+    ("What happened on 3rd May?", Period(None, 5, 3)),
+    ("When did Melanie go camping in June?", Period(None, 6, None)),
+    ("What did she start in December 2023?", Period(2023, 12, None)),
+    ("How often did she go to the beach in 2023?", Period(2023)),
+    ("May I ask what Jon likes?", None),
+    ("March 2023 was busy: what happened?", Period(2023, 3, None)),
+    ("What did Jon do after the dance class?", None),
+    ("Anything on 40 June?", Period(None, 6, None)),
+])
+def test_query_period_reads_the_first_date_a_query_names(query, period):
+    assert query_period(query) == period
+
+
+def test_covers_a_year_a_month_or_a_day_with_slack():
+    assert covers(Period(2023), date(2023, 1, 1), 7) and not covers(Period(2023), date(2022, 12, 31), 7)
+    assert covers(Period(None, 6), date(2021, 6, 30), 0) and not covers(Period(None, 6), date(2021, 7, 1), 0)
+    assert covers(Period(2023, 6), date(2023, 6, 1), 0) and not covers(Period(2023, 6), date(2022, 6, 1), 0)
+    assert covers(Period(2023, 10, 13), date(2023, 10, 20), 7) and not covers(Period(2023, 10, 13), date(2023, 10, 21), 7)
+    assert covers(Period(2023, 10, 13), date(2023, 10, 6), 7) and not covers(Period(2023, 10, 13), date(2023, 10, 5), 7)
+    assert covers(Period(None, 10, 13), date(2021, 10, 14), 1)  # a day without a year: that day of the evidence's year
+    assert not covers(Period(2023, 6, 31), date(2023, 6, 30), 7)  # no such day
+
+
+def test_boost_dated_lifts_what_was_said_then():
+    ranked = [("a", 1.0), ("b", 0.9), ("c", 0.8), ("d", 0.7)]
+    days = {"a": [date(2023, 5, 1)], "c": [date(2023, 1, 2), date(2023, 6, 3)], "d": [date(2022, 6, 9)]}
+    out = boost_dated(ranked, days, Period(2023, 6), 0.3, 7)
+    assert out == [("c", pytest.approx(1.1)), ("a", 1.0), ("b", 0.9), ("d", 0.7)]
+    assert boost_dated(ranked, days, None, 0.3, 7) == ranked
+    assert boost_dated(ranked, days, Period(2023, 6), 0.0, 7) == ranked
+    hits = [Hit("a", 1.0, {"said_on": ["2023-05-01", "not a day"]}), Hit("b", 1.0, {})]
+    assert hit_days(hits) == {"a": [date(2023, 5, 1)], "b": []}
+
+
 def test_hit_evidence_reads_the_payload():
     hits = [Hit("a", 1.0, {"evidence_at": ["1:2", "3:4"]}), Hit("b", 1.0, {})]
     assert hit_evidence(hits) == {"a": frozenset({"1:2", "3:4"}), "b": frozenset()}
@@ -110,6 +149,7 @@ def test_document_carries_day_text_context_and_speakers():
     assert doc.text == "8 May 2023\nAnn hiked the Alps.\nBob: How was the trip?\nAnn: We hiked the Alps!\ntool output"
     assert doc.speakers == ("Ann",)
     assert doc.evidence == ("1:3",)
+    assert doc.days == ("2023-05-08",)
     assert speakers_of(lines, {(1, 2), (1, 3), (1, 4)}) == ("Bob", "Ann")
     # a turn memory is its own line: shown once
     assert render("Ann: We hiked the Alps!", lines[1:2], {(1, 3)}) == "8 May 2023\nAnn: We hiked the Alps!"
@@ -118,7 +158,7 @@ def test_document_carries_day_text_context_and_speakers():
 def test_evidence_keys_and_the_indexed_payload():
     assert evidence_keys({(3, 10), (1, 2), (3, 9)}) == ("1:2", "3:9", "3:10")
     point = IndexPoint("m1", "Ann hiked.", None, {"user_id": "u"})
-    indexed = with_document(point, Document("doc text", ("Ann",), ("1:3",)))
-    assert indexed.payload == {"user_id": "u", "speakers": ["Ann"], "evidence_at": ["1:3"]}
+    indexed = with_document(point, Document("doc text", ("Ann",), ("1:3",), ("2023-05-08",)))
+    assert indexed.payload == {"user_id": "u", "speakers": ["Ann"], "evidence_at": ["1:3"], "said_on": ["2023-05-08"]}
     assert indexed.document == "doc text"
     assert with_document(point, None) is point

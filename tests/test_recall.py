@@ -10,8 +10,11 @@ import pytest
 from dreamer import cabinet, outbox
 from dreamer.busy import AlwaysIdle
 from dreamer.db import session_scope
+from dreamer.documents import DocumentedIndex
 from dreamer.embed import CachedEmbedder, MiniLMEmbedder, minilm_available
 from dreamer.index import EdgeIndex, Scope, SearchFilter
+from dreamer.ingest.base import ParsedMessage
+from dreamer.ingest.store import record_messages
 from dreamer.models import Memory
 from dreamer.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed
 from dreamer.recall import (
@@ -174,7 +177,7 @@ def test_rank_asks_the_index_for_just_the_payload_fields_ranking_reads(hybrid):
     vector = rt.embedder.embed(["E4711 deploy failed"])[0]
     hits = rt.index.search_dense(vector, ALICE, 10, flt) + rt.index.search_text("E4711 deploy failed", ALICE, 10, flt)
 
-    assert flt.payload_fields == PAYLOAD_FIELDS == ("speakers", "evidence_at")
+    assert flt.payload_fields == PAYLOAD_FIELDS == ("speakers", "evidence_at", "said_on")
     assert len(hits) >= 5 and all(set(h.payload) <= {"memory_id", *PAYLOAD_FIELDS} for h in hits)
     assert all(h.payload["memory_id"] == h.memory_id for h in hits)
 
@@ -264,3 +267,30 @@ def test_context_is_ranked_and_cut_to_the_budget(settings, sqlite_engine, tmp_pa
         assert context(rt, ALICE, budget_tokens=0).as_json() == {"text": "", "memory_ids": [], "tokens": 0}
     finally:
         rt.close()
+
+
+@needs_minilm
+def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, tmp_path, minilm):
+    said = {"may": datetime(2023, 5, 8, 10, tzinfo=timezone.utc), "july": datetime(2023, 7, 20, 10, tzinfo=timezone.utc)}
+    texts = {"may": "The user went swimming in the lake.", "july": "The user went kayaking on the lake."}
+    index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), sqlite_engine)
+    rt = Runtime.open(settings, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
+    undated = Runtime.open(settings.model_copy(update={"date_weight": 0.0}), engine=sqlite_engine, llm=None,
+                           embedder=minilm, index=index, busy=AlwaysIdle())
+    queries = {"may": "What did the user do at the lake in May 2023?", "july": "What did the user do on 22 July, 2023?"}
+    try:
+        ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items()}
+        for name, when in said.items():
+            turn = ParsedMessage(role="user", content=f"We were at the lake ({name}).", created_at=when)
+            sid = record_messages(sqlite_engine, name, [turn], user_id="alice").session_id
+            ids[name] = store(rt, "alice", texts[name], evidence=[{"session_id": sid, "seqs": [1]}])
+        outbox.drain(rt)
+        dated = {name: recall(rt, q, ALICE, k=10).hits for name, q in queries.items()}
+        plain = {name: {h.memory_id: h.score for h in recall(undated, q, ALICE, k=10).hits} for name, q in queries.items()}
+    finally:
+        rt.close()
+    for name, other in (("may", "july"), ("july", "may")):
+        scores = {h.memory_id: h.score for h in dated[name]}
+        assert dated[name][0].memory_id == ids[name]
+        assert scores[ids[name]] == pytest.approx(plain[name][ids[name]] + settings.date_weight)
+        assert scores[ids[other]] == pytest.approx(plain[name][ids[other]])  # said on another day
