@@ -107,7 +107,7 @@ def fuse(
         i: weights.dense * d.get(i, 0.0) + weights.text * t.get(i, 0.0) + (weights.speaker if i in bonus else 0.0)
         for i in ids
     }
-    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+    return best_first(fused.items())
 
 
 def demote_repeats(
@@ -131,6 +131,16 @@ def _adjusted(item: str, score: float, evidence: dict[str, frozenset], covered: 
     return score - penalty if points and points <= covered else score
 
 
+def best_first(scores: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Highest score first, ties by id."""
+    return sorted(scores, key=lambda kv: (-kv[1], kv[0]))
+
+
+def lift(ranked: list[tuple[str, float]], lifted: set[str], weight: float) -> list[tuple[str, float]]:
+    """`weight` added to the `lifted` items; best first again."""
+    return best_first((i, s + weight if i in lifted else s) for i, s in ranked)
+
+
 @dataclass(frozen=True)
 class Passage:
     top: int
@@ -152,12 +162,8 @@ def boost_passage(
     near = {(sid, q) for sid, seq in own for q in range(seq - passage.window, seq + passage.window + 1)} - own
     if not near:
         return ranked
-    lead = set(head)
-    boosted = [
-        (i, s + passage.weight if i not in lead and not near.isdisjoint(_points(evidence.get(i, ()))) else s)
-        for i, s in ranked
-    ]
-    return sorted(boosted, key=lambda kv: (-kv[1], kv[0]))
+    lifted = {i for i, _ in ranked[passage.top:] if not near.isdisjoint(_points(evidence.get(i, ())))}
+    return lift(ranked, lifted, passage.weight)
 
 
 def _points(keys: Iterable[str]) -> list[tuple[int, int]]:
@@ -211,8 +217,7 @@ def boost_dated(
     """`weight` added to each item said on a day the period covers; best first again, ties by id."""
     if period is None or weight == 0:
         return ranked
-    boosted = [(i, s + weight if any(covers(period, d, slack_days) for d in days.get(i, ())) else s) for i, s in ranked]
-    return sorted(boosted, key=lambda kv: (-kv[1], kv[0]))
+    return lift(ranked, {i for i, _ in ranked if any(covers(period, d, slack_days) for d in days.get(i, ()))}, weight)
 
 
 def hit_days(hits: Iterable[Hit]) -> dict[str, list[date]]:
