@@ -133,7 +133,7 @@ class Settings(BaseSettings):
 
     # --- evaluation and retrieval
     recall_search: Literal["hybrid", "dense", "text"] = Field(
-        "hybrid", description="Recall signals: dense + BM25 + speaker match, or one search alone"
+        "hybrid", description="Recall signals: dense + BM25 with the speaker, date and passage signals, or one search alone"
     )
     speaker_weight: float = Field(0.3, description="Added when a memory rests on the one speaker a query names")
     context_radius: int = Field(2, description="Messages each side of the evidence in a memory's BM25 document")
@@ -148,9 +148,9 @@ class Settings(BaseSettings):
     passage_weight: float = Field(
         0.2, ge=0, description="Added to a recall candidate resting on messages near those of the best candidates (0: off)"
     )
+    passage_top: int = Field(2, ge=0, description="How many of the best recall candidates set the passage")
+    passage_window: int = Field(4, ge=0, le=100, description="Messages each side of their evidence that count as near")
     date_weight: float = Field(
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
     date_slack_days: int = Field(7, ge=0, description="Days either side of a day a query names that still count")
-    passage_top: int = Field(2, ge=0, description="How many of the best recall candidates set the passage")
-    passage_window: int = Field(4, ge=0, description="Messages each side of their evidence that count as near")

@@ -251,9 +251,11 @@ def _asks_nothing(vectors: Sequence[Sequence[float]], dim: int, scope: Scope, li
 
 
 def floats(vector: Sequence[float]) -> list[float]:
-    """A vector as a list of Python floats (a numpy array converts in one call)."""
-    tolist = getattr(vector, "tolist", None)
-    return tolist() if tolist is not None else [float(x) for x in vector]
+    """A vector as a list of Python floats (a flat float numpy array converts in one call)."""
+    dtype = getattr(vector, "dtype", None)
+    if dtype is not None and dtype.kind == "f" and getattr(vector, "ndim", 0) == 1:
+        return vector.tolist()  # type: ignore[attr-defined]
+    return [float(x) for x in vector]
 
 
 def _check_vector(vector: Sequence[float] | None, dim: int, what: str) -> None:

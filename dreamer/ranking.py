@@ -44,6 +44,8 @@ _DATE_RE = re.compile(
 )
 _YEAR_RE = re.compile(r"\b(?:19|20)\d\d\b")
 _VERB_MONTHS = ("May", "March")  # "May I ...", "March on"
+_PRONOUN_NEXT = re.compile(r"\s+(?:I|we|you|he|she|they|it)\b")
+_EVIDENCE_KEY = re.compile(r"(-?[0-9]+):([0-9]+)")
 
 
 def narrowed(flt: SearchFilter) -> SearchFilter:
@@ -167,12 +169,8 @@ def boost_passage(
 
 
 def _points(keys: Iterable[str]) -> list[tuple[int, int]]:
-    out = []
-    for key in keys:
-        sid, _, seq = str(key).partition(":")
-        if sid.lstrip("-").isdigit() and seq.isdigit():
-            out.append((int(sid), int(seq)))
-    return out
+    found = (_EVIDENCE_KEY.fullmatch(key) for key in keys if isinstance(key, str))
+    return [(int(m.group(1)), int(m.group(2))) for m in found if m]
 
 
 @dataclass(frozen=True)
@@ -186,10 +184,12 @@ class Period:
 
 def query_period(query: str) -> Period | None:
     """The first date the query names ("October 13, 2023", "1 February, 2023", "June", "2023"),
-    or None. A bare "May" or "March" opening the query is a verb, not a month."""
+    or None. A bare "May" or "March" opening the query or followed by a pronoun is a verb, not a
+    month. Take the speakers' names out first (`without_names`): June and August are people too."""
     for m in _DATE_RE.finditer(query):
         day, year = m.group("d1") or m.group("d2"), m.group("year")
-        if m.start() == 0 and m.group("month") in _VERB_MONTHS and not (day or year):
+        verb = m.start() == 0 or _PRONOUN_NEXT.match(query, m.end("month"))
+        if m.group("month") in _VERB_MONTHS and verb and not (day or year):
             continue
         return Period(int(year) if year else None, MONTHS.index(m.group("month")) + 1,
                       int(day) if day and 1 <= int(day) <= 31 else None)
@@ -203,11 +203,18 @@ def covers(period: Period, day: date, slack_days: int) -> bool:
         return day.year == period.year
     if period.day is None:
         return day.month == period.month and period.year in (None, day.year)
-    try:
-        named = date(period.year or day.year, period.month, period.day)
-    except ValueError:  # 31 June
-        return False
-    return abs((day - named).days) <= slack_days
+    years = (period.year,) if period.year else (day.year - 1, day.year, day.year + 1)  # 30 December, 2 January
+    return any(abs((day - named).days) <= slack_days for named in _days_of(years, period.month, period.day))
+
+
+def _days_of(years: Iterable[int], month: int, day: int) -> list[date]:
+    out = []
+    for year in years:
+        try:
+            out.append(date(year, month, day))
+        except ValueError:  # 31 June, 29 February of a common year
+            continue
+    return out
 
 
 def boost_dated(
@@ -224,8 +231,16 @@ def hit_days(hits: Iterable[Hit]) -> dict[str, list[date]]:
     """Each hit's evidence days, as the payload keeps them (ISO; others are ignored)."""
     out: dict[str, list[date]] = {}
     for h in hits:
-        out[h.memory_id] = [d for d in map(_iso_day, h.payload.get(DAYS_FIELD) or ()) if d is not None]
+        out[h.memory_id] = [d for d in map(_iso_day, listed(h.payload.get(DAYS_FIELD))) if d is not None]
     return out
+
+
+def listed(value) -> tuple:
+    """A payload field as a tuple of its items: a list as it is, a lone string as one, else none
+    (points written by other versions may hold anything)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,) if isinstance(value, str) else ()
 
 
 def _iso_day(value) -> date | None:
@@ -237,7 +252,7 @@ def _iso_day(value) -> date | None:
 
 def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset]:
     """Each hit's evidence messages, as the payload keeps them."""
-    return {h.memory_id: frozenset(h.payload.get(EVIDENCE_FIELD) or ()) for h in hits}
+    return {h.memory_id: frozenset(k for k in listed(h.payload.get(EVIDENCE_FIELD)) if isinstance(k, str)) for h in hits}
 
 
 def speaker_matches(hits: Iterable[Hit], speaker: str) -> set[str]:
@@ -281,11 +296,13 @@ def rank(
     names = named_speakers(query, hit_speakers(text_hits))
     vector = rt.embedder.embed([without_names(query, names)])[0]
     dense_hits = rt.index.search_dense(list(vector), scope, limit, flt)
-    matched = speaker_matches(text_hits + dense_hits, names[0]) if len(names) == 1 else set()
+    hits = text_hits + dense_hits
+    matched = speaker_matches(hits, names[0]) if len(names) == 1 else set()
     weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
     fused = fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched)
-    fused = boost_dated(fused, hit_days(text_hits + dense_hits), query_period(query), st.date_weight, st.date_slack_days)
-    evidence = hit_evidence(text_hits + dense_hits)
+    period = query_period(without_names(query, names))
+    fused = boost_dated(fused, hit_days(hits), period, st.date_weight, st.date_slack_days)
+    evidence = hit_evidence(hits)
     fused = boost_passage(fused, evidence, Passage(st.passage_top, st.passage_window, st.passage_weight))
     return Ranked(demote_repeats(fused, evidence, st.repeat_penalty, head), "hybrid")
 

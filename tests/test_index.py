@@ -35,9 +35,9 @@ BACKENDS = ["edge", "local"]
 def test_floats_gives_python_floats_from_lists_and_arrays():
     import numpy as np
 
-    for vector in ([1, 0.5], (1, 0.5), np.array([1, 0.5], dtype=np.float32), np.array([1, 0.5])):
+    for vector in ([1, 0.5], (1, 0.5), np.array([1, 0.5], dtype=np.float32), np.array([1, 0.5]), np.array([1, 0])):
         out = floats(vector)
-        assert out == [1.0, 0.5] and [type(x) for x in out] == [float, float]
+        assert out == [float(v) for v in vector] and [type(x) for x in out] == [float, float]
 
 
 def _open(backend: str, root: Path, dim: int = DIM) -> MemoryIndex:

@@ -67,7 +67,7 @@ def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
         "d": frozenset({"1:15"}),  # 5 away from a: outside the window
         "e": frozenset({"1:14", "7:1"}),  # 4 away from a
         "f": frozenset({"3:10"}),  # another session
-        "g": frozenset({"2:1", "bad", "2:x"}),  # 2 away from b; malformed keys are ignored
+        "g": frozenset({"2:1", "bad", "2:x", "--1:3", "\u00b2:3", "2:"}),  # 2 away from b; malformed keys are ignored
     }
     out = boost_passage(ranked, evidence, Passage(top=2, window=4, weight=0.2))
     assert out == [("a", 1.0), ("b", 0.9), ("c", 0.8), ("e", pytest.approx(0.8)), ("d", 0.7),
@@ -100,6 +100,9 @@ def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
     ("March 2023 was busy: what happened?", Period(2023, 3, None)),
     ("What did Jon do after the dance class?", None),
     ("Anything on 40 June?", Period(None, 6, None)),
+    ("Hi! May I ask what Jon likes?", None),
+    ("What did June say?", Period(None, 6, None)),  # a name: rank() takes the speakers' names out first
+    (without_names("What did June say on 3 May?", ["June"]), Period(None, 5, 3)),
 ])
 def test_query_period_reads_the_first_date_a_query_names(query, period):
     assert query_period(query) == period
@@ -113,6 +116,9 @@ def test_covers_a_year_a_month_or_a_day_with_slack():
     assert covers(Period(2023, 10, 13), date(2023, 10, 6), 7) and not covers(Period(2023, 10, 13), date(2023, 10, 5), 7)
     assert covers(Period(None, 10, 13), date(2021, 10, 14), 1)  # a day without a year: that day of the evidence's year
     assert not covers(Period(2023, 6, 31), date(2023, 6, 30), 7)  # no such day
+    # a day without a year is looked for in the evidence's year and the years either side
+    assert covers(Period(None, 12, 30), date(2024, 1, 2), 7) and covers(Period(None, 1, 2), date(2023, 12, 29), 7)
+    assert covers(Period(None, 2, 29), date(2024, 3, 2), 7) and not covers(Period(None, 2, 29), date(2023, 3, 1), 7)
 
 
 def test_boost_dated_lifts_what_was_said_then():
@@ -122,13 +128,16 @@ def test_boost_dated_lifts_what_was_said_then():
     assert out == [("c", pytest.approx(1.1)), ("a", 1.0), ("b", 0.9), ("d", 0.7)]
     assert boost_dated(ranked, days, None, 0.3, 7) == ranked
     assert boost_dated(ranked, days, Period(2023, 6), 0.0, 7) == ranked
-    hits = [Hit("a", 1.0, {"said_on": ["2023-05-01", "not a day"]}), Hit("b", 1.0, {})]
-    assert hit_days(hits) == {"a": [date(2023, 5, 1)], "b": []}
+    hits = [Hit("a", 1.0, {"said_on": ["2023-05-01", "not a day", 7]}), Hit("b", 1.0, {}),
+            Hit("c", 1.0, {"said_on": "2023-05-08"}), Hit("d", 1.0, {"said_on": 20230508})]
+    assert hit_days(hits) == {"a": [date(2023, 5, 1)], "b": [], "c": [date(2023, 5, 8)], "d": []}
 
 
 def test_hit_evidence_reads_the_payload():
-    hits = [Hit("a", 1.0, {"evidence_at": ["1:2", "3:4"]}), Hit("b", 1.0, {})]
-    assert hit_evidence(hits) == {"a": frozenset({"1:2", "3:4"}), "b": frozenset()}
+    hits = [Hit("a", 1.0, {"evidence_at": ["1:2", "3:4", 5, ["1:2"]]}), Hit("b", 1.0, {}),
+            Hit("c", 1.0, {"evidence_at": "1:2"}), Hit("d", 1.0, {"evidence_at": 12})]
+    assert hit_evidence(hits) == {"a": frozenset({"1:2", "3:4"}), "b": frozenset(), "c": frozenset({"1:2"}),
+                                  "d": frozenset()}
 
 
 def test_day_and_windows():

@@ -294,3 +294,29 @@ def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, t
         assert dated[name][0].memory_id == ids[name]
         assert scores[ids[name]] == pytest.approx(plain[name][ids[name]] + settings.date_weight)
         assert scores[ids[other]] == pytest.approx(plain[name][ids[other]])  # said on another day
+
+
+@needs_minilm
+def test_what_rests_near_the_best_candidate_is_lifted(settings, sqlite_engine, tmp_path, minilm):
+    turns = [ParsedMessage(role="user" if n % 2 else "assistant", content=f"turn {n}") for n in range(1, 11)]
+    index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), sqlite_engine)
+    one = settings.model_copy(update={"passage_top": 1})
+    rt = Runtime.open(one, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
+    flat = Runtime.open(one.model_copy(update={"passage_weight": 0.0}), engine=sqlite_engine, llm=None,
+                        embedder=minilm, index=index, busy=AlwaysIdle())
+    query = "What error did the staging deploy fail with?"
+    try:
+        ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items() if name != "deploy"}
+        sid = record_messages(sqlite_engine, "ops", turns, user_id="alice").session_id
+        for name, seq, text in (("deploy", 1, FACTS["deploy"]), ("near", 3, "The user rolled back to release 41."),
+                                ("far", 9, "The user wants a quieter pager rota.")):
+            ids[name] = store(rt, "alice", text, evidence=[{"session_id": sid, "seqs": [seq]}])
+        outbox.drain(rt)
+        lifted = {h.memory_id: h.score for h in recall(rt, query, ALICE, k=10).hits}
+        plain = {h.memory_id: h.score for h in recall(flat, query, ALICE, k=10).hits}
+    finally:
+        rt.close()
+    assert max(plain, key=plain.get) == ids["deploy"]  # the best candidate sets the passage
+    assert lifted[ids["near"]] == pytest.approx(plain[ids["near"]] + one.passage_weight)  # 2 messages away
+    assert lifted[ids["far"]] == pytest.approx(plain[ids["far"]])  # 8 away
+    assert lifted[ids["deploy"]] == pytest.approx(plain[ids["deploy"]])
