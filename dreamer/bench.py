@@ -27,7 +27,9 @@ from dreamer import db, outbox
 from dreamer.busy import AlwaysIdle
 from dreamer.config import Settings
 from dreamer.db import session_scope
+from dreamer.documents import DocumentedIndex
 from dreamer.dream import apply_all, dream_pass, plan_candidates
+from dreamer.embed import CachedEmbedder, MiniLMEmbedder, set_torch_threads
 from dreamer.extract import Candidate
 from dreamer.index import EdgeIndex, IndexPoint, QdrantClientIndex, Scope
 from dreamer.models import Cursor, Memory, Message, Session, new_memory_id, utcnow
@@ -93,8 +95,6 @@ def fresh_store(settings: Settings, data_dir: Path, **overrides) -> tuple[Settin
 
 
 def local_embedder(settings: Settings):
-    from dreamer.embed import MiniLMEmbedder
-
     embedder = MiniLMEmbedder(batch=settings.embed_batch)
     embedder.embed(["warm up"])
     return embedder
@@ -140,8 +140,6 @@ def bench_recall(settings: Settings, tmp: Path, sizes, seed: int, queries: int =
 
 def _serving_threads(settings: Settings) -> int | None:
     """The threads `dreamer serve` gives the embedder, since recall is what a server does."""
-    from dreamer.embed import set_torch_threads
-
     return set_torch_threads(settings.serve_torch_threads)
 
 
@@ -316,9 +314,6 @@ def bench_consolidate(settings: Settings, tmp: Path, sizes, seed: int, batch: in
 
 def _consolidate_run(settings: Settings, folder: Path, raw, n: int, seed: int, batch: int, users: int,
                      documented: bool) -> dict:
-    from dreamer.documents import DocumentedIndex
-    from dreamer.embed import CachedEmbedder
-
     rng = random.Random(seed)
     texts = [f"{sentence(rng)[:-1]} ({i})." for i in range(n)]
     raw.embed([f"{sentence(rng)[:-1]} ({i})." for i in range(batch)])

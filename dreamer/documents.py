@@ -13,6 +13,7 @@ The memory itself (its text, its dense vector, what recall returns) is unchanged
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 SPEAKERS_FIELD = "speakers"
 EVIDENCE_FIELD = "evidence_at"
 DAYS_FIELD = "said_on"
+_EVIDENCE_KEY = re.compile(r"(-?[0-9]+):([0-9]+)")  # "session:seq"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,13 @@ def evidence_points(evidence: Iterable[dict]) -> set[tuple[int, int]]:
     return out
 
 
+def key_points(keys: Iterable) -> list[tuple[int, int]]:
+    """(session_id, seq) of each "session:seq" key, as `evidence_keys` writes them; anything
+    else (a point written by another version) is skipped."""
+    found = (_EVIDENCE_KEY.fullmatch(key) for key in keys if isinstance(key, str))
+    return [(int(m.group(1)), int(m.group(2))) for m in found if m]
+
+
 def evidence_keys(points: Iterable[tuple[int, int]]) -> tuple[str, ...]:
     """Evidence messages as payload keys, "session:seq", sorted."""
     return tuple(f"{sid}:{seq}" for sid, seq in sorted(set(points)))
@@ -89,14 +98,19 @@ def speakers_of(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[st
     return tuple(dict.fromkeys(names))
 
 
+def said_at(lines: Sequence[Said], points: set[tuple[int, int]]) -> list[datetime]:
+    """When the evidence messages among `lines` were said (those with a time)."""
+    return [ln.at for ln in lines if (ln.session_id, ln.seq) in points and ln.at is not None]
+
+
 def said_on(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[str, ...]:
     """The distinct days (ISO) the evidence messages were said on, sorted."""
-    return tuple(sorted({ln.at.date().isoformat() for ln in lines if (ln.session_id, ln.seq) in points and ln.at}))
+    return tuple(sorted({at.date().isoformat() for at in said_at(lines, points)}))
 
 
 def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]) -> str:
     """Day of the evidence, the memory text, then the context lines (the memory's own line once)."""
-    dated = [ln.at for ln in lines if (ln.session_id, ln.seq) in points and ln.at is not None]
+    dated = said_at(lines, points)
     head = [day(min(dated))] if dated else []
     body = [f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text for ln in lines]
     return "\n".join(head + [memory_text] + [b for b in body if b != memory_text])

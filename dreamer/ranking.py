@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Iterable, Sequence
 
-from dreamer.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD
+from dreamer.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD, key_points
 from dreamer.index import Hit, Scope, SearchFilter
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,6 @@ _DATE_RE = re.compile(
 _YEAR_RE = re.compile(r"\b(?:19|20)\d\d\b")
 _VERB_MONTHS = ("May", "March")  # "May I ...", "March on"
 _PRONOUN_NEXT = re.compile(r"\s+(?:I|we|you|he|she|they|it)\b")
-_EVIDENCE_KEY = re.compile(r"(-?[0-9]+):([0-9]+)")
 
 
 def narrowed(flt: SearchFilter) -> SearchFilter:
@@ -160,17 +159,12 @@ def boost_passage(
     if passage.weight == 0 or passage.top <= 0:
         return ranked
     head = [i for i, _ in ranked[: passage.top]]
-    own = {p for i in head for p in _points(evidence.get(i, ()))}
+    own = {p for i in head for p in key_points(evidence.get(i, ()))}
     near = {(sid, q) for sid, seq in own for q in range(seq - passage.window, seq + passage.window + 1)} - own
     if not near:
         return ranked
-    lifted = {i for i, _ in ranked[passage.top:] if not near.isdisjoint(_points(evidence.get(i, ())))}
+    lifted = {i for i, _ in ranked[passage.top:] if not near.isdisjoint(key_points(evidence.get(i, ())))}
     return lift(ranked, lifted, passage.weight)
-
-
-def _points(keys: Iterable[str]) -> list[tuple[int, int]]:
-    found = (_EVIDENCE_KEY.fullmatch(key) for key in keys if isinstance(key, str))
-    return [(int(m.group(1)), int(m.group(2))) for m in found if m]
 
 
 @dataclass(frozen=True)
@@ -257,11 +251,11 @@ def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset]:
 
 def speaker_matches(hits: Iterable[Hit], speaker: str) -> set[str]:
     """Ids of the hits whose evidence was said by `speaker`."""
-    return {h.memory_id for h in hits if speaker in (h.payload.get(SPEAKERS_FIELD) or [])}
+    return {h.memory_id for h in hits if speaker in listed(h.payload.get(SPEAKERS_FIELD))}
 
 
 def hit_speakers(hits: Iterable[Hit]) -> list[str]:
-    return [s for h in hits for s in (h.payload.get(SPEAKERS_FIELD) or []) if isinstance(s, str)]
+    return [s for h in hits for s in listed(h.payload.get(SPEAKERS_FIELD)) if isinstance(s, str)]
 
 
 # --------------------------------------------------------------------------- the searches
@@ -294,14 +288,14 @@ def rank(
     if search == "text":
         return Ranked(_pairs(text_hits), "text")
     names = named_speakers(query, hit_speakers(text_hits))
-    vector = rt.embedder.embed([without_names(query, names)])[0]
+    unnamed = without_names(query, names)  # names are matched on who spoke, not on words or dates
+    vector = rt.embedder.embed([unnamed])[0]
     dense_hits = rt.index.search_dense(list(vector), scope, limit, flt)
     hits = text_hits + dense_hits
     matched = speaker_matches(hits, names[0]) if len(names) == 1 else set()
     weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
     fused = fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched)
-    period = query_period(without_names(query, names))
-    fused = boost_dated(fused, hit_days(hits), period, st.date_weight, st.date_slack_days)
+    fused = boost_dated(fused, hit_days(hits), query_period(unnamed), st.date_weight, st.date_slack_days)
     evidence = hit_evidence(hits)
     fused = boost_passage(fused, evidence, Passage(st.passage_top, st.passage_window, st.passage_weight))
     return Ranked(demote_repeats(fused, evidence, st.repeat_penalty, head), "hybrid")

@@ -97,8 +97,8 @@ def settle(rt: Runtime, *, load_model: bool = True) -> int:
     """Start-up of a long-lived process (daemon, worker, server): load the local embedding model
     now (unless the process never embeds), then freeze every object allocated so far out of the
     garbage collector's view (`gc.freeze`). Libraries and the model are about 550 000 objects
-    that live as long as the process, and every full collection walked them all: about 0.25 s
-    each, 2.6 ms per batch of 16 candidates in `dreamer bench consolidate`. Returns how many
+    that live as long as the process, and every full collection walked them all: 0.24 s each,
+    2.8 ms per batch of 16 candidates in `dreamer bench consolidate` (as measured there). Returns how many
     objects were frozen."""
     from dreamer.embed import preload
 

@@ -7,7 +7,8 @@ from datetime import date, datetime, timezone
 import pytest
 
 from dreamer.documents import (
-    Document, Said, day, document, evidence_keys, evidence_points, render, speakers_of, windows, with_document,
+    Document, Said, day, document, evidence_keys, evidence_points, key_points, render, speakers_of, windows,
+    with_document,
 )
 from dreamer.index import Hit, IndexPoint
 from dreamer.ranking import (
@@ -166,6 +167,8 @@ def test_document_carries_day_text_context_and_speakers():
 
 def test_evidence_keys_and_the_indexed_payload():
     assert evidence_keys({(3, 10), (1, 2), (3, 9)}) == ("1:2", "3:9", "3:10")
+    assert key_points(evidence_keys({(3, 10), (1, 2), (-1, 9)})) == [(-1, 9), (1, 2), (3, 10)]  # the inverse
+    assert key_points(["1:2", "--1:3", "\u00b2:3", "2:", 5, "x"]) == [(1, 2)]
     point = IndexPoint("m1", "Ann hiked.", None, {"user_id": "u"})
     indexed = with_document(point, Document("doc text", ("Ann",), ("1:3",), ("2023-05-08",)))
     assert indexed.payload == {"user_id": "u", "speakers": ["Ann"], "evidence_at": ["1:3"], "said_on": ["2023-05-08"]}

@@ -269,14 +269,20 @@ def test_context_is_ranked_and_cut_to_the_budget(settings, sqlite_engine, tmp_pa
         rt.close()
 
 
+def on_and_off(settings, engine, tmp_path, embedder, signal: str) -> tuple[Runtime, Runtime]:
+    """Two runtimes over one documented Edge index: `settings` as given, and with `signal` at 0."""
+    index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), engine)
+    return tuple(
+        Runtime.open(st, engine=engine, llm=None, embedder=embedder, index=index, busy=AlwaysIdle())
+        for st in (settings, settings.model_copy(update={signal: 0.0}))
+    )
+
+
 @needs_minilm
 def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, tmp_path, minilm):
     said = {"may": datetime(2023, 5, 8, 10, tzinfo=timezone.utc), "july": datetime(2023, 7, 20, 10, tzinfo=timezone.utc)}
     texts = {"may": "The user went swimming in the lake.", "july": "The user went kayaking on the lake."}
-    index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), sqlite_engine)
-    rt = Runtime.open(settings, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
-    undated = Runtime.open(settings.model_copy(update={"date_weight": 0.0}), engine=sqlite_engine, llm=None,
-                           embedder=minilm, index=index, busy=AlwaysIdle())
+    rt, undated = on_and_off(settings, sqlite_engine, tmp_path, minilm, "date_weight")
     queries = {"may": "What did the user do at the lake in May 2023?", "july": "What did the user do on 22 July, 2023?"}
     try:
         ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items()}
@@ -299,11 +305,8 @@ def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, t
 @needs_minilm
 def test_what_rests_near_the_best_candidate_is_lifted(settings, sqlite_engine, tmp_path, minilm):
     turns = [ParsedMessage(role="user" if n % 2 else "assistant", content=f"turn {n}") for n in range(1, 11)]
-    index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), sqlite_engine)
     one = settings.model_copy(update={"passage_top": 1})
-    rt = Runtime.open(one, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
-    flat = Runtime.open(one.model_copy(update={"passage_weight": 0.0}), engine=sqlite_engine, llm=None,
-                        embedder=minilm, index=index, busy=AlwaysIdle())
+    rt, flat = on_and_off(one, sqlite_engine, tmp_path, minilm, "passage_weight")
     query = "What error did the staging deploy fail with?"
     try:
         ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items() if name != "deploy"}
