@@ -241,6 +241,7 @@ class ScriptedServer:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = socket.SOMAXCONN  # a burst of clients queues instead of being refused (default 5)
     scripted: ScriptedServer
 
 
