@@ -60,6 +60,16 @@ def test_compose_has_every_part(compose):
     assert set(dreamer_services(compose)) == {"migrate", "api", "worker", "scheduler", "beat"}
 
 
+def test_each_profile_runs_one_scheduler(compose):
+    """The daemon and beat each enqueue every pass: a profile starts one of them, never both,
+    and the services without a profile start neither."""
+    services = compose["services"]
+    assert services["scheduler"]["profiles"] == ["daemon"]
+    assert services["beat"]["profiles"] == ["beat"]
+    always = {name for name, svc in services.items() if not svc.get("profiles")}
+    assert always == {"postgres", "redis", "qdrant", "migrate", "api", "worker"}
+
+
 def test_every_dreamer_variable_in_compose_is_a_setting(compose):
     seen = set()
     for name, svc in compose["services"].items():
