@@ -28,7 +28,7 @@ def msg(message: dict, second: int) -> dict:
 def transcript() -> list:
     return [
         {"type": "session", "version": 3, "id": SESSION, "timestamp": "2026-04-08T01:03:43.107Z",
-         "cwd": "/Users/susu/.openclaw/workspace"},
+         "cwd": "/Users/dana/.openclaw/workspace"},
         {"type": "model_change", "id": "7f59d586", "parentId": None, "timestamp": "2026-04-08T01:03:43.116Z",
          "provider": "anthropic", "modelId": "claude-sonnet-4-6"},
         {"type": "thinking_level_change", "id": "9b229e99", "thinkingLevel": "off"},

@@ -249,7 +249,7 @@ def test_ingest_file_is_all_or_nothing(engine, tmp_path, monkeypatch):
 
 
 def test_ingest_claude_code_defaults(engine, tmp_path):
-    base = {"sessionId": "cc-1", "cwd": "/work/acme-api", "timestamp": "2025-06-01T09:00:00Z"}
+    base = {"sessionId": "cc-1", "cwd": "/srv/acme-api", "timestamp": "2025-06-01T09:00:00Z"}
     path = write_jsonl(tmp_path / "cc-1.jsonl", [
         {**base, "type": "user", "uuid": "1", "message": {"role": "user", "content": "run tests"}},
         {**base, "type": "assistant", "uuid": "2", "message": {"role": "assistant", "content": [

@@ -81,10 +81,10 @@ def tool_messages(planted: list[Planted], tool_chars: int) -> list[dict]:
 
 def claude_code_lines(planted: list[Planted]) -> list[dict]:
     """Files written and read back in a Claude Code session (tool_use input and tool_result)."""
-    base = {"sessionId": "cc-secrets", "cwd": "/work/app", "timestamp": "2024-05-01T10:00:00Z"}
+    base = {"sessionId": "cc-secrets", "cwd": "/srv/app", "timestamp": "2024-05-01T10:00:00Z"}
     lines = [{**base, "type": "user", "message": {"role": "user", "content": "The root cause was a bad config; fix it."}}]
     for i, p in enumerate(planted):
-        path = f"/work/app/conf/file{i}.env"
+        path = f"/srv/app/conf/file{i}.env"
         lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
             {"type": "text", "text": f"The root cause was file {i}; writing it."},
             {"type": "tool_use", "id": f"w{i}", "name": "Write", "input": {"file_path": path, "content": p.text}}]}})
@@ -94,7 +94,7 @@ def claude_code_lines(planted: list[Planted]) -> list[dict]:
             {"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"file_path": path}}]}})
         lines.append({**base, "type": "user", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"r{i}", "content": p.text}]}})
-    big = "/work/app/big.cfg"
+    big = "/srv/app/big.cfg"
     head = len(json.dumps({"file_path": big, "content": ""})) - 2  # where the content starts
     long_file = "y" * (TOOL_INPUT_CHARS - 15 - head - len(" see ")) + f" see {STRADDLE_FILE.secret} end"
     lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
