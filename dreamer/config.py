@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     # --- embeddings ---------------------------------------------------------
     embedder: Literal["auto", "local", "openai", "none"] = "auto"
     embed_base_url: str = Field("", description="OpenAI-compatible /v1/embeddings; empty = llm_base_url")
+    embed_api_key: str = Field("", description="API key of the embeddings endpoint; empty = llm_api_key")
     embed_model: str = "text-embedding-3-small"
     embed_dim: int = 384
     embed_batch: int = 64

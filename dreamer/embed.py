@@ -258,7 +258,7 @@ def _openai_client(settings: Settings, base_url: str) -> Any:
 
     return openai.OpenAI(
         base_url=base_url,
-        api_key=settings.llm_api_key or "none",
+        api_key=settings.embed_api_key or settings.llm_api_key or "none",
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
     )

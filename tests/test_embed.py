@@ -324,6 +324,17 @@ def test_build_openai_prefers_embed_base_url(tmp_path, server):
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize(("embed_key", "llm_key", "sent"), [("emb-key", "chat-key", "emb-key"), ("", "chat-key", "chat-key"),
+                                                       ("", "", "none")])
+def test_build_openai_api_key(tmp_path, server, embed_key, llm_key, sent):
+    """The embeddings endpoint may be another provider's: its own key, else the LLM's."""
+    settings = make_settings(tmp_path, embedder="openai", embed_base_url=server.url, embed_api_key=embed_key,
+                             llm_api_key=llm_key)
+    built = build_embedder(settings)
+    assert built.inner.client.api_key == sent
+    assert len(built.embed(["x"])) == 1
+
+
 def test_build_openai_with_client_handed_in(tmp_path, server, client):
     settings = make_settings(tmp_path, embedder="openai", embed_dim=8)
     built = build_embedder(settings, openai_client=client)
