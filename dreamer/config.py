@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dreamer.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -23,19 +25,19 @@ class Settings(BaseSettings):
     qdrant_api_key: str = ""
     qdrant_collection: str = "dreamer_memories"
     index_flush_seconds: float = Field(
-        5.0, description="Most seconds between disk flushes of the embedded index after writes; 0 = every write"
+        5.0, ge=0, description="Most seconds between disk flushes of the embedded index after writes; 0 = every write"
     )
 
     # --- LLM ----------------------------------------------------------------
     llm_base_url: str = Field("", description="OpenAI-compatible endpoint; empty = rules extractor")
     llm_api_key: str = "none"
     llm_model: str = "gpt-4o-mini"
-    llm_timeout: float = 60.0
-    llm_max_retries: int = 4
-    llm_retry_base: float = 1.0
-    llm_retry_cap: float = 30.0
-    llm_pass_token_budget: int = 2_000_000
-    llm_breaker_threshold: int = 3
+    llm_timeout: float = Field(60.0, gt=0)
+    llm_max_retries: int = Field(4, ge=0)
+    llm_retry_base: float = Field(1.0, ge=0)
+    llm_retry_cap: float = Field(30.0, ge=0)
+    llm_pass_token_budget: int = Field(2_000_000, ge=0)
+    llm_breaker_threshold: int = Field(3, ge=0)
     llm_json_schema: bool = True
 
     # --- embeddings ---------------------------------------------------------
@@ -43,49 +45,49 @@ class Settings(BaseSettings):
     embed_base_url: str = Field("", description="OpenAI-compatible /v1/embeddings; empty = llm_base_url")
     embed_api_key: str = Field("", description="API key of the embeddings endpoint; empty = llm_api_key")
     embed_model: str = "text-embedding-3-small"
-    embed_dim: int = 384
-    embed_batch: int = 64
+    embed_dim: int = Field(384, ge=1)
+    embed_batch: int = Field(64, ge=1)
 
     # --- the dream pass ---------------------------------------------------------
-    dream_interval_seconds: float = 4 * 3600
-    warmup_seconds: float = 120
-    busy_window_seconds: float = 60
-    backoff_base_seconds: float = 60
-    backoff_cap_seconds: float = 30 * 60
-    max_sessions_per_pass: int = 10
-    min_rounds: int = 4
-    max_age_days: float = 30
-    quiet_period_seconds: float = 0
-    tokens_per_session_pass: int = 30_000
-    chunk_tokens: int = 6_000
-    overlap_messages: int = 2
-    entries_per_session: int = 5
-    max_attempts: int = 3
-    lease_seconds: float = 600
+    dream_interval_seconds: float = Field(4 * 3600, gt=0)
+    warmup_seconds: float = Field(120, ge=0)
+    busy_window_seconds: float = Field(60, ge=0)
+    backoff_base_seconds: float = Field(60, ge=0)
+    backoff_cap_seconds: float = Field(30 * 60, ge=0)
+    max_sessions_per_pass: int = Field(10, ge=1)
+    min_rounds: int = Field(4, ge=0)
+    max_age_days: float = Field(30, ge=0)
+    quiet_period_seconds: float = Field(0, ge=0)
+    tokens_per_session_pass: int = Field(30_000, ge=1)
+    chunk_tokens: int = Field(6_000, ge=1)
+    overlap_messages: int = Field(2, ge=0)
+    entries_per_session: int = Field(5, ge=0)
+    max_attempts: int = Field(3, ge=1)
+    lease_seconds: float = Field(600, gt=0)
     triage: bool = True
-    dreams_cap: int = 50
+    dreams_cap: int = Field(50, ge=0)
 
     # --- consolidation ------------------------------------------------------
     dup_threshold: float = 0.90
     ambiguous_low: float = 0.75
-    neighbours: int = 5
+    neighbours: int = Field(5, ge=1)
 
     # --- recall and context ---------------------------------------------------
-    dense_weight: float = 0.7
-    text_weight: float = 0.3
-    candidate_multiplier: int = 4
-    recall_k: int = 5
-    context_budget: int = 800
+    dense_weight: float = Field(0.7, ge=0)
+    text_weight: float = Field(0.3, ge=0)
+    candidate_multiplier: int = Field(4, ge=1)
+    recall_k: int = Field(5, ge=1)
+    context_budget: int = Field(800, ge=0)
 
     # --- online flush ---------------------------------------------------------
-    context_window: int = 128_000
-    reserve_floor: int = 20_000
-    soft_threshold: int = 4_000
-    flush_every_messages: int = 200
-    tool_result_chars: int = 2_000
+    context_window: int = Field(128_000, ge=1)
+    reserve_floor: int = Field(20_000, ge=0)
+    soft_threshold: int = 4_000  # checked with the other flush settings (validate_flush_settings)
+    flush_every_messages: int = 200  # ditto
+    tool_result_chars: int = Field(2_000, ge=0)
 
     # --- ingest ---------------------------------------------------------------
-    max_message_bytes: int = 1_000_000
+    max_message_bytes: int = Field(1_000_000, ge=1)
 
     # --- services -------------------------------------------------------------
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -114,37 +116,37 @@ class Settings(BaseSettings):
     api_tokens: str = Field(
         "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
     )
-    api_max_body_bytes: int = 2_000_000
-    flush_max_tokens: int = Field(30_000, description="most transcript tokens one flush sends to the model")
-    flush_max_notes: int = 8
+    api_max_body_bytes: int = Field(2_000_000, ge=1)
+    flush_max_tokens: int = Field(30_000, ge=1, description="most transcript tokens one flush sends to the model")
+    flush_max_notes: int = Field(8, ge=1)
     flush_workers: int = 2
 
     # --- scheduler and workers
     busy_backend: Literal["sql", "redis"] = Field("sql", description="Where activity is counted")
     busy_key_prefix: str = "dreamer:busy"
-    busy_inflight_ttl_seconds: float = Field(3600, description="An in-flight count left by a crash expires")
+    busy_inflight_ttl_seconds: float = Field(3600, ge=0, description="An in-flight count left by a crash expires")
     scheduler_executor: Literal["inline", "celery"] = "inline"
-    scheduler_misfire_grace_seconds: float = 300
-    index_wait_seconds: float = Field(600, description="How long a worker waits for the embedded index")
+    scheduler_misfire_grace_seconds: float = Field(300, ge=0)
+    index_wait_seconds: float = Field(600, ge=0, description="How long a worker waits for the embedded index")
     celery_queue: str = "dreamer"
-    celery_visibility_timeout_seconds: float = Field(3600, description="Redis broker: redeliver unacked after")
-    task_max_retries: int = 8
-    task_retry_base_seconds: float = 5
-    task_retry_cap_seconds: float = 600
+    celery_visibility_timeout_seconds: float = Field(3600, gt=0, description="Redis broker: redeliver unacked after")
+    task_max_retries: int = Field(8, ge=0)
+    task_retry_base_seconds: float = Field(5, ge=0)
+    task_retry_cap_seconds: float = Field(600, ge=0)
 
     # --- evaluation and retrieval
     recall_search: Literal["hybrid", "dense", "text"] = Field(
         "hybrid", description="Recall signals: dense + BM25 with the speaker, date and passage signals, or one search alone"
     )
-    speaker_weight: float = Field(0.3, description="Added when a memory rests on the one speaker a query names")
-    context_radius: int = Field(2, description="Messages each side of the evidence in a memory's BM25 document")
-    context_line_chars: int = Field(600, description="Longest message text shown in a memory's BM25 document")
-    recall_candidates: int = Field(100, description="Fewest candidates each search of a recall returns")
+    speaker_weight: float = Field(0.3, ge=0, description="Added when a memory rests on the one speaker a query names")
+    context_radius: int = Field(2, ge=0, description="Messages each side of the evidence in a memory's BM25 document")
+    context_line_chars: int = Field(600, ge=1, description="Longest message text shown in a memory's BM25 document")
+    recall_candidates: int = Field(100, ge=1, description="Fewest candidates each search of a recall returns")
     serve_torch_threads: int = Field(
-        1, description="Intra-op threads of the local embedder in `dreamer serve` (one query at a time); 0 = torch's default"
+        1, ge=0, description="Intra-op threads of the local embedder in `dreamer serve` (one query at a time); 0 = torch's default"
     )
     repeat_penalty: float = Field(
-        0.3, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"
+        0.3, ge=0, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"
     )
     passage_weight: float = Field(
         0.2, ge=0, description="Added to a recall candidate resting on messages near those of the best candidates (0: off)"
@@ -155,3 +157,19 @@ class Settings(BaseSettings):
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
     date_slack_days: int = Field(7, ge=0, description="Days either side of a day a query names that still count")
+
+
+def load_settings(**overrides) -> Settings:
+    """The settings from the environment (and `.env`) with `overrides` on top; a bad value is a
+    `ConfigError` naming its variable, not a validation traceback."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(settings_problem(exc)) from None
+
+
+def settings_problem(exc: ValidationError, limit: int = 3) -> str:
+    """One line naming each bad variable and what is wrong with it (the first `limit`)."""
+    problems = [f"DREAMER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()[:limit]]
+    more = len(exc.errors()) - limit
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")

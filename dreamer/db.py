@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlmodel import Session as DBSession
 from sqlmodel import create_engine
 
@@ -152,6 +152,6 @@ def _check_reachable(engine: Engine) -> None:
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
-    except OperationalError as exc:
+    except DatabaseError as exc:  # unreachable, refused, or a file that is not a database
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
         raise StoreError(f"cannot reach database {redact_url(str(engine.url))}: {reason}") from exc

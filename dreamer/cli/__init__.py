@@ -10,8 +10,11 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from dreamer.config import Settings
-from dreamer.errors import DreamerError
+from dreamer.config import Settings, load_settings
+from dreamer.errors import ConfigError, DreamerError
+
+ID_MAX = 2**63 - 1  # the largest SQL integer: ids, limits and budgets above it cannot be stored or asked for
+K_MAX = 1000  # the most hits one recall returns
 
 app = typer.Typer(
     name="dreamer", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -28,8 +31,10 @@ def _root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level to stderr."),
 ) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if data_dir is not None and not data_dir.strip():
+        raise ConfigError("--data-dir is empty: give a folder")
     overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
-    ctx.obj = Settings(**overrides)
+    ctx.obj = load_settings(**overrides)
 
 
 def settings_of(ctx: typer.Context) -> Settings:
@@ -49,6 +54,16 @@ def main() -> None:
     except DreamerError as exc:
         err.print(f"error: {exc}", markup=False)
         sys.exit(1)
+    except OSError as exc:  # the file system refused: a data dir that is a file, no permission, a full disk
+        err.print(f"error: {os_problem(exc)}", markup=False)
+        sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(130)
+
+
+def os_problem(exc: OSError) -> str:
+    """What the file system refused, and where."""
+    where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {where}" if where else reason

@@ -1,0 +1,42 @@
+"""Settings read at the edge: a bad value is one ConfigError naming its variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.config import Settings, load_settings
+from dreamer.errors import ConfigError
+
+
+def test_load_settings_takes_the_environment_and_overrides(monkeypatch, tmp_path):
+    monkeypatch.setenv("DREAMER_RECALL_K", "7")
+    st = load_settings(data_dir=tmp_path)
+    assert (st.recall_k, st.data_dir) == (7, tmp_path)
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("DREAMER_RECALL_K", "abc", "DREAMER_RECALL_K: Input should be a valid integer, unable to parse string as an integer"),
+    ("DREAMER_RECALL_K", "0", "DREAMER_RECALL_K: Input should be greater than or equal to 1"),
+    ("DREAMER_CONTEXT_BUDGET", "-1", "DREAMER_CONTEXT_BUDGET: Input should be greater than or equal to 0"),
+    ("DREAMER_EMBEDDER", "foo", "DREAMER_EMBEDDER: Input should be 'auto', 'local', 'openai' or 'none'"),
+    ("DREAMER_LEASE_SECONDS", "0", "DREAMER_LEASE_SECONDS: Input should be greater than 0"),
+    ("DREAMER_CHUNK_TOKENS", "0", "DREAMER_CHUNK_TOKENS: Input should be greater than or equal to 1"),
+])
+def test_a_bad_value_names_its_variable(monkeypatch, variable, value, message):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == message
+
+
+def test_several_bad_values_are_listed_up_to_three(monkeypatch):
+    for name in ("RECALL_K", "CHUNK_TOKENS", "NEIGHBOURS", "MAX_ATTEMPTS"):
+        monkeypatch.setenv(f"DREAMER_{name}", "0")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value).count("DREAMER_") == 3
+    assert str(caught.value).endswith(" (and 1 more)")
+
+
+def test_the_defaults_pass_their_own_bounds():
+    assert load_settings() == Settings()
