@@ -11,11 +11,11 @@ from sqlmodel import select
 
 from dreamer import cabinet as cab
 from dreamer import outbox
-from dreamer.cli import app, out, print_json, settings_of
+from dreamer.cli import ID_MAX, app, out, print_json, settings_of
 from dreamer.cli.records import open_store, prepare
 from dreamer.db import session_scope
 from dreamer.errors import NotFound
-from dreamer.models import CURRENT_STATUSES, DreamRun, Memory, MemoryEvent, Session
+from dreamer.models import CURRENT_STATUSES, KINDS, STATUSES, DreamRun, Memory, MemoryEvent, Session
 from dreamer.runtime import Runtime
 
 memories_app = typer.Typer(no_args_is_help=True, help="List, show and forget memories.")
@@ -32,7 +32,7 @@ def runtime(ctx: typer.Context, engine=None) -> Runtime:
 @app.command()
 def dream(
     ctx: typer.Context,
-    session: list[int] = typer.Option(None, "--session", help="Only these session ids (repeatable)."),
+    session: list[int] = typer.Option(None, "--session", min=1, max=ID_MAX, help="Only these session ids (repeatable)."),
     user: str = typer.Option(None, "--user"),
     force: bool = typer.Option(False, "--force", help="Run even if the agent is busy."),
     as_json: bool = typer.Option(False, "--json"),
@@ -40,9 +40,30 @@ def dream(
     """Run one dream pass now (no warm-up)."""
     from dreamer.dream import dream_pass
 
-    with runtime(ctx) as rt:
+    engine = open_store(settings_of(ctx))
+    _require_sessions(engine, session or [], user)
+    with runtime(ctx, engine) as rt:
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)
+
+
+def _require_sessions(engine, ids: list[int], user: str | None) -> None:
+    """Refuse a pass over sessions that are not there: a mistyped id or user is not an empty pass."""
+    if not ids and user is None:
+        return
+    q = select(Session.id)
+    if ids:
+        q = q.where(Session.id.in_(ids))
+    if user is not None:
+        q = q.where(Session.user_id == user)
+    with session_scope(engine) as s:
+        found = set(s.exec(q).all())
+    missing = sorted(set(ids) - found)
+    if missing:
+        owner = f" of user {user}" if user is not None else ""
+        raise NotFound(f"no session {', '.join(map(str, missing))}{owner}")
+    if not found:
+        raise NotFound(f"no sessions of user {user}")
 
 
 def run_json(r: DreamRun) -> dict:
@@ -73,10 +94,14 @@ def memories_ls(
     user: str = typer.Option(None, "--user"),
     kind: str = typer.Option(None, "--kind"),
     status: str = typer.Option(None, "--status", help="Default: current (candidate, verified, review_required); 'all' for every status."),
-    limit: int = typer.Option(200, "--limit"),
+    limit: int = typer.Option(200, "--limit", min=1, max=ID_MAX),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List memories."""
+    if status not in (None, "all", *STATUSES):
+        raise typer.BadParameter(f"use all or one of {', '.join(STATUSES)}", param_hint="--status")
+    if kind is not None and kind not in KINDS:
+        raise typer.BadParameter(f"use one of {', '.join(KINDS)}", param_hint="--kind")
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:
         q = select(Memory)
@@ -138,6 +163,8 @@ def memories_forget(
     ctx: typer.Context, memory_id: str, reason: str = typer.Option(..., "--reason", help="Why (kept in history)."),
 ) -> None:
     """Forget a memory: it is kept for history, never returned by default."""
+    if not reason.strip():
+        raise typer.BadParameter("say why the memory is forgotten", param_hint="--reason")
     settings = settings_of(ctx)
     engine = open_store(settings)
     with session_scope(engine) as s:
@@ -148,7 +175,7 @@ def memories_forget(
 
 
 @runs_app.command("ls")
-def runs_ls(ctx: typer.Context, limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_ls(ctx: typer.Context, limit: int = typer.Option(50, "--limit", min=1, max=ID_MAX), as_json: bool = typer.Option(False, "--json")) -> None:
     """List dream runs, newest first."""
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:
@@ -164,7 +191,7 @@ def runs_ls(ctx: typer.Context, limit: int = typer.Option(50, "--limit"), as_jso
 
 
 @runs_app.command("show")
-def runs_show(ctx: typer.Context, run_id: int, as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_show(ctx: typer.Context, run_id: int = typer.Argument(..., min=1, max=ID_MAX), as_json: bool = typer.Option(False, "--json")) -> None:
     """Show one dream run."""
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:

@@ -10,7 +10,7 @@ from rich.table import Table
 from sqlmodel import select
 
 from dreamer import reprocess as rp
-from dreamer.cli import app, err, out, print_json, settings_of
+from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store
 from dreamer.db import session_scope
 from dreamer.models import Cursor, Session
@@ -41,7 +41,7 @@ def run(
 @app.command()
 def reprocess(
     ctx: typer.Context,
-    session: list[int] = typer.Option(None, "--session", help="Session id (repeatable)."),
+    session: list[int] = typer.Option(None, "--session", min=1, max=ID_MAX, help="Session id (repeatable)."),
     user: str = typer.Option(None, "--user", help="Every session of this user."),
     since: str = typer.Option(None, "--since", help="Sessions active since this ISO date (UTC)."),
     quarantined: bool = typer.Option(False, "--quarantined", help="The quarantined sessions."),
@@ -149,7 +149,7 @@ def checkpoints_ls(
     ctx: typer.Context,
     status: str = typer.Option(None, "--status", help="ok, failed or quarantined."),
     user: str = typer.Option(None, "--user"),
-    limit: int = typer.Option(200, "--limit"),
+    limit: int = typer.Option(200, "--limit", min=1, max=ID_MAX),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Session cursors with their attempts and last errors."""

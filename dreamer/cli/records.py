@@ -10,7 +10,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from dreamer import db
-from dreamer.cli import app, err, out, print_json, settings_of
+from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.errors import IngestError, NotFound
@@ -60,12 +60,15 @@ def ingest(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Import transcripts; re-importing a file appends only what is new."""
+    from dreamer.ingest.base import check_readable
     from dreamer.ingest.store import ingest_file
 
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if mode not in (None, "agent", "code"):
         raise IngestError(f"unknown mode {mode!r}; choose agent or code")
+    for p in paths:  # every file first: one unreadable file must not leave the others half imported
+        check_readable(p)
     settings = settings_of(ctx)
     engine = prepare(settings)
     reports = [
@@ -78,7 +81,10 @@ def ingest(
         print_json([_report_json(r) for r in reports])
     else:
         _print_reports(reports)
-    if rejected:
+    empty = [r for r in reports if not r.sessions and not r.rejections]
+    for r in empty:
+        err.print(f"{r.path}: no session found as {r.format}", markup=False)
+    if rejected or empty:
         raise typer.Exit(1)
 
 
@@ -119,7 +125,7 @@ def _session_json(s: Session, c: Cursor | None) -> dict:
 def sessions_ls(
     ctx: typer.Context,
     user: str = typer.Option(None, "--user"),
-    limit: int = typer.Option(100, "--limit"),
+    limit: int = typer.Option(100, "--limit", min=1, max=ID_MAX),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List sessions, newest first."""
@@ -142,7 +148,7 @@ def sessions_ls(
 @sessions_app.command("show")
 def sessions_show(
     ctx: typer.Context,
-    session_id: int = typer.Argument(..., help="Session id (see `sessions ls`)."),
+    session_id: int = typer.Argument(..., min=1, max=ID_MAX, help="Session id (see `sessions ls`)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show one session and its messages."""

@@ -119,6 +119,15 @@ def iter_json_lines(path: Path, rejections: list[Rejection]) -> Iterator[tuple[i
         yield lineno, value
 
 
+def check_readable(path: Path) -> None:
+    """Raise `IngestError` unless `path` is a file that can be opened for reading."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise IngestError(_unreadable(Path(path), exc)) from exc
+
+
 def _unreadable(path: Path, exc: OSError) -> str:
     if path.is_dir():
         return f"cannot read {path}: it is a directory"
