@@ -12,6 +12,7 @@ import dreamer.cli.measure  # noqa: F401  (registers eval and bench)
 from dreamer.cli import app
 from dreamer.config import Settings
 from dreamer.embed import minilm_available
+from dreamer.errors import NotFound
 from dreamer.eval.harness import EvalOptions, run_locomo
 from dreamer.eval.locomo import (
     DiaMap, Observation, ObservationReplay, Question, Scored, aggregate, ceiling, hit_at_k, kind_of,
@@ -139,8 +140,9 @@ def test_observations_keep_only_real_turns(locomo_file):
 
 
 def test_unknown_conversation_is_an_error(locomo_file):
-    with pytest.raises(ValueError, match="no conversation nope"):
-        load_conversations(locomo_file, ["nope"])
+    with pytest.raises(NotFound) as info:
+        load_conversations(locomo_file, ["nope", "tiny-1"])
+    assert str(info.value) == f"{locomo_file}: no conversation nope (the file holds tiny-1)"
 
 
 def test_dia_map_both_ways():
@@ -210,7 +212,7 @@ def test_harness_end_to_end_observations(locomo_file, tmp_path):
     assert result["llm_calls"] >= 2 and result["prompt_tokens"] > 0 and result["completion_tokens"] > 0
     assert result["tokens_per_dialogue_token"] == round(
         (result["prompt_tokens"] + result["completion_tokens"]) / result["dialogue_tokens"], 4)
-    assert (work / "tiny-1" / "dreamer.db").exists()
+    assert (work / "tiny-1-698d199c3991" / "dreamer.db").exists()  # safe_name("tiny-1")
 
 
 def test_cli_prints_exactly_the_documented_json(locomo_file, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import typer
 from rich.table import Table
 
 from dreamer.cli import app, out, settings_of
+from dreamer.errors import ConfigError
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate recall on benchmark data.")
 app.add_typer(eval_app, name="eval")
@@ -30,15 +32,57 @@ def parse_ks(value: str) -> list[int]:
     return ks
 
 
+def check_json_target(target: str | None) -> None:
+    """Before any work: `--json PATH` can be written (`-` and no target always can), or
+    `ConfigError`. A file made only to find that out is removed again."""
+    if target is None or target == "-":
+        return
+    path = Path(target)
+    problem = _json_target_problem(path)
+    if problem is not None:
+        raise ConfigError(f"--json {target}: {problem}")
+
+
+def _json_target_problem(path: Path) -> str | None:
+    if path.is_dir():
+        return "is a folder"
+    if not path.parent.is_dir():
+        return f"{path.parent} is not a folder" if path.parent.exists() else f"folder {path.parent} does not exist"
+    existed = path.exists()
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    if not existed:
+        path.unlink(missing_ok=True)
+    return None
+
+
 def write_json(result: Any, target: str | None) -> None:
-    """`-` prints the JSON on stdout; a path writes it there."""
+    """`-` prints the JSON on stdout; a path gets it whole or not at all (written beside it, then
+    renamed). Should that fail, the JSON goes to stdout before the error, so the run is not lost."""
     if target is None:
         return
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     if target == "-":
         sys.stdout.write(text)
-    else:
-        Path(target).write_text(text, encoding="utf-8")
+        return
+    try:
+        _replace_text(Path(target).resolve(), text)
+    except OSError as exc:
+        sys.stdout.write(text)
+        raise ConfigError(f"--json {target}: cannot be written ({exc.strerror or exc}); the result is on stdout") from exc
+
+
+def _replace_text(path: Path, text: str) -> None:
+    tmp_path = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp_path.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
 
 
 @eval_app.command("locomo")
@@ -61,6 +105,7 @@ def eval_locomo(
         raise typer.BadParameter(f"--search must be one of {', '.join(SEARCHES)}")
     ids = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
     opts = EvalOptions(path=path, memories=memories, search=search, ks=parse_ks(k), conversations=ids, work_dir=work_dir)
+    check_json_target(json_out)
     result = run_locomo(settings_of(ctx), opts)
     if json_out != "-":
         _print_eval(result, memories, search)
@@ -102,6 +147,7 @@ def bench(
 
     if which not in BENCHES:
         raise typer.BadParameter(f"bench must be one of {', '.join(BENCHES)}")
+    check_json_target(json_out)
     result = benches.run(which, settings_of(ctx), small=small, seed=seed)
     if json_out != "-":
         out.print(benches.table(result))

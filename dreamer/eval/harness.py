@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -29,6 +30,7 @@ from dreamer.db import session_scope
 from dreamer.documents import DocumentedIndex
 from dreamer.dream import dream_pass
 from dreamer.embed import build_embedder
+from dreamer.errors import ConfigError
 from dreamer.eval.locomo import (
     Conversation, DiaMap, ObservationReplay, Scored, aggregate, load_conversations, score_question,
     session_external_id,
@@ -36,6 +38,7 @@ from dreamer.eval.locomo import (
 from dreamer.index import EdgeIndex, Scope
 from dreamer.ingest.store import ingest_file
 from dreamer.llm import OpenAILLM, build_openai_client
+from dreamer.markdown import safe_name
 from dreamer.models import CURRENT_STATUSES, Memory, Message, Session
 from dreamer.recall import recall
 from dreamer.redact import clean_for_model
@@ -86,14 +89,44 @@ def run_locomo(settings: Settings, opts: EvalOptions) -> dict:
     """Evaluate every selected conversation; the result has exactly the documented keys."""
     started = time.perf_counter()
     conversations = load_conversations(opts.path, opts.conversations)
+    if opts.work_dir is not None:
+        prepare_work_dir(opts.work_dir)
     embedder = build_embedder(settings)
     totals = Totals()
     with ExitStack() as stack:
         root = opts.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dreamer-eval-")))
         for conv in conversations:
             log.info("evaluating %s (%d questions)", conv.sample_id, len(conv.questions))
-            evaluate_conversation(settings, conv, opts, embedder, root / _safe(conv.sample_id), totals)
+            evaluate_conversation(settings, conv, opts, embedder, conversation_dir(root, conv.sample_id), totals)
     return result_json(totals, opts.ks, time.perf_counter() - started)
+
+
+def conversation_dir(root: Path, sample_id: str) -> Path:
+    """The conversation's own folder: a direct child of `root`, never "." or "..", and distinct
+    for distinct sample_ids (`safe_name`: a slug plus 12 hex of the id's sha256)."""
+    return root / safe_name(sample_id)
+
+
+def prepare_work_dir(work_dir: Path) -> None:
+    """The --work-dir folder exists (made when missing) and is writable, or `ConfigError`."""
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise ConfigError(f"work dir {work_dir} is not a folder") from exc
+    except OSError as exc:
+        raise ConfigError(f"work dir {work_dir} cannot be made: {exc.strerror or exc}") from exc
+    if not os.access(work_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"work dir {work_dir} is not writable")
+
+
+def fresh_dir(data_dir: Path) -> None:
+    """An empty `data_dir`: a folder left by an earlier run is removed; anything else there is
+    refused rather than deleted."""
+    if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
+        raise ConfigError(f"{data_dir} exists and is not a conversation folder: move it away")
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
 
 
 def result_json(totals: Totals, ks: Sequence[int], seconds: float) -> dict:
@@ -118,9 +151,7 @@ def result_json(totals: Totals, ks: Sequence[int], seconds: float) -> dict:
 def evaluate_conversation(
     settings: Settings, conv: Conversation, opts: EvalOptions, embedder, data_dir: Path, totals: Totals,
 ) -> None:
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
+    fresh_dir(data_dir)
     st = eval_settings(settings, data_dir, opts.search)
     engine = db.make_engine(st.resolved_database_url())
     try:
@@ -225,6 +256,3 @@ def remember_turns(engine: Engine, user_id: str) -> int:
             )
     return len(rows)
 
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "conversation"

@@ -15,7 +15,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Iterable, Sequence
 
-from dreamer.ingest.base import read_bytes
+from dreamer.errors import IngestError, NotFound
+from dreamer.ingest.base import LineRejected, optional_text, read_bytes
 from dreamer.ingest.locomo import load_document, session_numbers
 from dreamer.scripted import Reply
 
@@ -62,25 +63,129 @@ def session_external_id(sample_id: str, number: int) -> str:
 
 
 def load_conversations(path: Path, only: Sequence[str] | None = None) -> list[Conversation]:
-    """Every conversation of a LoCoMo-format file (or those whose sample_id is in `only`)."""
-    document = load_document(read_bytes(Path(path)))
-    wanted = set(only) if only else None
-    out = []
-    for item in document:
-        if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
-            log.warning("%s: skipping an entry without a 'conversation' object", path)
-            continue
-        sample_id = str(item.get("sample_id", ""))
-        if wanted is None or sample_id in wanted:
-            out.append(conversation_of(item))
-    missing = (wanted or set()) - {c.sample_id for c in out}
+    """Every conversation of a LoCoMo-format file (or those whose sample_id is in `only`).
+
+    The whole file is checked before anything runs: one malformed conversation refuses the file
+    (`IngestError` naming it), so a score never rests silently on part of the data. An unknown
+    sample_id in `only` is `NotFound`; a selection without a single scorable question is refused.
+    """
+    path = Path(path)
+    items = read_document(path)
+    for index, item in enumerate(items, start=1):
+        problem = entry_problem(item)
+        if problem is not None:
+            raise IngestError(f"{path}: conversation {index}{_label(item)}: {problem}")
+    conversations = [conversation_of(item) for item in items]
+    _check_distinct(path, [c.sample_id for c in conversations])
+    chosen = select(path, conversations, only)
+    if not any(c.questions for c in chosen):
+        raise IngestError(f"{path}: no question to score (category 1-4, evidence naming a turn) "
+                          f"in {', '.join(c.sample_id for c in chosen)}")
+    return chosen
+
+
+def read_document(path: Path) -> list:
+    """The file's list of entries; unreadable, empty, not JSON or no entry at all is `IngestError`."""
+    data = read_bytes(path)
+    if not data.strip():
+        raise IngestError(f"{path}: the file is empty")
+    try:
+        items = load_document(data)
+    except LineRejected as exc:
+        raise IngestError(f"{path}: {exc}") from exc
+    if not items:
+        raise IngestError(f"{path}: no conversation in the file")
+    return items
+
+
+def select(path: Path, conversations: list[Conversation], only: Sequence[str] | None) -> list[Conversation]:
+    """The conversations named in `only` (all when `only` is empty), in file order."""
+    if not only:
+        return conversations
+    known = [c.sample_id for c in conversations]
+    missing = sorted(set(only) - set(known))
     if missing:
-        raise ValueError(f"{path}: no conversation {', '.join(sorted(missing))}")
-    return out
+        raise NotFound(f"{path}: no conversation {', '.join(missing)} (the file holds {', '.join(known)})")
+    wanted = set(only)
+    return [c for c in conversations if c.sample_id in wanted]
+
+
+def _check_distinct(path: Path, sample_ids: list[str]) -> None:
+    seen: set[str] = set()
+    for sample_id in sample_ids:
+        if sample_id in seen:
+            raise IngestError(f"{path}: sample_id {sample_id!r} appears twice")
+        seen.add(sample_id)
+
+
+def _label(item: Any) -> str:
+    sample_id = sample_id_of(item) if isinstance(item, dict) else None
+    return f" ({sample_id})" if sample_id else ""
+
+
+def sample_id_of(item: dict) -> str | None:
+    """The sample_id exactly as the LoCoMo importer stores it as the user id (None when missing)."""
+    try:
+        return optional_text(item.get("sample_id"), "sample_id")
+    except LineRejected:
+        return None
+
+
+def entry_problem(item: Any) -> str | None:
+    """What makes one entry unusable by the harness, or None: the shape the importer needs, and
+    every block the harness reads holding the type it reads."""
+    if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
+        return "expected an object with a 'conversation' object"
+    if sample_id_of(item) is None:
+        return "'sample_id' must be a non-empty string"
+    return _body_problem(item["conversation"]) or _qa_problem(item.get("qa")) or _observation_problem(
+        item.get("observation"))
+
+
+def _body_problem(body: dict) -> str | None:
+    speaker_a, speaker_b = body.get("speaker_a"), body.get("speaker_b")
+    if not (isinstance(speaker_a, str) and isinstance(speaker_b, str) and speaker_a and speaker_a != speaker_b):
+        return "'speaker_a' and 'speaker_b' must be two distinct names"
+    for number in session_numbers(body):
+        if not isinstance(body[f"session_{number}"], list):
+            return f"'session_{number}' must be a list of turns"
+    return None
+
+
+def _qa_problem(qa: Any) -> str | None:
+    if qa is None:
+        return None
+    if not isinstance(qa, list):
+        return "'qa' must be a list of questions"
+    for number, q in enumerate(qa, start=1):
+        if not isinstance(q, dict):
+            return f"qa item {number} must be an object"
+        if not isinstance(q.get("evidence") or [], list):
+            return f"qa item {number}: 'evidence' must be a list of dia_ids"
+        if q.get("category") in CATEGORIES and not isinstance(q.get("question"), str):
+            return f"qa item {number}: 'question' must be a string"
+    return None
+
+
+def _observation_problem(block: Any) -> str | None:
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        return "'observation' must be an object"
+    for key, per_speaker in block.items():
+        if _OBSERVATION_KEY.fullmatch(key) is None:
+            continue
+        if not isinstance(per_speaker, dict):
+            return f"'observation' {key} must be an object of speakers"
+        for speaker, entries in per_speaker.items():
+            if not isinstance(entries, list):
+                return f"'observation' {key} {speaker}: expected a list of observations"
+    return None
 
 
 def conversation_of(item: dict) -> Conversation:
-    conv = Conversation(sample_id=str(item["sample_id"]), raw=item)
+    """One entry that passed `entry_problem`."""
+    conv = Conversation(sample_id=sample_id_of(item) or "", raw=item)
     body = item["conversation"]
     for number in session_numbers(body):
         for turn in body.get(f"session_{number}") or []:
