@@ -14,14 +14,16 @@ import logging
 import time
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from sqlalchemy import func, text
 from sqlmodel import select
 from starlette.concurrency import run_in_threadpool
@@ -32,7 +34,8 @@ from dreamer.busy import CoalescedBusy, activity_key
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired
 from dreamer.index import Scope
-from dreamer.ingest.base import as_utc
+from dreamer.ingest.base import as_utc, clean_text, message_size
+from dreamer.ingest.store import as_message
 from dreamer.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
 from dreamer.recall import context, recall
 
@@ -40,7 +43,30 @@ log = logging.getLogger(__name__)
 
 MIN_TOKEN_CHARS = 16
 MAX_MESSAGES_PER_APPEND = 1000
+MAX_ID_CHARS = 255
 BUSY_PREFIX = "/v1/"
+INSECURE_TOKEN = "insecure-single-user-mode"  # never compared: in that mode every request is the user's
+
+
+# --------------------------------------------------------------------------- text and ids
+
+
+def _clean(value: Any) -> Any:
+    return clean_text(value) if isinstance(value, str) else value
+
+
+def _storable(value: str) -> str:
+    if clean_text(value) != value:
+        raise ValueError("contains a NUL character or an unpaired surrogate")
+    return value
+
+
+# Free text: NUL characters and unpaired surrogates become U+FFFD, as the store keeps them.
+Text = Annotated[str, BeforeValidator(_clean)]
+ShortText = Annotated[str, Field(max_length=MAX_ID_CHARS), BeforeValidator(_clean)]
+# Identifiers: refused, never altered, when the store could not keep them as they are.
+Ident = Annotated[str, Field(max_length=MAX_ID_CHARS), AfterValidator(_storable)]
+GrantId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_storable)]
 
 
 # --------------------------------------------------------------------------- tokens
@@ -52,9 +78,9 @@ class Grant(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     token: str = Field(min_length=MIN_TOKEN_CHARS)
-    user_id: str = Field(min_length=1, max_length=255)
-    agent_id: str | None = Field(None, min_length=1, max_length=255)
-    team: str | None = Field(None, min_length=1, max_length=255)
+    user_id: GrantId
+    agent_id: GrantId | None = None
+    team: GrantId | None = None
     role: Literal["writer", "reader"]
 
     @property
@@ -89,13 +115,20 @@ def parse_tokens(raw: str) -> list[Grant]:
     return grants
 
 
+def insecure_grant(user_id: str) -> Grant:
+    """The writer grant of insecure single-user mode; ConfigError for a user id a token could not name."""
+    try:
+        return Grant(token=INSECURE_TOKEN, user_id=user_id, role="writer")
+    except ValidationError as exc:
+        raise ConfigError(f"--insecure-single-user: user_id: {exc.errors()[0]['msg']}") from exc
+
+
 class Auth:
     """Bearer token -> grant; in insecure single-user mode every request is that user's writer."""
 
     def __init__(self, grants: list[Grant], insecure_user: str | None = None) -> None:
         self.grants = grants
-        self.insecure = Grant.model_construct(token="", user_id=insecure_user, agent_id=None, team=None,
-                                              role="writer") if insecure_user else None
+        self.insecure = insecure_grant(insecure_user) if insecure_user else None
 
     def resolve(self, authorization: str | None) -> Grant | None:
         if self.insecure is not None:
@@ -120,21 +153,21 @@ class Strict(BaseModel):
 class MessageIn(Strict):
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
-    name: str | None = Field(None, max_length=255)
-    tool_call_id: str | None = Field(None, max_length=255)
+    name: ShortText | None = None
+    tool_call_id: ShortText | None = None
     tool_calls: list[dict[str, Any]] | None = None
 
 
 class AppendIn(Strict):
-    user_id: str | None = Field(None, description="must be the token's user when given")
-    agent_id: str | None = Field(None, description="must be the token's agent when given")
+    user_id: Ident | None = Field(None, description="must be the token's user when given")
+    agent_id: Ident | None = Field(None, description="must be the token's agent when given")
     messages: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES_PER_APPEND)
     context_tokens: int | None = Field(None, ge=0, le=100_000_000, description="the agent's own count of its context")
     compacted: bool = Field(False, description="the agent compacted its context before these messages")
 
 
 class RecallIn(Strict):
-    query: str = Field(min_length=1, max_length=4000)
+    query: Text = Field(min_length=1, max_length=4000)
     k: int | None = Field(None, ge=1, le=100)
     kinds: list[Literal[KINDS]] | None = Field(None, max_length=len(KINDS))  # type: ignore[valid-type]
     since: datetime | None = None
@@ -142,9 +175,9 @@ class RecallIn(Strict):
 
 
 class MemoryIn(Strict):
-    text: str = Field(min_length=3, max_length=600)
+    text: Text = Field(min_length=3, max_length=600)
     kind: Literal[AGENT_WRITE_KINDS] = "preference"  # type: ignore[valid-type]
-    session_id: str | None = Field(None, max_length=255, description="the session it was said in")
+    session_id: Ident | None = Field(None, description="the session it was said in")
 
 
 # --------------------------------------------------------------------------- metrics
@@ -330,10 +363,25 @@ def _errors(app: FastAPI) -> None:
         code = next(c for kind, c in _STATUS if isinstance(exc, kind))
         if code >= 500:
             log.error("request failed: %s: %s", type(exc).__name__, exc)
-        return JSONResponse({"detail": str(exc)}, status_code=code)
+        return JSONResponse({"detail": clean_text(str(exc))}, status_code=code)
+
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _encodable(jsonable_encoder(exc.errors()))}, status_code=422)
 
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, handle)
+    app.add_exception_handler(RequestValidationError, invalid)
+
+
+def _encodable(value: Any) -> Any:
+    """JSON data with every string (keys too) as UTF-8 can encode it: an echoed input may not be."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    return value
 
 
 def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, auth: Auth) -> None:
@@ -360,9 +408,15 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
 
     @app.post("/v1/sessions/{session_id}/messages", tags=["sessions"])
     def append_messages(body: AppendIn, session_id: str = PathParam(min_length=1, max_length=255), g: Grant = Depends(writer)) -> dict:
-        """Append new messages; returns the context meter and whether a flush was scheduled."""
+        """Append new messages; returns the context meter and whether a flush was scheduled.
+
+        Without messages it reads (or reports a figure to) the meter of an existing session.
+        """
         _same_scope(body, g)
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        _within_size(messages, rt.settings.max_message_bytes)
+        if not messages and not body.compacted:
+            _own_session(rt, g, session_id)
         meter = flushing.append(rt, g.scope, session_id, messages, context_tokens=body.context_tokens,
                                 compacted=body.compacted, runner=runner)
         return meter.as_json()
@@ -407,6 +461,15 @@ def _same_scope(body: AppendIn, g: Grant) -> None:
         raise HTTPException(403, "user_id in the body differs from the token's user")
     if body.agent_id is not None and body.agent_id != g.agent_id:
         raise HTTPException(403, "agent_id in the body differs from the token's agent")
+
+
+def _within_size(messages: list[dict], limit: int) -> None:
+    """413 naming the first message over `max_message_bytes`, measured as `dreamer ingest` measures it."""
+    for i, m in enumerate(messages, start=1):
+        size = message_size(as_message(m, i))
+        if size > limit:
+            raise HTTPException(413, f"message {i} of {len(messages)} is {size} bytes, over the {limit}-byte "
+                                     "limit (max_message_bytes): nothing was stored")
 
 
 def _own_session(rt, g: Grant, external_id: str) -> Session:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import typer
 
-from dreamer.cli import app, err, out, print_json, settings_of
+from dreamer.cli import ID_MAX, K_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store
 from dreamer.errors import IndexInUse
 from dreamer.index import Scope
@@ -32,7 +32,7 @@ def index_runtime(ctx: typer.Context, endpoint: str) -> Iterator[Runtime]:
 def serve(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8765, "--port"),
+    port: int = typer.Option(8765, "--port", min=1, max=65535),
     insecure_single_user: str = typer.Option(
         None, "--insecure-single-user", metavar="USER",
         help="Without API tokens: every request acts as a writer for USER (local use only).",
@@ -45,7 +45,7 @@ def serve(
     """Run the HTTP API (the process owns the embedded index while it runs)."""
     import uvicorn
 
-    from dreamer.api import create_app, parse_tokens
+    from dreamer.api import create_app, insecure_grant, parse_tokens
     from dreamer.embed import set_torch_threads
     from dreamer.flush import validate_flush_settings
 
@@ -55,6 +55,8 @@ def serve(
         err.print("error: no API tokens configured: set DREAMER_API_TOKENS, or pass --insecure-single-user USER "
                   "for a local single-user server", markup=False)
         raise typer.Exit(1)
+    if insecure_single_user:
+        insecure_grant(insecure_single_user)  # a user id no token could name is refused before anything opens
     set_torch_threads(settings.serve_torch_threads)
     with index_runtime(ctx, "this server") as rt:
         api = create_app(rt, insecure_user=insecure_single_user)
@@ -83,7 +85,7 @@ def recall_cmd(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="What to look for."),
     user: str = typer.Option(..., "--user"),
-    k: int = typer.Option(None, "--k", min=1, help="How many hits (default: recall_k)."),
+    k: int = typer.Option(None, "--k", min=1, max=K_MAX, help="How many hits (default: recall_k)."),
     include_all: bool = typer.Option(False, "--all", help="Also superseded and forgotten memories."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -106,7 +108,7 @@ def recall_cmd(
 def context_cmd(
     ctx: typer.Context,
     user: str = typer.Option(..., "--user"),
-    budget: int = typer.Option(None, "--budget", min=0, help="Token budget (default: context_budget)."),
+    budget: int = typer.Option(None, "--budget", min=0, max=ID_MAX, help="Token budget (default: context_budget)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The context block that would be injected for a user."""
@@ -128,7 +130,7 @@ def context_cmd(
 @app.command("flush")
 def flush_cmd(
     ctx: typer.Context,
-    session: int = typer.Option(..., "--session", help="Session id (see `sessions ls`)."),
+    session: int = typer.Option(..., "--session", min=1, max=ID_MAX, help="Session id (see `sessions ls`)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Flush a session's content since its last flush into daily notes now."""
@@ -154,8 +156,8 @@ def trace_cmd(
     ctx: typer.Context,
     fact: str = typer.Argument(..., help="The fact, as it was said or stored."),
     user: str = typer.Option(..., "--user"),
-    k: int = typer.Option(None, "--k", min=1, help="Recall depth (default: recall_k)."),
-    budget: int = typer.Option(None, "--budget", min=0, help="Context budget (default: context_budget)."),
+    k: int = typer.Option(None, "--k", min=1, max=K_MAX, help="Recall depth (default: recall_k)."),
+    budget: int = typer.Option(None, "--budget", min=0, max=ID_MAX, help="Context budget (default: context_budget)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Follow a fact: said in a session, stored as a memory, indexed, recalled, injected."""

@@ -1,0 +1,223 @@
+"""Hostile input to the HTTP API through a real uvicorn server: unpaired surrogates and NUL
+characters, messages over `max_message_bytes`, empty appends, and the insecure single user's id."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from sqlalchemy import func
+from sqlmodel import select
+
+from clikit import assert_one_error_line, run
+from dreamer import db
+from dreamer.api import create_app, parse_tokens
+from dreamer.config import Settings
+from dreamer.db import session_scope
+from dreamer.errors import ConfigError
+from dreamer.index import EdgeIndex
+from dreamer.models import Memory, Message, Session
+from dreamer.scripted import ScriptedServer
+from dreamkit import EMBED_DIM
+from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, free_port, online_runtime, online_settings
+
+LIMIT = 5000
+UNICODE = "Input should be a valid string, unable to parse raw data as a unicode string"
+UNSTORABLE = "Value error, contains a NUL character or an unpaired surrogate"
+METER_AT_2 = {"session_id": "kept", "tokens": 900, "flush_point": 104_000, "cycle": 0, "last_seq": 2,
+              "flushed_seq": 0, "messages_since_flush": 2, "cycle_flushed": False, "flush_due": False,
+              "trigger": None, "flush_scheduled": False}
+
+
+@dataclass
+class World:
+    rt: object
+    client: httpx.Client
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("api-input")
+    settings = online_settings(Settings(_env_file=None, data_dir=root / "data"), max_message_bytes=LIMIT)
+    engine = db.make_engine(f"sqlite:///{root / 'store.db'}")
+    db.upgrade(engine)
+    with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
+        rt = online_runtime(settings, engine, scripted, EdgeIndex(root / "edge", EMBED_DIM), llm=False)
+        try:
+            with LiveServer(create_app(rt)) as live, httpx.Client(base_url=live.url, timeout=60) as client:
+                client.post("/v1/sessions/kept/messages", headers=bearer(ALICE_WRITER),
+                            json={"messages": chat("hello", "hi")}).raise_for_status()
+                yield World(rt, client)
+        finally:
+            rt.close()
+            engine.dispose()
+
+
+def send(world: World, path: str, body: dict) -> httpx.Response:
+    """POST `body` as ASCII JSON: a lone surrogate travels as its raw \\uXXXX escape."""
+    return world.client.post(path, content=json.dumps(body).encode("ascii"),
+                             headers=bearer(ALICE_WRITER) | {"content-type": "application/json"})
+
+
+def stored(rt) -> tuple[int, int, int]:
+    """(sessions, messages, memories) in the store."""
+    with session_scope(rt.engine) as s:
+        return tuple(s.exec(select(func.count()).select_from(t)).one() for t in (Session, Message, Memory))
+
+
+def messages_of(rt, external_id: str) -> list[tuple]:
+    with session_scope(rt.engine) as s:
+        sess = s.exec(select(Session).where(Session.external_id == external_id)).one()
+        rows = s.exec(select(Message).where(Message.session_id == sess.id).order_by(Message.seq)).all()
+        return [(m.seq, m.role, m.content, m.name, m.tool_call_id) for m in rows]
+
+
+# --------------------------------------------------------------------------- surrogates and NUL
+
+
+def unicode_error(loc: list, echoed: str) -> dict:
+    return {"type": "string_unicode", "loc": ["body", *loc], "msg": UNICODE, "input": echoed}
+
+
+REFUSED = [
+    ("/v1/recall", {"query": "tea", "k": "\ud800"}, unicode_error(["k"], "\ufffd")),
+    ("/v1/memories", {"text": "The user likes tea.", "session_id": "s\ud800"},
+     unicode_error(["session_id"], "s\ufffd")),
+    ("/v1/memories", {"text": "The user likes tea.", "\ud800": 1}, unicode_error([], "\ufffd")),
+    ("/v1/sessions/kept/messages", {"messages": [{"role": "\ud800", "content": "hi"}]},
+     unicode_error(["messages", 0, "role"], "\ufffd")),
+    ("/v1/sessions/kept/messages", {"user_id": "al\ud800ce", "messages": chat("hi")},
+     unicode_error(["user_id"], "al\ufffdce")),
+    ("/v1/sessions/kept/messages", {"agent_id": "ma\x00in", "messages": chat("hi")},
+     {"type": "value_error", "loc": ["body", "agent_id"], "msg": UNSTORABLE, "input": "ma\ufffdin",
+      "ctx": {"error": {}}}),
+]
+REFUSED_IDS = ["recall-k", "memory-session-id", "unknown-key", "message-role", "append-user-id", "append-agent-id-nul"]
+
+
+@pytest.mark.parametrize(("path", "body", "error"), REFUSED, ids=REFUSED_IDS)
+def test_an_unstorable_identifier_or_a_surrogate_in_a_non_text_field_is_422(world, path, body, error):
+    """The error echoes the input with U+FFFD in place of what JSON in UTF-8 cannot carry."""
+    before = stored(world.rt)
+
+    r = send(world, path, body)
+
+    assert (r.status_code, r.json()) == (422, {"detail": [error]})
+    assert stored(world.rt) == before
+
+
+def test_a_surrogate_in_a_query_becomes_the_replacement_character(world):
+    r = send(world, "/v1/recall", {"query": "green \ud800tea"})
+    assert (r.status_code, r.json()["query"]) == (200, "green \ufffdtea")
+
+
+def test_a_surrogate_or_nul_in_a_memory_is_stored_as_the_replacement_character(world):
+    r = send(world, "/v1/memories", {"text": "The user likes \ud800jasmine\x00 tea.", "kind": "preference"})
+    assert r.status_code == 200
+    assert r.json()["text"] == "The user likes \ufffdjasmine\ufffd tea."
+    with session_scope(world.rt.engine) as s:
+        assert s.get(Memory, r.json()["memory_id"]).text == "The user likes \ufffdjasmine\ufffd tea."
+
+
+def test_a_surrogate_in_a_message_name_or_tool_call_id_is_stored_as_the_replacement_character(world):
+    r = send(world, "/v1/sessions/named/messages", {"messages": [
+        {"role": "user", "content": "hi \ud800", "name": "\ud800ada"},
+        {"role": "tool", "content": "42", "tool_call_id": "call\udc00-1"},
+    ]})
+    assert (r.status_code, r.json()["last_seq"]) == (200, 2)
+    assert messages_of(world.rt, "named") == [
+        (1, "user", "hi \ufffd", "\ufffdada", None), (2, "tool", "42", None, "call\ufffd-1")]
+
+
+# --------------------------------------------------------------------------- max_message_bytes
+
+
+def test_a_message_over_max_message_bytes_is_413_and_nothing_is_stored(world):
+    before, kept = stored(world.rt), messages_of(world.rt, "kept")
+    body = {"messages": chat("fine", "x" * 6000, "also fine")}
+
+    r = send(world, "/v1/sessions/kept/messages", body)
+    fresh = send(world, "/v1/sessions/never-made/messages", body)
+
+    detail = "message 2 of 3 is 6000 bytes, over the 5000-byte limit (max_message_bytes): nothing was stored"
+    assert (r.status_code, r.json()) == (413, {"detail": detail})
+    assert (fresh.status_code, fresh.json()) == (413, {"detail": detail})
+    assert stored(world.rt) == before
+    assert messages_of(world.rt, "kept") == kept
+
+
+def test_tool_call_arguments_count_towards_max_message_bytes(world):
+    before = stored(world.rt)
+    call = {"id": "c1", "type": "function", "function": {"name": "save", "arguments": "y" * 2001}}
+
+    r = send(world, "/v1/sessions/tools/messages", {"messages": [
+        {"role": "assistant", "content": "x" * 3000, "tool_calls": [call]}]})
+
+    assert (r.status_code, r.json()) == (413, {
+        "detail": "message 1 of 1 is 5001 bytes, over the 5000-byte limit (max_message_bytes): nothing was stored"})
+    assert stored(world.rt) == before
+
+
+def test_max_message_bytes_counts_utf8_bytes_and_admits_a_message_at_the_limit(world):
+    over = send(world, "/v1/sessions/accents/messages", {"messages": chat("é" * 2501)})
+    at = send(world, "/v1/sessions/accents/messages", {"messages": chat("é" * 2500)})
+
+    assert (over.status_code, over.json()) == (413, {
+        "detail": "message 1 of 1 is 5002 bytes, over the 5000-byte limit (max_message_bytes): nothing was stored"})
+    assert (at.status_code, at.json()["last_seq"]) == (200, 1)
+    assert messages_of(world.rt, "accents") == [(1, "user", "é" * 2500, None, None)]
+
+
+# --------------------------------------------------------------------------- appends without messages
+
+
+def test_an_empty_append_to_an_unknown_session_is_404_and_creates_nothing(world):
+    before = stored(world.rt)
+
+    empty = send(world, "/v1/sessions/ghost/messages", {})
+    figure = send(world, "/v1/sessions/ghost/messages", {"messages": [], "context_tokens": 900})
+
+    assert (empty.status_code, empty.json()) == (404, {"detail": "no session ghost"})
+    assert (figure.status_code, figure.json()) == (404, {"detail": "no session ghost"})
+    assert stored(world.rt) == before
+
+
+def test_an_empty_append_to_a_known_session_reads_the_meter(world):
+    before = stored(world.rt)
+
+    r = send(world, "/v1/sessions/kept/messages", {"context_tokens": 900})
+
+    assert (r.status_code, r.json()) == (200, METER_AT_2)
+    assert stored(world.rt) == before
+
+
+# --------------------------------------------------------------------------- the insecure single user
+
+
+@pytest.mark.parametrize(("user", "problem"), [
+    ("u" * 300, "String should have at most 255 characters"),
+    ("ada\x00", UNSTORABLE),
+    ("ada\udcff", UNICODE),
+])
+def test_an_insecure_single_user_id_is_validated_like_a_token(world, user, problem):
+    with pytest.raises(ConfigError) as info:
+        create_app(world.rt, insecure_user=user)
+    assert str(info.value) == f"--insecure-single-user: user_id: {problem}"
+
+
+def test_serve_refuses_an_over_long_insecure_single_user(tmp_path):
+    assert run(tmp_path, "init").returncode == 0
+    proc = run(tmp_path, "serve", "--port", str(free_port()), "--insecure-single-user", "u" * 300,
+               env={"DREAMER_API_TOKENS": ""})
+    assert_one_error_line(proc)
+    assert (proc.returncode, proc.stderr.strip()) == (
+        1, "error: --insecure-single-user: user_id: String should have at most 255 characters")
+
+
+def test_a_token_whose_user_id_the_store_cannot_keep_is_a_config_error():
+    raw = json.dumps([{"token": "long-enough-token-123", "user_id": "ada\x00", "role": "writer"}])
+    with pytest.raises(ConfigError) as info:
+        parse_tokens(raw)
+    assert str(info.value) == f"api_tokens entry 0: user_id: {UNSTORABLE}"
