@@ -68,6 +68,18 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def require_sqlite_file(url: str) -> None:
+    """Refuse a SQLite URL whose file is not there (instead of creating an empty one on connect):
+    reading a store that was never made is `StoreError`, with what to run."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"bad database URL: {url!r}") from exc
+    path = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if path and path != ":memory:" and not path.startswith("file:") and not Path(path).exists():
+        raise StoreError(f"no database at {path}: run `dreamer init`")
+
+
 def redact_url(url: str) -> str:
     """The URL without its password, for display."""
     try:

@@ -100,3 +100,13 @@ def test_a_file_with_no_session_in_its_format(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"{tmp_path / 'empty.jsonl'}: no session found as openai"
     assert json.loads(run(tmp_path, "sessions", "ls", "--json").stdout) == []
+
+
+def test_reading_a_store_never_made_creates_nothing(tmp_path):
+    status = run(tmp_path, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["schema_revision"] is None
+    proc = run(tmp_path, "sessions", "ls")
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == f"error: no database at {tmp_path / 'data' / 'dreamer.db'}: run `dreamer init`"
+    assert not (tmp_path / "data").exists()

@@ -23,7 +23,7 @@ from celery import Celery, Task
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from dreamer.busy import compute_backoff
-from dreamer.config import Settings
+from dreamer.config import Settings, load_settings
 from dreamer.errors import Busy, Retryable
 from dreamer.runtime import Runtime, settle
 
@@ -188,7 +188,7 @@ def _worker_app() -> Celery:
     """The app `celery -A workers.celery_app` finds, built from the environment on first use."""
     global _app
     if _app is None:
-        _app = make_app(Settings())
+        _app = make_app(load_settings())  # a bad DREAMER_ value: one ConfigError naming it
         process = _app.dreamer_runtime  # type: ignore[attr-defined]
         worker_process_init.connect(process.open, weak=False)
         worker_process_shutdown.connect(process.close, weak=False)

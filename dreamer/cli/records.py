@@ -13,7 +13,7 @@ from dreamer import db
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.config import Settings
 from dreamer.db import session_scope
-from dreamer.errors import IngestError, NotFound
+from dreamer.errors import IngestError, NotFound, StoreError
 from dreamer.models import Cursor, DreamRun, Memory, Message, Session
 from dreamer.schedule import scheduler_status
 
@@ -24,6 +24,8 @@ FORMATS = ("auto", "openai", "claude-code", "openclaw", "locomo")
 
 
 def open_store(settings: Settings, *, check: bool = True):
+    if check:  # a store that was never made is not created by reading it
+        db.require_sqlite_file(settings.resolved_database_url())
     engine = db.make_engine(settings.resolved_database_url())
     if check:
         db.require_schema(engine)
@@ -177,11 +179,16 @@ def sessions_show(
 def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Data dir, database, schema revision and counts."""
     settings = settings_of(ctx)
-    engine = open_store(settings, check=False)
+    url = settings.resolved_database_url()
+    try:
+        db.require_sqlite_file(url)  # status reads: a store never made stays unmade
+        engine = open_store(settings, check=False)
+    except StoreError:
+        engine = None
     info = {
         "data_dir": str(settings.data_dir.resolve()),
-        "database": db.redact_url(str(engine.url)),
-        "schema_revision": db.current_revision(engine),
+        "database": db.redact_url(url),
+        "schema_revision": db.current_revision(engine) if engine is not None else None,
         "index": settings.qdrant_url or str(settings.index_dir.resolve()),
         "llm": settings.llm_base_url or "none (rules extractor)",
     }
