@@ -31,10 +31,11 @@ from starlette.concurrency import run_in_threadpool
 from dreamer import flush as flushing
 from dreamer.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory, remember
 from dreamer.busy import CoalescedBusy, activity_key
+from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired
 from dreamer.index import Scope
-from dreamer.ingest.base import as_utc, clean_text, message_size
+from dreamer.ingest.base import MAX_FIELD_CHARS, UNSTORABLE, LineRejected, as_utc, check_message, clean_text, storable
 from dreamer.ingest.store import as_message
 from dreamer.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
 from dreamer.recall import context, recall
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 
 MIN_TOKEN_CHARS = 16
 MAX_MESSAGES_PER_APPEND = 1000
-MAX_ID_CHARS = 255
 BUSY_PREFIX = "/v1/"
 INSECURE_TOKEN = "insecure-single-user-mode"  # never compared: in that mode every request is the user's
 
@@ -56,17 +56,17 @@ def _clean(value: Any) -> Any:
 
 
 def _storable(value: str) -> str:
-    if clean_text(value) != value:
-        raise ValueError("contains a NUL character or an unpaired surrogate")
+    if not storable(value):
+        raise ValueError(f"contains {UNSTORABLE}")
     return value
 
 
 # Free text: NUL characters and unpaired surrogates become U+FFFD, as the store keeps them.
 Text = Annotated[str, BeforeValidator(_clean)]
-ShortText = Annotated[str, Field(max_length=MAX_ID_CHARS), BeforeValidator(_clean)]
+ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_clean)]
 # Identifiers: refused, never altered, when the store could not keep them as they are.
-Ident = Annotated[str, Field(max_length=MAX_ID_CHARS), AfterValidator(_storable)]
-GrantId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_storable)]
+Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_storable)]
+GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_storable)]
 
 
 # --------------------------------------------------------------------------- tokens
@@ -168,7 +168,7 @@ class AppendIn(Strict):
 
 class RecallIn(Strict):
     query: Text = Field(min_length=1, max_length=4000)
-    k: int | None = Field(None, ge=1, le=100)
+    k: int | None = Field(None, ge=1, le=MAX_RECALL_K)
     kinds: list[Literal[KINDS]] | None = Field(None, max_length=len(KINDS))  # type: ignore[valid-type]
     since: datetime | None = None
     until: datetime | None = None
@@ -407,7 +407,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/sessions/{session_id}/messages", tags=["sessions"])
-    def append_messages(body: AppendIn, session_id: str = PathParam(min_length=1, max_length=255), g: Grant = Depends(writer)) -> dict:
+    def append_messages(body: AppendIn, session_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS), g: Grant = Depends(writer)) -> dict:
         """Append new messages; returns the context meter and whether a flush was scheduled.
 
         Without messages it reads (or reports a figure to) the meter of an existing session.
@@ -422,7 +422,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
         return meter.as_json()
 
     @app.post("/v1/sessions/{session_id}/flush", tags=["sessions"])
-    def flush_now(session_id: str = PathParam(min_length=1, max_length=255), g: Grant = Depends(writer)) -> dict:
+    def flush_now(session_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS), g: Grant = Depends(writer)) -> dict:
         """Flush the session's content since its last flush now, and return the notes."""
         return flushing.flush_session(rt, _own_session(rt, g, session_id).id).as_json()
 
@@ -433,7 +433,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
         return found.as_json()
 
     @app.get("/v1/context", tags=["memory"])
-    def context_block(budget: int | None = Query(None, ge=0, le=100_000), g: Grant = Depends(grant)) -> dict:
+    def context_block(budget: int | None = Query(None, ge=0, le=MAX_CONTEXT_BUDGET), g: Grant = Depends(grant)) -> dict:
         """Preferences and profile to inject, ranked and cut to the token budget."""
         return context(rt, g.scope, budget_tokens=budget).as_json()
 
@@ -445,10 +445,13 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
         return _memory_json(m)
 
     @app.delete("/v1/memories/{memory_id}", tags=["memory"])
-    def forget(memory_id: str, reason: str = Query("forgotten by the agent", max_length=500),
+    def forget(memory_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS),
+               reason: str = Query("forgotten by the agent", min_length=1, max_length=500),
                g: Grant = Depends(writer)) -> dict:
         """Forget one of the token's memories (kept for history, never returned by default)."""
-        return _memory_json(forget_memory(rt, g.scope, memory_id, reason))
+        if not storable(memory_id):  # the path is not a pydantic field: checked as `Ident` checks it
+            raise HTTPException(422, f"memory_id contains {UNSTORABLE}")
+        return _memory_json(forget_memory(rt, g.scope, memory_id, clean_text(reason)))
 
     @app.get("/v1/status", tags=["ops"])
     def status(g: Grant = Depends(grant)) -> dict:
@@ -464,12 +467,13 @@ def _same_scope(body: AppendIn, g: Grant) -> None:
 
 
 def _within_size(messages: list[dict], limit: int) -> None:
-    """413 naming the first message over `max_message_bytes`, measured as `dreamer ingest` measures it."""
+    """413 naming the first message over `max_message_bytes`, checked as `dreamer ingest` checks it."""
     for i, m in enumerate(messages, start=1):
-        size = message_size(as_message(m, i))
-        if size > limit:
-            raise HTTPException(413, f"message {i} of {len(messages)} is {size} bytes, over the {limit}-byte "
-                                     "limit (max_message_bytes): nothing was stored")
+        try:
+            check_message(as_message(m, i), limit)
+        except LineRejected as exc:
+            raise HTTPException(413, f"message {i} of {len(messages)} refused ({exc}, max_message_bytes): "
+                                     "nothing was stored") from exc
 
 
 def _own_session(rt, g: Grant, external_id: str) -> Session:

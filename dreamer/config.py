@@ -5,10 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dreamer.errors import ConfigError
+
+
+MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_RECALL_K)
+MAX_CONTEXT_BUDGET = 100_000  # the largest context block, in tokens
+CENTURY_DAYS = 100 * 366  # the longest duration a setting may name: dates past it overflow
+CENTURY_SECONDS = CENTURY_DAYS * 86_400
 
 
 class Settings(BaseSettings):
@@ -25,17 +31,17 @@ class Settings(BaseSettings):
     qdrant_api_key: str = ""
     qdrant_collection: str = "dreamer_memories"
     index_flush_seconds: float = Field(
-        5.0, ge=0, description="Most seconds between disk flushes of the embedded index after writes; 0 = every write"
+        5.0, ge=0, le=CENTURY_SECONDS, description="Most seconds between disk flushes of the embedded index after writes; 0 = every write"
     )
 
     # --- LLM ----------------------------------------------------------------
     llm_base_url: str = Field("", description="OpenAI-compatible endpoint; empty = rules extractor")
     llm_api_key: str = "none"
     llm_model: str = "gpt-4o-mini"
-    llm_timeout: float = Field(60.0, gt=0)
+    llm_timeout: float = Field(60.0, gt=0, le=CENTURY_SECONDS)
     llm_max_retries: int = Field(4, ge=0)
-    llm_retry_base: float = Field(1.0, ge=0)
-    llm_retry_cap: float = Field(30.0, ge=0)
+    llm_retry_base: float = Field(1.0, ge=0, le=CENTURY_SECONDS)
+    llm_retry_cap: float = Field(30.0, ge=0, le=CENTURY_SECONDS)
     llm_pass_token_budget: int = Field(2_000_000, ge=0)
     llm_breaker_threshold: int = Field(3, ge=0)
     llm_json_schema: bool = True
@@ -49,21 +55,21 @@ class Settings(BaseSettings):
     embed_batch: int = Field(64, ge=1)
 
     # --- the dream pass ---------------------------------------------------------
-    dream_interval_seconds: float = Field(4 * 3600, gt=0)
-    warmup_seconds: float = Field(120, ge=0)
-    busy_window_seconds: float = Field(60, ge=0)
-    backoff_base_seconds: float = Field(60, ge=0)
-    backoff_cap_seconds: float = Field(30 * 60, ge=0)
+    dream_interval_seconds: float = Field(4 * 3600, gt=0, le=CENTURY_SECONDS)
+    warmup_seconds: float = Field(120, ge=0, le=CENTURY_SECONDS)
+    busy_window_seconds: float = Field(60, ge=0, le=CENTURY_SECONDS)
+    backoff_base_seconds: float = Field(60, ge=0, le=CENTURY_SECONDS)
+    backoff_cap_seconds: float = Field(30 * 60, ge=0, le=CENTURY_SECONDS)
     max_sessions_per_pass: int = Field(10, ge=1)
     min_rounds: int = Field(4, ge=0)
-    max_age_days: float = Field(30, ge=0)
-    quiet_period_seconds: float = Field(0, ge=0)
+    max_age_days: float = Field(30, ge=0, le=CENTURY_DAYS)
+    quiet_period_seconds: float = Field(0, ge=0, le=CENTURY_SECONDS)
     tokens_per_session_pass: int = Field(30_000, ge=1)
     chunk_tokens: int = Field(6_000, ge=1)
     overlap_messages: int = Field(2, ge=0)
     entries_per_session: int = Field(5, ge=0)
     max_attempts: int = Field(3, ge=1)
-    lease_seconds: float = Field(600, gt=0)
+    lease_seconds: float = Field(600, gt=0, le=CENTURY_SECONDS)
     triage: bool = True
     dreams_cap: int = Field(50, ge=0)
 
@@ -76,8 +82,8 @@ class Settings(BaseSettings):
     dense_weight: float = Field(0.7, ge=0)
     text_weight: float = Field(0.3, ge=0)
     candidate_multiplier: int = Field(4, ge=1)
-    recall_k: int = Field(5, ge=1)
-    context_budget: int = Field(800, ge=0)
+    recall_k: int = Field(5, ge=1, le=MAX_RECALL_K)
+    context_budget: int = Field(800, ge=0, le=MAX_CONTEXT_BUDGET)
 
     # --- online flush ---------------------------------------------------------
     context_window: int = Field(128_000, ge=1)
@@ -93,6 +99,13 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = "redis://127.0.0.1:6379/1"
     result_backend: str = "redis://127.0.0.1:6379/2"
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _names_a_folder(cls, value):
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must name a folder (empty would put the store in the working directory)")
+        return value
 
     # --- derived places ---------------------------------------------------------
     def resolved_database_url(self) -> str:
@@ -117,22 +130,22 @@ class Settings(BaseSettings):
         "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
     )
     api_max_body_bytes: int = Field(2_000_000, ge=1)
-    flush_max_tokens: int = Field(30_000, ge=1, description="most transcript tokens one flush sends to the model")
-    flush_max_notes: int = Field(8, ge=1)
+    flush_max_tokens: int = Field(30_000, description="most transcript tokens one flush sends to the model")
+    flush_max_notes: int = 8  # the flush counts are checked together (validate_flush_settings)
     flush_workers: int = 2
 
     # --- scheduler and workers
     busy_backend: Literal["sql", "redis"] = Field("sql", description="Where activity is counted")
     busy_key_prefix: str = "dreamer:busy"
-    busy_inflight_ttl_seconds: float = Field(3600, ge=0, description="An in-flight count left by a crash expires")
+    busy_inflight_ttl_seconds: float = Field(3600, ge=0, le=CENTURY_SECONDS, description="An in-flight count left by a crash expires")
     scheduler_executor: Literal["inline", "celery"] = "inline"
-    scheduler_misfire_grace_seconds: float = Field(300, ge=0)
-    index_wait_seconds: float = Field(600, ge=0, description="How long a worker waits for the embedded index")
+    scheduler_misfire_grace_seconds: float = Field(300, ge=0, le=CENTURY_SECONDS)
+    index_wait_seconds: float = Field(600, ge=0, le=CENTURY_SECONDS, description="How long a worker waits for the embedded index")
     celery_queue: str = "dreamer"
-    celery_visibility_timeout_seconds: float = Field(3600, gt=0, description="Redis broker: redeliver unacked after")
+    celery_visibility_timeout_seconds: float = Field(3600, gt=0, le=CENTURY_SECONDS, description="Redis broker: redeliver unacked after")
     task_max_retries: int = Field(8, ge=0)
-    task_retry_base_seconds: float = Field(5, ge=0)
-    task_retry_cap_seconds: float = Field(600, ge=0)
+    task_retry_base_seconds: float = Field(5, ge=0, le=CENTURY_SECONDS)
+    task_retry_cap_seconds: float = Field(600, ge=0, le=CENTURY_SECONDS)
 
     # --- evaluation and retrieval
     recall_search: Literal["hybrid", "dense", "text"] = Field(

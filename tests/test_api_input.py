@@ -121,6 +121,26 @@ def test_a_surrogate_or_nul_in_a_memory_is_stored_as_the_replacement_character(w
         assert s.get(Memory, r.json()["memory_id"]).text == "The user likes \ufffdjasmine\ufffd tea."
 
 
+def test_a_nul_in_a_forget_reason_is_stored_as_the_replacement_character(world):
+    from dreamer.models import MemoryEvent
+
+    made = send(world, "/v1/memories", {"text": "The user likes oolong tea.", "kind": "preference"}).json()
+    r = world.client.delete(f"/v1/memories/{made['memory_id']}", params={"reason": "asked\x00 to"},
+                            headers=bearer(ALICE_WRITER))
+    assert (r.status_code, r.json()["status"]) == (200, "forgotten")
+    with session_scope(world.rt.engine) as s:
+        reasons = s.exec(select(MemoryEvent.reason).where(MemoryEvent.memory_id == made["memory_id"])
+                         .where(MemoryEvent.event == "forget")).all()
+    assert reasons == ["asked\ufffd to"]
+
+
+def test_a_forget_of_an_unstorable_memory_id_is_422(world):
+    before = stored(world.rt)
+    r = world.client.delete("/v1/memories/abc%00def", headers=bearer(ALICE_WRITER))
+    assert (r.status_code, r.json()) == (422, {"detail": "memory_id contains a NUL character or an unpaired surrogate"})
+    assert stored(world.rt) == before
+
+
 def test_a_surrogate_in_a_message_name_or_tool_call_id_is_stored_as_the_replacement_character(world):
     r = send(world, "/v1/sessions/named/messages", {"messages": [
         {"role": "user", "content": "hi \ud800", "name": "\ud800ada"},
@@ -141,7 +161,7 @@ def test_a_message_over_max_message_bytes_is_413_and_nothing_is_stored(world):
     r = send(world, "/v1/sessions/kept/messages", body)
     fresh = send(world, "/v1/sessions/never-made/messages", body)
 
-    detail = "message 2 of 3 is 6000 bytes, over the 5000-byte limit (max_message_bytes): nothing was stored"
+    detail = "message 2 of 3 refused (message is 6000 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"
     assert (r.status_code, r.json()) == (413, {"detail": detail})
     assert (fresh.status_code, fresh.json()) == (413, {"detail": detail})
     assert stored(world.rt) == before
@@ -156,7 +176,7 @@ def test_tool_call_arguments_count_towards_max_message_bytes(world):
         {"role": "assistant", "content": "x" * 3000, "tool_calls": [call]}]})
 
     assert (r.status_code, r.json()) == (413, {
-        "detail": "message 1 of 1 is 5001 bytes, over the 5000-byte limit (max_message_bytes): nothing was stored"})
+        "detail": "message 1 of 1 refused (message is 5001 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"})
     assert stored(world.rt) == before
 
 
@@ -165,7 +185,7 @@ def test_max_message_bytes_counts_utf8_bytes_and_admits_a_message_at_the_limit(w
     at = send(world, "/v1/sessions/accents/messages", {"messages": chat("é" * 2500)})
 
     assert (over.status_code, over.json()) == (413, {
-        "detail": "message 1 of 1 is 5002 bytes, over the 5000-byte limit (max_message_bytes): nothing was stored"})
+        "detail": "message 1 of 1 refused (message is 5002 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"})
     assert (at.status_code, at.json()["last_seq"]) == (200, 1)
     assert messages_of(world.rt, "accents") == [(1, "user", "é" * 2500, None, None)]
 

@@ -62,6 +62,7 @@ def test_a_database_file_that_is_not_a_database(tmp_path):
 def test_out_of_range_or_unknown_values_are_usage_errors(store, args):
     result = invoke(store, *args)
     assert result.exit_code == 2, result.output
+    assert "Invalid value" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert json.loads(invoke(store, "runs", "ls", "--json").stdout) == []
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +17,7 @@ from dreamer.cli import app
 from dreamer.cli.measure import check_json_target, write_json
 from dreamer.errors import ConfigError, IngestError, NotFound
 from dreamer.eval.harness import conversation_dir
+from dreamer.eval.locomo import load_conversations
 
 ENV = {"DREAMER_EMBEDDER": "none"}
 
@@ -105,7 +107,7 @@ BAD_FILES = [
     ('{"foo": 1}', "conversation 1: expected an object with a 'conversation' object"),
     ([conv(), 7], "conversation 2: expected an object with a 'conversation' object"),
     ([{k: v for k, v in conv().items() if k != "sample_id"}], "conversation 1: 'sample_id' must be a non-empty string"),
-    ([conv(["c"])], "conversation 1: 'sample_id' must be a non-empty string"),
+    ([conv(["c"])], "conversation 1: sample_id must be a string"),
     ([conv(observation=[1])], "conversation 1 (c-1): 'observation' must be an object"),
     ([conv(observation={"session_1_observation": [1]})],
      "conversation 1 (c-1): 'observation' session_1_observation must be an object of speakers"),
@@ -117,7 +119,7 @@ BAD_FILES = [
      "conversation 1 (c-1): qa item 1: 'evidence' must be a list of dia_ids"),
     ([conv(qa=[{"question": 5, "category": 1, "evidence": ["D1:1"]}])],
      "conversation 1 (c-1): qa item 1: 'question' must be a string"),
-    ([with_body(session_1="text")], "conversation 1 (c-1): 'session_1' must be a list of turns"),
+    ([conv("x" * 256)], "conversation 1: sample_id longer than 255 characters"),
     ([with_body(speaker_b="Ann")], "conversation 1 (c-1): 'speaker_a' and 'speaker_b' must be two distinct names"),
     ([conv("c-1"), conv("c-2", observation=[1])], "conversation 2 (c-2): 'observation' must be an object"),
     ([conv("c-1"), conv("c-1")], "sample_id 'c-1' appears twice"),
@@ -212,7 +214,7 @@ def test_the_json_check_leaves_no_file_and_keeps_an_existing_one(tmp_path):
     assert old.read_text() == "previous"
 
 
-def test_eval_writes_the_json_file_whole(tmp_path):
+def test_eval_writes_the_json_file(tmp_path):
     path = write(tmp_path / "in.json", [conv()])
     target = tmp_path / "out.json"
     target.write_text("previous")
@@ -220,7 +222,7 @@ def test_eval_writes_the_json_file_whole(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(target.read_text())
     assert (data["n_questions"], data["memories"], data["recall_at"], data["hit_at"]) == (1, 2, {"2": 1.0}, {"2": 1.0})
-    assert sorted(os.listdir(tmp_path)) == ["in.json", "out.json"]  # no temporary file left beside it
+    assert sorted(os.listdir(tmp_path)) == ["in.json", "out.json"]
 
 
 def test_a_json_file_that_cannot_be_written_at_the_end_goes_to_stdout(tmp_path, capsys):
@@ -229,3 +231,30 @@ def test_a_json_file_that_cannot_be_written_at_the_end_goes_to_stdout(tmp_path, 
         write_json({"n_questions": 3}, target)
     assert str(info.value) == f"--json {target}: cannot be written (No such file or directory); the result is on stdout"
     assert capsys.readouterr().out == '{\n  "n_questions": 3\n}\n'
+
+
+def test_a_json_target_behind_a_symlink_is_written_through_it(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("previous")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    check_json_target(str(link))
+    write_json({"n_questions": 3}, str(link))
+    assert link.is_symlink()
+    assert json.loads(real.read_text()) == {"n_questions": 3}
+
+
+@pytest.mark.parametrize("replace", [
+    {"qa": [*conv()["qa"], {"question": 5, "category": 5, "evidence": 7}]},  # never scored
+    {"observation": None}, {"observation": {"session_1_observation": {"Ann": None, "Bob": []}}},
+    {"observation": {"session_1_observation": None}},
+])
+def test_absent_or_unscored_parts_are_no_reason_to_refuse(tmp_path, replace):
+    [loaded] = load_conversations(Path(write(tmp_path / "in.json", [conv(**replace)])))
+    assert (loaded.sample_id, [q.text for q in loaded.questions]) == ("c-1", ["What does Ann play?"])
+
+
+def test_a_session_that_is_not_a_list_of_turns_is_left_to_the_importer(tmp_path):
+    item = with_body(session_2_date_time="2:00 pm on 9 May, 2023", session_2="text")
+    [loaded] = load_conversations(Path(write(tmp_path / "in.json", [item])))
+    assert loaded.turn_ids == {"D1:1", "D1:2"}

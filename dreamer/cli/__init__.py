@@ -11,10 +11,9 @@ import typer
 from rich.console import Console
 
 from dreamer.config import Settings, load_settings
-from dreamer.errors import ConfigError, DreamerError
+from dreamer.errors import ConfigError, DreamerError, os_reason
 
 ID_MAX = 2**63 - 1  # the largest SQL integer: ids, limits and budgets above it cannot be stored or asked for
-K_MAX = 1000  # the most hits one recall returns
 
 app = typer.Typer(
     name="dreamer", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -55,6 +54,7 @@ def main() -> None:
         err.print(f"error: {exc}", markup=False)
         sys.exit(1)
     except OSError as exc:  # the file system refused: a data dir that is a file, no permission, a full disk
+        logging.getLogger("dreamer.cli").debug("file system error", exc_info=True)
         err.print(f"error: {os_problem(exc)}", markup=False)
         sys.exit(1)
     except KeyboardInterrupt:
@@ -65,5 +65,4 @@ def main() -> None:
 def os_problem(exc: OSError) -> str:
     """What the file system refused, and where."""
     where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
-    reason = exc.strerror or str(exc)
-    return f"{reason}: {where}" if where else reason
+    return f"{os_reason(exc)}: {where}" if where else os_reason(exc)

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from dreamer.cli import app, out, settings_of
-from dreamer.errors import ConfigError
+from dreamer.errors import ConfigError, os_reason
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate recall on benchmark data.")
 app.add_typer(eval_app, name="eval")
@@ -33,35 +33,30 @@ def parse_ks(value: str) -> list[int]:
 
 
 def check_json_target(target: str | None) -> None:
-    """Before any work: `--json PATH` can be written (`-` and no target always can), or
-    `ConfigError`. A file made only to find that out is removed again."""
+    """Before any work: `--json PATH` can take the result (`-` and no target always can), or
+    `ConfigError`. Nothing is written to find out."""
     if target is None or target == "-":
         return
-    path = Path(target)
-    problem = _json_target_problem(path)
+    problem = json_target_problem(Path(target))
     if problem is not None:
         raise ConfigError(f"--json {target}: {problem}")
 
 
-def _json_target_problem(path: Path) -> str | None:
+def json_target_problem(path: Path) -> str | None:
+    """Why `path` cannot be written, or None (a device, a pipe or a symlink is written through)."""
     if path.is_dir():
         return "is a folder"
-    if not path.parent.is_dir():
-        return f"{path.parent} is not a folder" if path.parent.exists() else f"folder {path.parent} does not exist"
-    existed = path.exists()
-    try:
-        with path.open("a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        return f"cannot be written ({exc.strerror or exc})"
-    if not existed:
-        path.unlink(missing_ok=True)
-    return None
+    parent = path.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder" if parent.exists() else f"folder {parent} does not exist"
+    if os.path.lexists(path):
+        return None if os.access(path, os.W_OK) else "cannot be written (permission denied)"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"folder {parent} cannot be written"
 
 
 def write_json(result: Any, target: str | None) -> None:
-    """`-` prints the JSON on stdout; a path gets it whole or not at all (written beside it, then
-    renamed). Should that fail, the JSON goes to stdout before the error, so the run is not lost."""
+    """`-` prints the JSON on stdout; a path gets it written there. Should that fail, the JSON goes
+    to stdout before the error, so the run is not lost."""
     if target is None:
         return
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
@@ -69,20 +64,11 @@ def write_json(result: Any, target: str | None) -> None:
         sys.stdout.write(text)
         return
     try:
-        _replace_text(Path(target).resolve(), text)
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
     except OSError as exc:
         sys.stdout.write(text)
-        raise ConfigError(f"--json {target}: cannot be written ({exc.strerror or exc}); the result is on stdout") from exc
-
-
-def _replace_text(path: Path, text: str) -> None:
-    tmp_path = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp_path.open("x", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp_path, path)
-    finally:
-        tmp_path.unlink(missing_ok=True)
+        raise ConfigError(f"--json {target}: cannot be written ({os_reason(exc)}); the result is on stdout") from exc
 
 
 @eval_app.command("locomo")

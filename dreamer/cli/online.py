@@ -7,7 +7,8 @@ from typing import Iterator
 
 import typer
 
-from dreamer.cli import ID_MAX, K_MAX, app, err, out, print_json, settings_of
+from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
+from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.cli.records import open_store
 from dreamer.errors import IndexInUse
 from dreamer.index import Scope
@@ -85,7 +86,7 @@ def recall_cmd(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="What to look for."),
     user: str = typer.Option(..., "--user"),
-    k: int = typer.Option(None, "--k", min=1, max=K_MAX, help="How many hits (default: recall_k)."),
+    k: int = typer.Option(None, "--k", min=1, max=MAX_RECALL_K, help="How many hits (default: recall_k)."),
     include_all: bool = typer.Option(False, "--all", help="Also superseded and forgotten memories."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -108,7 +109,7 @@ def recall_cmd(
 def context_cmd(
     ctx: typer.Context,
     user: str = typer.Option(..., "--user"),
-    budget: int = typer.Option(None, "--budget", min=0, max=ID_MAX, help="Token budget (default: context_budget)."),
+    budget: int = typer.Option(None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Token budget (default: context_budget)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The context block that would be injected for a user."""
@@ -156,8 +157,8 @@ def trace_cmd(
     ctx: typer.Context,
     fact: str = typer.Argument(..., help="The fact, as it was said or stored."),
     user: str = typer.Option(..., "--user"),
-    k: int = typer.Option(None, "--k", min=1, max=K_MAX, help="Recall depth (default: recall_k)."),
-    budget: int = typer.Option(None, "--budget", min=0, max=ID_MAX, help="Context budget (default: context_budget)."),
+    k: int = typer.Option(None, "--k", min=1, max=MAX_RECALL_K, help="Recall depth (default: recall_k)."),
+    budget: int = typer.Option(None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Context budget (default: context_budget)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Follow a fact: said in a session, stored as a memory, indexed, recalled, injected."""

@@ -30,7 +30,7 @@ from dreamer.db import session_scope
 from dreamer.documents import DocumentedIndex
 from dreamer.dream import dream_pass
 from dreamer.embed import build_embedder
-from dreamer.errors import ConfigError
+from dreamer.errors import ConfigError, os_reason
 from dreamer.eval.locomo import (
     Conversation, DiaMap, ObservationReplay, Scored, aggregate, load_conversations, score_question,
     session_external_id,
@@ -114,7 +114,7 @@ def prepare_work_dir(work_dir: Path) -> None:
     except FileExistsError as exc:
         raise ConfigError(f"work dir {work_dir} is not a folder") from exc
     except OSError as exc:
-        raise ConfigError(f"work dir {work_dir} cannot be made: {exc.strerror or exc}") from exc
+        raise ConfigError(f"work dir {work_dir} cannot be made: {os_reason(exc)}") from exc
     if not os.access(work_dir, os.W_OK | os.X_OK):
         raise ConfigError(f"work dir {work_dir} is not writable")
 

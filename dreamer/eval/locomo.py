@@ -124,11 +124,17 @@ def _label(item: Any) -> str:
 
 
 def sample_id_of(item: dict) -> str | None:
-    """The sample_id exactly as the LoCoMo importer stores it as the user id (None when missing)."""
+    """The sample_id exactly as the LoCoMo importer stores it as the user id (None when unusable)."""
+    return None if sample_id_problem(item) else optional_text(item.get("sample_id"), "sample_id")
+
+
+def sample_id_problem(item: dict) -> str | None:
+    """Why the importer cannot take the entry's sample_id as a user id, or None."""
     try:
-        return optional_text(item.get("sample_id"), "sample_id")
-    except LineRejected:
-        return None
+        found = optional_text(item.get("sample_id"), "sample_id")
+    except LineRejected as exc:
+        return str(exc)
+    return None if found else "'sample_id' must be a non-empty string"
 
 
 def entry_problem(item: Any) -> str | None:
@@ -136,8 +142,8 @@ def entry_problem(item: Any) -> str | None:
     every block the harness reads holding the type it reads."""
     if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
         return "expected an object with a 'conversation' object"
-    if sample_id_of(item) is None:
-        return "'sample_id' must be a non-empty string"
+    if (problem := sample_id_problem(item)) is not None:
+        return problem
     return _body_problem(item["conversation"]) or _qa_problem(item.get("qa")) or _observation_problem(
         item.get("observation"))
 
@@ -146,39 +152,38 @@ def _body_problem(body: dict) -> str | None:
     speaker_a, speaker_b = body.get("speaker_a"), body.get("speaker_b")
     if not (isinstance(speaker_a, str) and isinstance(speaker_b, str) and speaker_a and speaker_a != speaker_b):
         return "'speaker_a' and 'speaker_b' must be two distinct names"
-    for number in session_numbers(body):
-        if not isinstance(body[f"session_{number}"], list):
-            return f"'session_{number}' must be a list of turns"
-    return None
+    return None  # a session that is not a list of turns is the importer's to reject, as it is for ingest
 
 
 def _qa_problem(qa: Any) -> str | None:
-    if qa is None:
+    if not qa:  # absent, null or empty: nothing to ask
         return None
     if not isinstance(qa, list):
         return "'qa' must be a list of questions"
     for number, q in enumerate(qa, start=1):
         if not isinstance(q, dict):
             return f"qa item {number} must be an object"
+        if q.get("category") not in CATEGORIES:
+            continue  # never scored (category 5 and others): its shape does not matter
         if not isinstance(q.get("evidence") or [], list):
             return f"qa item {number}: 'evidence' must be a list of dia_ids"
-        if q.get("category") in CATEGORIES and not isinstance(q.get("question"), str):
+        if not isinstance(q.get("question"), str):
             return f"qa item {number}: 'question' must be a string"
     return None
 
 
 def _observation_problem(block: Any) -> str | None:
-    if block is None:
+    if not block:  # absent, null or empty: nothing to replay
         return None
     if not isinstance(block, dict):
         return "'observation' must be an object"
     for key, per_speaker in block.items():
         if _OBSERVATION_KEY.fullmatch(key) is None:
             continue
-        if not isinstance(per_speaker, dict):
+        if not isinstance(per_speaker or {}, dict):
             return f"'observation' {key} must be an object of speakers"
-        for speaker, entries in per_speaker.items():
-            if not isinstance(entries, list):
+        for speaker, entries in (per_speaker or {}).items():
+            if not isinstance(entries or [], list):
                 return f"'observation' {key} {speaker}: expected a list of observations"
     return None
 
@@ -188,7 +193,8 @@ def conversation_of(item: dict) -> Conversation:
     conv = Conversation(sample_id=sample_id_of(item) or "", raw=item)
     body = item["conversation"]
     for number in session_numbers(body):
-        for turn in body.get(f"session_{number}") or []:
+        turns = body.get(f"session_{number}")
+        for turn in turns if isinstance(turns, list) else []:
             if isinstance(turn, dict) and isinstance(turn.get("dia_id"), str):
                 conv.turn_ids.add(turn["dia_id"])
     conv.questions = questions_of(item.get("qa") or [], conv.turn_ids)

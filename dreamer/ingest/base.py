@@ -10,13 +10,14 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator
 
 from dreamer.config import Settings
-from dreamer.errors import IngestError
+from dreamer.errors import IngestError, os_reason
 from dreamer.models import ROLES
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["max_message_bytes"].default
 MAX_FIELD_CHARS = 255  # name, tool_call_id and external ids fit a VARCHAR(255)
+UNSTORABLE = "a NUL character or an unpaired surrogate"  # what `storable` refuses
 _EPOCH_MS_THRESHOLD = 100_000_000_000  # numbers above this are epoch milliseconds
 
 
@@ -131,11 +132,15 @@ def check_readable(path: Path) -> None:
 def _unreadable(path: Path, exc: OSError) -> str:
     if path.is_dir():
         return f"cannot read {path}: it is a directory"
-    reason = exc.strerror or exc.__class__.__name__
-    return f"cannot read {path}: {reason}"
+    return f"cannot read {path}: {os_reason(exc)}"
 
 
 # --- values -------------------------------------------------------------------
+
+
+def storable(value: str) -> bool:
+    """Whether the SQL stores keep `value` as it is (no NUL, no lone surrogate)."""
+    return clean_text(value) == value
 
 
 def clean_text(value: str) -> str:

@@ -23,12 +23,14 @@ from dreamer.errors import IngestError
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_FIELD_CHARS,
+    UNSTORABLE,
     LineRejected,
     ParsedMessage,
     ParsedSession,
     Rejection,
     as_utc,
     clean_text,
+    storable,
 )
 from dreamer.ingest import openai_jsonl
 from dreamer.ingest.detect import PARSERS, resolve_format
@@ -239,8 +241,8 @@ def _target(
             raise IngestError(f"{what} must be a string")
         if len(value) > MAX_FIELD_CHARS:
             raise IngestError(f"{what} longer than {MAX_FIELD_CHARS} characters")
-        if clean_text(value) != value:
-            raise IngestError(f"{what} contains a NUL character or an unpaired surrogate")
+        if not storable(value):
+            raise IngestError(f"{what} contains {UNSTORABLE}")
     if mode not in MODES:
         raise IngestError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
     return _Target(
