@@ -111,3 +111,20 @@ def test_reading_a_store_never_made_creates_nothing(tmp_path):
     assert_one_error_line(proc)
     assert proc.stderr.strip() == f"error: no database at {tmp_path / 'data' / 'dreamer.db'}: run `dreamer init`"
     assert not (tmp_path / "data").exists()
+
+
+def test_a_prefix_of_several_memory_ids_is_not_one_memory(store):
+    from dreamer import db
+    from dreamer.db import session_scope
+    from dreamer.models import Memory
+
+    engine = db.make_engine(f"sqlite:///{store / 'data' / 'dreamer.db'}")
+    with session_scope(engine) as s:
+        for mid in ("abcdef01", "abcdef02"):
+            s.add(Memory(id=mid, user_id="u", kind="preference", text=f"The user likes {mid}.", content_hash=mid))
+    engine.dispose()
+    proc = run(store, "memories", "show", "abcdef")
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == "error: abcdef starts the ids of several memories: give more of it"
+    shown = run(store, "memories", "show", "abcdef02", "--json")
+    assert json.loads(shown.stdout)["text"] == "The user likes abcdef02."

@@ -129,10 +129,13 @@ def print_memories(rows: list[Memory]) -> None:
 
 
 def _find(s, memory_id: str) -> Memory:
+    """The memory with this id, or the one whose id starts with it (six characters or more)."""
     m = s.get(Memory, memory_id)
     if m is None and len(memory_id) >= 6:
         matches = s.exec(select(Memory).where(Memory.id.startswith(memory_id)).limit(2)).all()
-        m = matches[0] if len(matches) == 1 else None
+        if len(matches) > 1:
+            raise NotFound(f"{memory_id} starts the ids of several memories: give more of it")
+        m = matches[0] if matches else None
     if m is None:
         raise NotFound(f"no memory {memory_id}")
     return m
