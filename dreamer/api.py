@@ -33,10 +33,11 @@ from dreamer.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory
 from dreamer.busy import CoalescedBusy, activity_key
 from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.db import session_scope
-from dreamer.errors import ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired
+from dreamer.errors import (
+    ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired, TooLarge,
+)
 from dreamer.index import Scope
-from dreamer.ingest.base import MAX_FIELD_CHARS, UNSTORABLE, LineRejected, as_utc, check_message, clean_text, storable
-from dreamer.ingest.store import as_message
+from dreamer.ingest.base import MAX_FIELD_CHARS, UNSTORABLE, as_utc, clean_text, storable
 from dreamer.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
 from dreamer.recall import context, recall
 
@@ -354,7 +355,7 @@ def create_app(rt, *, insecure_user: str | None = None) -> FastAPI:
     return app
 
 
-_STATUS = ((NotFound, 404), (IngestError, 422), (WriteRejected, 409), (ScopeRequired, 400),
+_STATUS = ((NotFound, 404), (TooLarge, 413), (IngestError, 422), (WriteRejected, 409), (ScopeRequired, 400),
            (IndexInUse, 503), (LLMError, 502), (DreamerError, 500))
 
 
@@ -414,7 +415,6 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
         """
         _same_scope(body, g)
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
-        _within_size(messages, rt.settings.max_message_bytes)
         if not messages and not body.compacted:
             _own_session(rt, g, session_id)
         meter = flushing.append(rt, g.scope, session_id, messages, context_tokens=body.context_tokens,
@@ -464,16 +464,6 @@ def _same_scope(body: AppendIn, g: Grant) -> None:
         raise HTTPException(403, "user_id in the body differs from the token's user")
     if body.agent_id is not None and body.agent_id != g.agent_id:
         raise HTTPException(403, "agent_id in the body differs from the token's agent")
-
-
-def _within_size(messages: list[dict], limit: int) -> None:
-    """413 naming the first message over `max_message_bytes`, checked as `dreamer ingest` checks it."""
-    for i, m in enumerate(messages, start=1):
-        try:
-            check_message(as_message(m, i), limit)
-        except LineRejected as exc:
-            raise HTTPException(413, f"message {i} of {len(messages)} refused ({exc}, max_message_bytes): "
-                                     "nothing was stored") from exc
 
 
 def _own_session(rt, g: Grant, external_id: str) -> Session:

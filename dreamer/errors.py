@@ -23,6 +23,10 @@ class IngestError(DreamerError):
     """A transcript file cannot be read at all (missing, unknown format)."""
 
 
+class TooLarge(IngestError):
+    """A message is over `max_message_bytes`; nothing of its request is stored."""
+
+
 class IndexFailure(DreamerError):
     """The search index refused an operation."""
 

@@ -250,7 +250,7 @@ def append(
         owned_session(s, scope, external_id)
     marked = with_marks(messages, context_tokens=context_tokens, compacted=compacted)
     rec = append_messages(rt.engine, external_id, marked, user_id=scope.user_id, agent_id=scope.agent_id,
-                          project=scope.project, team=scope.team)
+                          project=scope.project, team=scope.team, max_message_bytes=rt.settings.max_message_bytes)
     meter = read_meter(rt, rec.session_id, figure=context_tokens if not messages else None)
     meter.trigger = flush_trigger(meter.tokens, meter.messages_since_flush, meter.cycle_flushed, rt.settings)
     if meter.trigger and runner is not None:

@@ -343,3 +343,17 @@ def test_concurrent_writers_of_one_session(engine):
     assert len({r.session_id for r in results}) == 1
     assert [m.seq for m in stored(engine, results[0].session_id)] == list(range(1, 61))
     assert counts(engine) == (1, 60, 1)
+
+
+@pytest.mark.parametrize("record", [record_messages, store.append_messages])
+def test_a_message_over_the_size_limit_refuses_the_whole_call(engine, record):
+    from dreamer.errors import TooLarge
+
+    messages = [{"role": "user", "content": "short"}, {"role": "assistant", "content": "é" * 6}]  # 12 bytes
+    with pytest.raises(TooLarge) as caught:
+        record(engine, "sized", messages, user_id="u", max_message_bytes=11)
+    assert str(caught.value) == ("message 2 of 2 refused (message is 12 bytes, over the 11-byte limit, "
+                                 "max_message_bytes): nothing was stored")
+    with session_scope(engine) as s:
+        assert s.exec(select(func.count()).select_from(Session)).one() == (0,)
+    assert record(engine, "sized", messages, user_id="u", max_message_bytes=12).added == 2

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session as DBSession
 
 from dreamer.db import conflict_insert, is_postgres, session_scope
-from dreamer.errors import IngestError
+from dreamer.errors import IngestError, TooLarge
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_FIELD_CHARS,
@@ -29,6 +29,7 @@ from dreamer.ingest.base import (
     ParsedSession,
     Rejection,
     as_utc,
+    check_message,
     clean_text,
     storable,
 )
@@ -100,13 +101,14 @@ def record_messages(
     source: str = "api",
     title: str | None = None,
     db_session: DBSession | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> RecordResult:
     """Store a session's transcript (the whole of it, as known so far); append only the new tail.
 
     Works inside `db_session` without committing when one is given, else in its own transaction.
-    Raises `IngestError` for an invalid message or argument.
+    Raises `IngestError` for an invalid message or argument (`TooLarge` for one over the size limit).
     """
-    parsed = [as_message(m, i) for i, m in enumerate(messages, start=1)]
+    parsed = checked_messages(messages, max_message_bytes)
     target = _target(external_id, user_id, source, agent_id, project, team, mode, title)
     if db_session is not None:
         return _record(db_session, target, parsed)
@@ -125,13 +127,15 @@ def append_messages(
     team: str | None = None,
     mode: str = "agent",
     source: str = "api",
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> RecordResult:
     """Append only the new messages of a live session (created when missing) after its last one.
 
     The live-agent path: unlike `record_messages`, nothing is compared with what is stored, so an
-    agent sends each message once. Raises `IngestError` for an invalid message or argument.
+    agent sends each message once. Raises `IngestError` for an invalid message or argument
+    (`TooLarge` for one over the size limit).
     """
-    parsed = [as_message(m, i) for i, m in enumerate(messages, start=1)]
+    parsed = checked_messages(messages, max_message_bytes)
     target = _target(external_id, user_id, source, agent_id, project, team, mode, None)
     hashes = [content_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
     with session_scope(engine) as s:
@@ -182,6 +186,19 @@ def content_hash(role: str, name: str | None, content: str, tool_call_id: str | 
     """sha256 of a message's identity: role, name, content and tool call id."""
     payload = json.dumps([role, name, content, tool_call_id], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def checked_messages(messages: Sequence[ParsedMessage | dict], max_message_bytes: int) -> list[ParsedMessage]:
+    """Every message validated (`as_message`) and within `max_message_bytes`, as ingest checks it;
+    `TooLarge` names the first one over it, before anything is stored."""
+    parsed = [as_message(m, i) for i, m in enumerate(messages, start=1)]
+    for i, message in enumerate(parsed, start=1):
+        try:
+            check_message(message, max_message_bytes)
+        except LineRejected as exc:
+            raise TooLarge(f"message {i} of {len(parsed)} refused ({exc}, max_message_bytes): "
+                           "nothing was stored") from exc
+    return parsed
 
 
 def as_message(item: ParsedMessage | dict, position: int = 0) -> ParsedMessage:
