@@ -47,7 +47,8 @@ def main(data_dir: str, url: str, scenario: str, source: str) -> dict:
                     {"role": "tool", "tool_call_id": "c1", "content": big},
                     {"role": "user", "content": "thanks, I prefer the summary in bullets."}]
         del big
-        record_messages(engine, "big-tool", messages, user_id="u")
+        # a deployment that keeps large tool results raises the limit (the default refuses 5 MB)
+        record_messages(engine, "big-tool", messages, user_id="u", max_message_bytes=16 * 2**20)
         out["ingest_rejections"] = []
     else:
         report = ingest_file(engine, Path(source), fmt="openai", user_id="u",
