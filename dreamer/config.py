@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dreamer.errors import ConfigError
+from dreamer.errors import ConfigError, validation_summary
 
 
 MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_RECALL_K)
@@ -178,11 +178,8 @@ def load_settings(**overrides) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(settings_problem(exc)) from None
+        raise ConfigError(validation_summary(exc, where=_variable)) from None
 
 
-def settings_problem(exc: ValidationError, limit: int = 3) -> str:
-    """One line naming each bad variable and what is wrong with it (the first `limit`)."""
-    problems = [f"DREAMER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()[:limit]]
-    more = len(exc.errors()) - limit
-    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+def _variable(loc: tuple) -> str:
+    return "DREAMER_" + "_".join(map(str, loc)).upper()

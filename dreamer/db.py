@@ -26,10 +26,7 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     Statement parameters are hidden from SQLAlchemy's logs and error messages: they carry
     transcript text, which may hold secrets (the ledger is stored raw; nothing else may show it).
     """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(f"bad database URL: {url!r}") from exc
+    parsed = _parsed_url(url)
     kwargs: dict = {"echo": echo, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
@@ -68,13 +65,17 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _parsed_url(url: str):
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"bad database URL: {url!r}") from exc
+
+
 def require_sqlite_file(url: str) -> None:
     """Refuse a SQLite URL whose file is not there (instead of creating an empty one on connect):
     reading a store that was never made is `StoreError`, with what to run."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(f"bad database URL: {url!r}") from exc
+    parsed = _parsed_url(url)
     path = parsed.database if parsed.get_backend_name() == "sqlite" else None
     if path and path != ":memory:" and not path.startswith("file:") and not Path(path).exists():
         raise StoreError(f"no database at {path}: run `dreamer init`")

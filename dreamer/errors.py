@@ -75,3 +75,12 @@ class Busy(Retryable):
 def os_reason(exc: OSError) -> str:
     """What the file system said, without the errno and path decoration ("No such file or directory")."""
     return exc.strerror or str(exc)
+
+
+def validation_summary(exc, *, where=None, limit: int = 3) -> str:
+    """One line for a pydantic `ValidationError`: the first `limit` problems as "place: message",
+    `where` naming a place from its location (default: dotted, "(root)" when empty)."""
+    name = where or (lambda loc: ".".join(str(p) for p in loc) or "(root)")
+    parts = [f"{name(err['loc'])}: {err['msg']}" for err in exc.errors()[:limit]]
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")

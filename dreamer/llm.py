@@ -14,7 +14,7 @@ import tenacity
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
-from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError, LLMInvalidOutput, TransientLLMError
+from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError, LLMInvalidOutput, TransientLLMError, validation_summary
 from dreamer.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -303,16 +303,7 @@ def _validate(schema: type[M], answer: _Answer) -> tuple[M | None, str]:
     try:
         return schema.model_validate_json(answer.content), ""
     except ValidationError as exc:
-        return None, _summarise(exc)
-
-
-def _summarise(exc: ValidationError, limit: int = 3) -> str:
-    parts = []
-    for err in exc.errors()[:limit]:
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{where}: {err['msg']}")
-    more = f" (+{exc.error_count() - limit} more)" if exc.error_count() > limit else ""
-    return "; ".join(parts) + more
+        return None, validation_summary(exc)
 
 
 def _repair_messages(answer: _Answer, problem: str) -> list[dict]:

@@ -65,9 +65,11 @@ def session_external_id(sample_id: str, number: int) -> str:
 def load_conversations(path: Path, only: Sequence[str] | None = None) -> list[Conversation]:
     """Every conversation of a LoCoMo-format file (or those whose sample_id is in `only`).
 
-    The whole file is checked before anything runs: one malformed conversation refuses the file
-    (`IngestError` naming it), so a score never rests silently on part of the data. An unknown
-    sample_id in `only` is `NotFound`; a selection without a single scorable question is refused.
+    The whole file is checked before anything runs: a conversation the harness cannot read (no
+    usable sample_id, no two speakers, a qa or observation block of the wrong type) refuses the
+    file (`IngestError` naming it); absent or never-scored parts are skipped, and a session the
+    importer rejects is reported by it. An unknown sample_id in `only` is `NotFound`; a selection
+    without a single scorable question is refused.
     """
     path = Path(path)
     items = read_document(path)
@@ -125,7 +127,10 @@ def _label(item: Any) -> str:
 
 def sample_id_of(item: dict) -> str | None:
     """The sample_id exactly as the LoCoMo importer stores it as the user id (None when unusable)."""
-    return None if sample_id_problem(item) else optional_text(item.get("sample_id"), "sample_id")
+    try:
+        return optional_text(item.get("sample_id"), "sample_id") or None
+    except LineRejected:
+        return None
 
 
 def sample_id_problem(item: dict) -> str | None:
