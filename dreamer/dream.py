@@ -19,7 +19,7 @@ from dreamer.consolidate import (
 )
 from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions
-from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError
+from dreamer.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError
 from dreamer.extract import (
     Candidate, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
     worth_a_call,
@@ -114,13 +114,18 @@ def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, ta
     if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
         log.info("session %s is leased by another worker; skipped", sess.id)
         return
+    held = leases.HeldLease(rt.engine, name, owner, rt.settings.lease_seconds)
     try:
         work = _load_work(rt, sess)
         if work is None:
             return
         try:
-            candidates, over_cap, _usage = _extract(rt, work, extractor)
+            candidates, over_cap, _usage = _extract(rt, work, extractor, keep=held)
+            _still_held(held)
             planned = _plan(rt, work, candidates, llm)
+        except LeaseLost:
+            log.warning("session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id)
+            return
         except (CircuitOpen, BudgetExceeded):
             raise
         except LLMError as exc:
@@ -167,15 +172,25 @@ def _line(m: Message, processed_seq: int, tool_chars: int) -> Line:
     return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq)
 
 
-def _extract(rt, work: Work, extractor: Extractor) -> tuple[list[Candidate], list[Candidate], Usage]:
+def _still_held(held: leases.HeldLease) -> None:
+    if not held.keep_alive():
+        raise LeaseLost(f"lease {held.name} is held by another worker")
+
+
+def _extract(
+    rt, work: Work, extractor: Extractor, *, keep: leases.HeldLease | None = None,
+) -> tuple[list[Candidate], list[Candidate], Usage]:
     """The session's candidates (a statement repeated in several messages is one candidate),
-    the best `entries_per_session` of them, and those over the cap."""
+    the best `entries_per_session` of them, and those over the cap. With `keep`, the lease is
+    renewed before each model call, and a lease another worker took stops it (`LeaseLost`)."""
     st = rt.settings
     usage = Usage()
     found: list[Candidate] = []
     for chunk in chunk_lines(work.lines, st.chunk_tokens):
         if st.triage and isinstance(extractor, LLMExtractor) and not worth_a_call(chunk, work.session.mode):
             continue
+        if keep is not None:
+            _still_held(keep)
         result = extractor.extract(chunk, work.session.mode)
         usage = usage + result.usage
         found.extend(result.candidates)

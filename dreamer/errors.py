@@ -67,6 +67,10 @@ class TransientLLMError(Retryable, LLMError):
     """429, 5xx, timeouts and dropped connections."""
 
 
+class LeaseLost(DreamerError):
+    """Another worker holds a lease this one took (it expired meanwhile): the work it guarded stops."""
+
+
 class Busy(Retryable):
     """The agent is busy; the pass should wait."""
 

@@ -52,20 +52,31 @@ def run_lease(run_id: int) -> str:
     return f"run:{run_id}"
 
 
-class RunLease:
-    """A pass's run lease (taken with its run row), renewed between sessions once half of it has
-    passed: a write every `ttl / 2` seconds rather than one per session."""
+class HeldLease:
+    """A lease this process took, renewed once half of it has passed when `keep_alive()` is
+    asked: a write every `ttl / 2` seconds rather than one per step. `keep_alive()` is False
+    once another owner holds it (it expired and was taken): the work it guards should stop."""
 
-    def __init__(self, engine: Engine, run_id: int, owner: str, ttl_seconds: float, *,
+    def __init__(self, engine: Engine, name: str, owner: str, ttl_seconds: float, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.engine, self.name, self.owner, self.ttl = engine, run_lease(run_id), owner, ttl_seconds
+        self.engine, self.name, self.owner, self.ttl = engine, name, owner, ttl_seconds
         self.clock = clock
         self._renewed = clock()
 
-    def keep_alive(self) -> None:
-        if self.clock() - self._renewed >= self.ttl / 2:
-            acquire(self.engine, self.name, self.owner, self.ttl)
-            self._renewed = self.clock()
+    def keep_alive(self) -> bool:
+        if self.clock() - self._renewed < self.ttl / 2:
+            return True
+        held = acquire(self.engine, self.name, self.owner, self.ttl)
+        self._renewed = self.clock()
+        return held
+
+
+class RunLease(HeldLease):
+    """A pass's run lease (taken with its run row), renewed between sessions."""
+
+    def __init__(self, engine: Engine, run_id: int, owner: str, ttl_seconds: float, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(engine, run_lease(run_id), owner, ttl_seconds, clock=clock)
 
 
 ABANDONED = "its process stopped before the pass finished"

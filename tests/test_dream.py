@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from dreamer import cabinet
+from dreamer import cabinet, leases
 from dreamer.db import session_scope
 from dreamer.consolidate import Decision
 from dreamer.dream import Planned, apply_all, dream_pass
 from dreamer.extract import Candidate
 from dreamer.index import Scope, SearchFilter
 from dreamer.ingest.store import record_messages
-from dreamer.models import Cursor, Memory, MemoryEvent
+from dreamer.models import Cursor, Lease, Memory, MemoryEvent
 from dreamer.scripted import Reply, ScriptedServer
 from dreamkit import chat_bodies, dumps, extraction_script, make_index, make_runtime
 
@@ -167,6 +167,67 @@ def test_a_fault_leaves_the_cursor_and_the_pass_goes_on(settings, sqlite_engine,
         assert [m.text for m in memories(rt)] == ["The user prefers blue."]
     finally:
         rt.close()
+
+
+LONG = session_with("I prefer red.", "I prefer tea.", "I prefer jazz.", "I prefer rain.", "I prefer cats.", "I prefer snow.")
+
+
+def _run_with_chunks(settings, engine, server, tmp_path, script) -> tuple:
+    """A six-preference session extracted in small chunks, the server answering with `script`."""
+    st = settings.model_copy(update={"chunk_tokens": 12, "lease_seconds": 1e-6})  # every check renews
+    rt = make_runtime(st, engine, server, make_index("edge", tmp_path))
+    try:
+        rec = record_messages(rt.engine, "long", LONG, user_id="alice")
+        server.set_script(script(rt, rec.session_id))
+        run = dream_pass(rt)
+        with session_scope(rt.engine) as s:
+            owners = [lease.owner for lease in s.exec(select(Lease).where(Lease.name.like("session:%"))).all()]
+        c = cursor(rt, rec.session_id)
+        return run, (c.processed_seq, c.status, c.attempts), owners, [m.text for m in memories(rt)]
+    finally:
+        rt.close()
+
+
+def test_a_long_session_renews_its_lease_between_model_calls(settings, sqlite_engine, server, tmp_path):
+    expiries = []
+
+    def noting_the_lease(rt, session_id):
+        inner = extraction_script()
+
+        def script(body):
+            with session_scope(rt.engine) as s:
+                expiries.append(s.get(Lease, leases.session_lease(session_id)).expires_at)
+            return inner(body)
+
+        return script
+
+    run, cur, owners, texts = _run_with_chunks(settings, sqlite_engine, server, tmp_path, noting_the_lease)
+    assert len(expiries) == 7  # six chunks, then one judgement of the similar preferences
+    assert expiries == sorted(set(expiries))  # a later expiry at every call: renewed before each
+    assert (run.status, run.sessions, run.failed_sessions) == ("ok", 1, 0)
+    assert cur == (12, "ok", 0)
+    assert owners == []  # released at the end
+    assert sorted(texts) == [f"The user prefers {x}." for x in ("cats", "jazz", "rain", "red", "tea")]  # 5 a session
+
+
+def test_a_session_whose_lease_another_worker_took_stops_before_its_next_model_call(
+    settings, sqlite_engine, server, tmp_path,
+):
+    def taken_during_the_first_call(rt, session_id):
+        inner = extraction_script()
+
+        def script(body):
+            leases.acquire(rt.engine, leases.session_lease(session_id), "other-worker", 3600)
+            return inner(body)
+
+        return script
+
+    run, cur, owners, texts = _run_with_chunks(settings, sqlite_engine, server, tmp_path, taken_during_the_first_call)
+    assert len(chat_bodies(server)) == 1  # the other five chunks are never sent
+    assert (run.status, run.sessions, run.failed_sessions) == ("ok", 0, 0)
+    assert cur == (0, "ok", 0)  # not a failure: the other worker processes it
+    assert owners == ["other-worker"]
+    assert texts == []
 
 
 def test_quarantine_after_max_attempts(settings, sqlite_engine, server, tmp_path):

@@ -77,3 +77,15 @@ def test_a_run_lease_is_renewed_once_half_of_it_has_passed(engine):
     ticks[0] = 159.0
     lease.keep_alive()
     assert expiry() == renewed  # measured from the renewal, not from the start
+
+
+def test_a_held_lease_another_owner_took_is_reported_lost_and_left_to_them(engine):
+    ticks = [100.0]
+    assert leases.acquire(engine, "session:3", "me", 60, now=utcnow() - timedelta(seconds=120))  # expired
+    held = leases.HeldLease(engine, "session:3", "me", 60, clock=lambda: ticks[0])
+    assert leases.acquire(engine, "session:3", "them", 60)
+    assert held.keep_alive() is True  # under half the lease: nothing asked
+    ticks[0] = 130.0
+    assert held.keep_alive() is False
+    with session_scope(engine) as s:
+        assert s.get(Lease, "session:3").owner == "them"
