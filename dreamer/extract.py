@@ -45,7 +45,47 @@ class Candidate(BaseModel):
 
 
 class Extraction(BaseModel):
+    """The earlier answer shape, one list with a kind in every entry: still read (see `AnswerBase`)."""
+
     memories: list[Candidate] = Field(default_factory=list)
+
+
+class Item(BaseModel):
+    """One thing worth keeping as the model states it; its kind is the list it is in."""
+
+    text: Sentence
+    seqs: list[int] = Field(default_factory=list, description="message numbers it rests on")
+    importance: float = Field(0.5, ge=0.0, le=1.0)
+    tags: list[str] = Field(default_factory=list, max_length=8)
+
+
+class AnswerBase(BaseModel):
+    """The model's answer: one list per kind, so no entry spells out its kind (about an eighth
+    of the answer's tokens). An answer in the earlier one-list shape (`memories`, each entry
+    with its kind) is read too; it is not in the schema the model is shown."""
+
+    memories: SkipJsonSchema[list[Candidate]] = Field(default_factory=list)
+
+    def candidates(self) -> list[Candidate]:
+        """Every entry as a candidate, kind by kind in the schema's order, then the one-list entries."""
+        grouped = [
+            Candidate(kind=kind, **item.model_dump())
+            for kind in type(self).model_fields if kind != "memories"
+            for item in getattr(self, kind)
+        ]
+        return grouped + list(self.memories)
+
+
+class AgentAnswer(AnswerBase):
+    preference: list[Item] = Field(default_factory=list)
+    profile: list[Item] = Field(default_factory=list, description="background")
+    focus: list[Item] = Field(default_factory=list, description="goals")
+
+
+class CodeAnswer(AnswerBase):
+    root_cause: list[Item] = Field(default_factory=list)
+    interface_behavior: list[Item] = Field(default_factory=list)
+    design_decision: list[Item] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -227,10 +267,11 @@ class LLMExtractor:
         instructions = CODE_INSTRUCTIONS if mode == "code" else AGENT_INSTRUCTIONS
         system = SYSTEM_PROMPT.format(instructions=instructions, limit=self.limit)
         user = render_transcript(chunk.lines)
-        parsed, usage = self.llm.complete_json(system=system, user=user, schema=Extraction, name="memories")
+        schema = CodeAnswer if mode == "code" else AgentAnswer
+        parsed, usage = self.llm.complete_json(system=system, user=user, schema=schema, name="memories")
         allowed = set(CODE_KINDS if mode == "code" else AGENT_KINDS)
         valid_seqs = set(chunk.seqs)
-        out = [_anchor(c, valid_seqs) for c in parsed.memories if c.kind in allowed]
+        out = [_anchor(c, valid_seqs) for c in parsed.candidates() if c.kind in allowed]
         return ExtractResult(candidates=collapse_duplicates([c for c in out if c.seqs])[: self.limit], usage=usage)
 
 

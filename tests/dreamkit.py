@@ -51,13 +51,13 @@ def extraction_script(verdict: str = "new"):
     def script(body: dict) -> Reply:
         if is_judgement(body):
             return judge_reply(body, verdict)
-        memories = []
+        preferences = []
         for seq, role, context, text in transcript_lines(body):
             m = PREFER.search(text)
             if m and role == "user" and not context:
-                memories.append({"kind": "preference", "text": f"The user prefers {m.group(1).strip()}.",
-                                 "importance": 0.6, "seqs": [seq], "tags": []})
-        return Reply.json({"memories": memories})
+                preferences.append({"text": f"The user prefers {m.group(1).strip()}.", "importance": 0.6,
+                                    "seqs": [seq], "tags": []})
+        return Reply.json({"preference": preferences})
 
     return script
 

@@ -166,7 +166,7 @@ def test_replay_answers_a_session_with_its_observations():
     dmap = DiaMap()
     dmap.add("D1:1", "c:session_1", 3)
     answer = replay_answer(obs, lambda o: dmap.seqs(o.dia_ids, "c:session_1"))
-    assert answer == {"memories": [{"kind": "profile", "text": "Ann is learning the cello.", "seqs": [3]}]}
+    assert answer == {"profile": [{"text": "Ann is learning the cello.", "seqs": [3]}]}
     replay = ObservationReplay({"c:session_1": (["hello there", "I started the cello"], obs),
                                 "c:session_2": (["other", "words"], [])}, dmap)
     assert replay.session_of("[1] Ann: hello there\n[2] Bob: I started the cello") == "c:session_1"

@@ -1,4 +1,10 @@
-from dreamer.extract import Chunk, Line, RulesExtractor, chunk_lines, render_line, rule_matches, worth_a_call
+import openai
+
+from dreamer.extract import (
+    Chunk, Line, LLMExtractor, RulesExtractor, chunk_lines, render_line, rule_matches, worth_a_call,
+)
+from dreamer.llm import OpenAILLM
+from dreamer.scripted import Reply, ScriptedServer
 
 
 def lines(*items, start=1):
@@ -65,3 +71,40 @@ def test_context_only_chunk_is_dropped():
 def test_render_line():
     assert render_line(Line(3, "user", "Dana", "hi")) == "[3] Dana: hi"
     assert render_line(Line(2, "assistant", None, "yo", context_only=True)) == "[2] assistant (context): yo"
+
+
+# --- the model's answer shape, through the real client and the scripted server -----------
+
+CHUNK = Chunk(lines=[Line(1, "user", None, "I teach chemistry."), Line(2, "user", None, "I prefer tea.")])
+
+
+def _extract_with(answer: dict, mode: str = "agent"):
+    with ScriptedServer() as server:
+        server.set_script(lambda body: Reply.json(answer))
+        client = openai.OpenAI(base_url=server.url, api_key="test", max_retries=0)
+        result = LLMExtractor(OpenAILLM(client, model="scripted", max_retries=0), limit=5).extract(CHUNK, mode)
+        schema = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
+    return [(c.kind, c.text, c.seqs, c.importance) for c in result.candidates], schema
+
+
+def test_the_answer_is_one_list_per_kind_and_no_entry_names_its_kind():
+    got, schema = _extract_with({"profile": [{"text": "The user teaches chemistry.", "seqs": [1]}],
+                                 "preference": [{"text": "The user prefers tea.", "seqs": [2], "importance": 0.8}]})
+    assert got == [("preference", "The user prefers tea.", [2], 0.8), ("profile", "The user teaches chemistry.", [1], 0.5)]
+    assert list(schema["properties"]) == ["preference", "profile", "focus"]
+    assert list(schema["$defs"]["Item"]["properties"]) == ["text", "seqs", "importance", "tags"]
+
+
+def test_code_mode_asks_for_the_code_kinds_and_keeps_only_them():
+    got, schema = _extract_with({"root_cause": [{"text": "The parser dropped the last line.", "seqs": [1]}],
+                                 "preference": [{"text": "The user prefers tea.", "seqs": [2]}]}, mode="code")
+    assert got == [("root_cause", "The parser dropped the last line.", [1], 0.5)]
+    assert list(schema["properties"]) == ["root_cause", "interface_behavior", "design_decision"]
+
+
+def test_an_answer_in_the_earlier_one_list_shape_is_still_read():
+    got, _ = _extract_with({"memories": [
+        {"kind": "profile", "text": "The user teaches chemistry.", "seqs": [1]},
+        {"kind": "root_cause", "text": "Not an agent-mode kind.", "seqs": [2]},
+    ]})
+    assert got == [("profile", "The user teaches chemistry.", [1], 0.5)]

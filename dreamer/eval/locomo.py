@@ -289,13 +289,14 @@ def kind_of(text: str) -> str:
 
 
 def replay_answer(observations: Sequence[Observation], seqs_of: Callable[[Observation], list[int]]) -> dict:
-    """The extraction answer for one session: its observations, evidence as message seqs."""
-    memories = []
+    """The extraction answer for one session: its observations, evidence as message seqs, in a
+    list per kind as the schema asks."""
+    answer: dict[str, list[dict]] = {}
     for obs in observations:
         seqs = seqs_of(obs)
         if seqs:
-            memories.append({"kind": kind_of(obs.text), "text": obs.text, "seqs": seqs})
-    return {"memories": memories}
+            answer.setdefault(kind_of(obs.text), []).append({"text": obs.text, "seqs": seqs})
+    return answer
 
 
 def judgement_answer(user_prompt: str) -> dict:
@@ -323,7 +324,7 @@ class ObservationReplay:
         if external_id is None:
             self.unmatched += 1
             log.warning("extraction request matches no session; answered with no memories")
-            return Reply(content=_compact({"memories": []}))
+            return Reply(content=_compact({}))
         observations = self.sessions[external_id][1]
         answer = replay_answer(observations, lambda o: self.dmap.seqs(o.dia_ids, external_id))
         return Reply(content=_compact(answer))
