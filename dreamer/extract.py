@@ -44,12 +44,6 @@ class Candidate(BaseModel):
     untrusted: SkipJsonSchema[bool] = False
 
 
-class Extraction(BaseModel):
-    """The earlier answer shape, one list with a kind in every entry: still read (see `AnswerBase`)."""
-
-    memories: list[Candidate] = Field(default_factory=list)
-
-
 class Item(BaseModel):
     """One thing worth keeping as the model states it; its kind is the list it is in."""
 

@@ -10,7 +10,7 @@ import pytest
 
 from dreamer.consolidate import promoted_status
 from dreamer.extract import (
-    Candidate, Extraction, Line, collapse_duplicates, injection_markers, mark_untrusted, render_line,
+    AgentAnswer, Candidate, CodeAnswer, Line, collapse_duplicates, injection_markers, mark_untrusted, render_line,
     untrusted_reason,
 )
 
@@ -81,7 +81,8 @@ def test_mark_untrusted_overrides_what_the_model_said():
     claimed = [cand("The user prefers tea.", 1).model_copy(update={"untrusted": True}),
                cand("The user prefers rum.", 2)]
     assert [c.untrusted for c in mark_untrusted(claimed, lines, "agent")] == [False, True]
-    assert "untrusted" not in json.dumps(Extraction.model_json_schema()), "the model is never asked for it"
+    for answer in (AgentAnswer, CodeAnswer):
+        assert "untrusted" not in json.dumps(answer.model_json_schema()), "the model is never asked for it"
 
 
 def test_a_message_cannot_forge_a_transcript_line_or_close_the_tags():
