@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(6_000, ge=1)
     overlap_messages: int = Field(2, ge=0)
     entries_per_session: int = Field(5, ge=0)
+    sessions_per_call: int = Field(
+        8, ge=1, le=1000,
+        description="Most consecutive due sessions of one owner whose new messages share extraction calls "
+        "(short sessions are packed into one transcript up to chunk_tokens; 1: a call never spans sessions)",
+    )
     max_attempts: int = Field(3, ge=1)
     lease_seconds: float = Field(600, gt=0, le=CENTURY_SECONDS)
     triage: bool = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -18,14 +18,14 @@ from dreamer.consolidate import (
     decide, resolve, token_similarity, verdicts_by_pair,
 )
 from dreamer.db import session_scope
-from dreamer.due import DueRules, due_sessions
+from dreamer.due import DueRules, due_sessions, session_groups
 from dreamer.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError
 from dreamer.extract import (
     Candidate, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
     worth_a_call,
 )
 from dreamer.index import Scope, SearchFilter
-from dreamer.llm import GuardedLLM, Usage
+from dreamer.llm import GuardedLLM
 from dreamer.models import CURRENT_STATUSES, Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
 from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
@@ -66,7 +66,8 @@ def dream_pass(
     rt, *, trigger: str = "manual", session_ids: list[int] | None = None, user_id: str | None = None,
     force: bool = False, now: datetime | None = None, stop=None,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions."""
+    """Run one pass and return its `dream_runs` row. `stop()` is asked between session groups
+    (consecutive sessions of one owner that share extraction calls, `sessions_per_call`)."""
     started = utcnow()
     now = now or started
     if not force and (reason := rt.busy.busy_reason(now)):
@@ -81,7 +82,7 @@ def dream_pass(
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
             due = due_sessions(s, DueRules.from_settings(rt.settings), now, session_ids=session_ids, user_id=user_id)
-        for sess, _cursor in due:
+        for group in session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call):
             if stop is not None and stop():
                 run.error = "stopped on request"
                 break
@@ -90,7 +91,7 @@ def dream_pass(
                 break
             lease.keep_alive()
             try:
-                _one_session(rt, sess, extractor, llm, run, tally)
+                _session_group(rt, group, extractor, llm, run, tally)
             except (CircuitOpen, BudgetExceeded) as exc:
                 run.status, run.error = "stopped", str(exc)
                 break
@@ -105,41 +106,60 @@ def dream_pass(
     return _save_run(rt, run, tally, llm)
 
 
-# --------------------------------------------------------------------------- one session
+# --------------------------------------------------------------------------- a group of sessions
 
 
-def _one_session(rt, sess: Session, extractor: Extractor, llm, run: DreamRun, tally: Tally) -> None:
+def _session_group(rt, group: list[Session], extractor: Extractor, llm, run: DreamRun, tally: Tally) -> None:
+    """Consecutive sessions of one owner: their new messages extracted together (short sessions
+    share calls), then each session planned, applied and indexed in turn, so a later session's
+    neighbours include what an earlier one added. Each session is leased for the whole group."""
     owner = _owner(run)
+    held: dict[int, leases.HeldLease] = {}
+    try:
+        works = [w for w in (_lease_and_load(rt, sess, owner, held) for sess in group) if w is not None]
+        if not works:
+            return
+        for work, found in zip(works, _extract_group(rt, works, extractor, held)):
+            _finish_session(rt, work, found, llm, run, tally, held[work.session.id])
+    finally:
+        for lease in held.values():
+            leases.release(rt.engine, lease.name, owner)
+
+
+def _lease_and_load(rt, sess: Session, owner: str, held: dict[int, leases.HeldLease]) -> Work | None:
     name = leases.session_lease(sess.id)
     if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
         log.info("session %s is leased by another worker; skipped", sess.id)
-        return
-    held = leases.HeldLease(rt.engine, name, owner, rt.settings.lease_seconds)
+        return None
+    held[sess.id] = leases.HeldLease(rt.engine, name, owner, rt.settings.lease_seconds)
+    return _load_work(rt, sess)
+
+
+def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, held: leases.HeldLease) -> None:
+    """Plan and apply one session's extraction (`found`: its candidates and those over the cap,
+    or the error that stopped its extraction)."""
+    sess = work.session
     try:
-        work = _load_work(rt, sess)
-        if work is None:
-            return
-        try:
-            candidates, over_cap, _usage = _extract(rt, work, extractor, keep=held)
-            _still_held(held)
-            planned = _plan(rt, work, candidates, llm)
-        except LeaseLost:
-            log.warning("session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id)
-            return
-        except (CircuitOpen, BudgetExceeded):
-            raise
-        except LLMError as exc:
-            _record_failure(rt, sess.id, exc)
-            run.failed_sessions += 1
-            return
-        _apply(rt, work, planned, run, tally)
-        tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
-        outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
-        # its Markdown is rendered once, by the drain at the end of the pass
-        run.sessions += 1
-        run.messages += work.new_messages
-    finally:
-        leases.release(rt.engine, name, owner)
+        if isinstance(found, Exception):
+            raise found
+        candidates, over_cap = found
+        _still_held(held)
+        planned = _plan(rt, work, candidates, llm)
+    except LeaseLost:
+        log.warning("session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id)
+        return
+    except (CircuitOpen, BudgetExceeded):
+        raise
+    except LLMError as exc:
+        _record_failure(rt, sess.id, exc)
+        run.failed_sessions += 1
+        return
+    _apply(rt, work, planned, run, tally)
+    tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
+    outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
+    # its Markdown is rendered once, by the drain at the end of the pass
+    run.sessions += 1
+    run.messages += work.new_messages
 
 
 def _load_work(rt, sess: Session) -> Work | None:
@@ -177,26 +197,94 @@ def _still_held(held: leases.HeldLease) -> None:
         raise LeaseLost(f"lease {held.name} is held by another worker")
 
 
-def _extract(
-    rt, work: Work, extractor: Extractor, *, keep: leases.HeldLease | None = None,
-) -> tuple[list[Candidate], list[Candidate], Usage]:
-    """The session's candidates (a statement repeated in several messages is one candidate),
-    the best `entries_per_session` of them, and those over the cap. With `keep`, the lease is
-    renewed before each model call, and a lease another worker took stops it (`LeaseLost`)."""
+def _extract_group(
+    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease],
+) -> list[tuple[list[Candidate], list[Candidate]] | Exception]:
+    """Each session's candidates (a statement repeated in several messages is one candidate),
+    the best `entries_per_session` of them and those over the cap; or the error that stopped its
+    extraction. The sessions' lines are numbered on from one another (`number_lines`) and packed
+    into chunks of `chunk_tokens`, so short sessions share a call. A call carrying several
+    sessions that fails is made again for each of them alone, so one session the model cannot
+    answer fails only itself (a dead endpoint opens the breaker instead). A statement resting on
+    lines of two sessions is a candidate of each: consolidation merges the second into the first."""
+    results = _extract_packed(rt, works, extractor, held)
+    for i, result in enumerate(results):
+        if result is _ALONE:
+            results[i] = _extract_packed(rt, [works[i]], extractor, held)[0]
+    return [r if isinstance(r, Exception) else _capped(rt.settings, w, r) for w, r in zip(works, results)]
+
+
+_ALONE = object()  # a session whose shared call failed: extract it again, alone
+
+
+def _extract_packed(rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease]) -> list:
+    """Per session: the candidates found, the error that stopped it, or `_ALONE`."""
     st = rt.settings
-    usage = Usage()
-    found: list[Candidate] = []
-    for chunk in chunk_lines(work.lines, st.chunk_tokens):
-        if st.triage and isinstance(extractor, LLMExtractor) and not worth_a_call(chunk, work.session.mode):
+    mode = works[0].session.mode
+    lines, where = number_lines([w.lines for w in works])
+    found: list = [[] for _ in works]
+    for packed in chunk_lines(lines, st.chunk_tokens):
+        carried = [i for i in sorted({where[ln.seq][0] for ln in packed.lines if not ln.context_only})
+                   if isinstance(found[i], list)]  # not those that failed or went alone
+        carried = [i for i in carried if not _lost(held[works[i].session.id], i, found)]
+        chunk = replace(packed, lines=[ln for ln in packed.lines if where[ln.seq][0] in carried], sessions=len(carried))
+        if not carried or (st.triage and isinstance(extractor, LLMExtractor) and not worth_a_call(chunk, mode)):
             continue
-        if keep is not None:
-            _still_held(keep)
-        result = extractor.extract(chunk, work.session.mode)
-        usage = usage + result.usage
-        found.extend(result.candidates)
+        try:
+            result = extractor.extract(chunk, mode)
+        except (CircuitOpen, BudgetExceeded):
+            raise
+        except LLMError as exc:
+            for i in carried:
+                found[i] = _ALONE if len(carried) > 1 else exc
+            continue
+        for cand in result.candidates:
+            for i, seqs in split_seqs(cand.seqs, where).items():
+                if isinstance(found[i], list):
+                    found[i].append(cand.model_copy(update={"seqs": seqs}))
+    return found
+
+
+def _lost(held: leases.HeldLease, i: int, found: list) -> bool:
+    """Whether another worker took session `i`'s lease (then its result is that error)."""
+    try:
+        _still_held(held)
+    except LeaseLost as exc:
+        found[i] = exc
+        return True
+    return False
+
+
+def _capped(st, work: Work, found: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
     found = mark_untrusted(collapse_duplicates(found), work.lines, work.session.mode)
     ranked = [c for _, c in sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))]
-    return ranked[: st.entries_per_session], ranked[st.entries_per_session :], usage
+    return ranked[: st.entries_per_session], ranked[st.entries_per_session :]
+
+
+def number_lines(sessions: list[list[Line]]) -> tuple[list[Line], dict[int, tuple[int, int]]]:
+    """The sessions' lines as one transcript, numbered on: the first session keeps its own seqs,
+    each next one starts after the last number used. Returns the lines and, for each number,
+    (index of its session, its own seq)."""
+    out: list[Line] = []
+    where: dict[int, tuple[int, int]] = {}
+    offset = 0
+    for i, lines in enumerate(sessions):
+        if i and lines:
+            offset = max(where) + 1 - lines[0].seq
+        for ln in lines:
+            where[ln.seq + offset] = (i, ln.seq)
+            out.append(replace(ln, seq=ln.seq + offset))
+    return out, where
+
+
+def split_seqs(numbers: list[int], where: dict[int, tuple[int, int]]) -> dict[int, list[int]]:
+    """A candidate's line numbers as its sessions' own seqs, by session index (unknown numbers dropped)."""
+    out: dict[int, list[int]] = {}
+    for n in sorted(set(numbers)):
+        if n in where:
+            i, seq = where[n]
+            out.setdefault(i, []).append(seq)
+    return out
 
 
 # --------------------------------------------------------------------------- consolidation

@@ -1,10 +1,12 @@
 """Which sessions a pass takes: new messages past the cursor, not quarantined, quiet long
-enough, enough rounds, not too old; oldest first, at most a pass's worth."""
+enough, enough rounds, not too old; oldest first, at most a pass's worth; and which of them
+share extraction calls (consecutive sessions of one owner)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Sequence
 
 from sqlmodel import Session as DBSession
 from sqlmodel import select
@@ -66,3 +68,21 @@ def due_sessions(
         q = q.where(Session.user_id == user_id)
     q = q.order_by(Session.updated_at, Session.id).limit(rules.limit)
     return list(s.exec(q).all())
+
+
+def owner_key(sess: Session) -> tuple:
+    """Who a session's memories belong to, and how it is read: sessions that share extraction calls share this."""
+    return (sess.user_id, sess.agent_id, sess.project, sess.team, sess.mode)
+
+
+def session_groups(sessions: Sequence[Session], size: int) -> list[list[Session]]:
+    """Consecutive sessions of one owner and mode, at most `size` a group, in the order given
+    (oldest first stays oldest first: a later session's facts still land after an earlier one's)."""
+    groups: list[list[Session]] = []
+    for sess in sessions:
+        last = groups[-1] if groups else None
+        if last is not None and len(last) < size and owner_key(last[0]) == owner_key(sess):
+            last.append(sess)
+        else:
+            groups.append([sess])
+    return groups

@@ -97,6 +97,7 @@ class Line:
 class Chunk:
     lines: list[Line]
     tokens: int = 0
+    sessions: int = 1  # how many sessions' lines it holds: the per-session limit counts once for each
 
     @property
     def seqs(self) -> list[int]:
@@ -259,14 +260,15 @@ class LLMExtractor:
 
     def extract(self, chunk: Chunk, mode: str) -> ExtractResult:
         instructions = CODE_INSTRUCTIONS if mode == "code" else AGENT_INSTRUCTIONS
-        system = SYSTEM_PROMPT.format(instructions=instructions, limit=self.limit)
+        limit = self.limit * chunk.sessions
+        system = SYSTEM_PROMPT.format(instructions=instructions, limit=limit)
         user = render_transcript(chunk.lines)
         schema = CodeAnswer if mode == "code" else AgentAnswer
         parsed, usage = self.llm.complete_json(system=system, user=user, schema=schema, name="memories")
         allowed = set(CODE_KINDS if mode == "code" else AGENT_KINDS)
         valid_seqs = set(chunk.seqs)
         out = [_anchor(c, valid_seqs) for c in parsed.candidates() if c.kind in allowed]
-        return ExtractResult(candidates=collapse_duplicates([c for c in out if c.seqs])[: self.limit], usage=usage)
+        return ExtractResult(candidates=collapse_duplicates([c for c in out if c.seqs])[:limit], usage=usage)
 
 
 def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
@@ -381,7 +383,7 @@ class RulesExtractor:
             for kind, statement in rule_matches(line.text, mode):
                 text = _third_person(statement) if mode != "code" else _sentence(statement)
                 out.append(Candidate(kind=kind, text=text, importance=0.5, seqs=[line.seq], tags=["rules"]))
-        return ExtractResult(candidates=collapse_duplicates(out)[: self.limit])
+        return ExtractResult(candidates=collapse_duplicates(out)[: self.limit * chunk.sessions])
 
 
 def _speaks_for_user(line: Line, mode: str) -> bool:

@@ -9,13 +9,15 @@ from sqlmodel import select
 from dreamer import cabinet, leases
 from dreamer.db import session_scope
 from dreamer.consolidate import Decision
-from dreamer.dream import Planned, apply_all, dream_pass
-from dreamer.extract import Candidate
+from dreamer.dream import Planned, apply_all, dream_pass, number_lines, split_seqs
+from dreamer.extract import Candidate, Line
 from dreamer.index import Scope, SearchFilter
 from dreamer.ingest.store import record_messages
 from dreamer.models import Cursor, Lease, Memory, MemoryEvent
 from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import chat_bodies, dumps, extraction_script, make_index, make_runtime
+from dreamkit import (
+    chat_bodies, dumps, extraction_script, is_judgement, make_index, make_runtime, transcript_lines,
+)
 
 
 @pytest.fixture
@@ -230,6 +232,66 @@ def test_a_session_whose_lease_another_worker_took_stops_before_its_next_model_c
     assert texts == []
 
 
+def _three_short_sessions(rt, user_ids=("alice", "alice", "alice")):
+    likes = ["red", "tea", "jazz"]
+    return [record_messages(rt.engine, f"s{i}", session_with(f"I prefer {like}."), user_id=user)
+            for i, (like, user) in enumerate(zip(likes, user_ids))]
+
+
+def _evidence_by_text(rt) -> dict[str, list[tuple[int, list[int]]]]:
+    return {m.text: [(e["session_id"], e["seqs"]) for e in m.evidence] for m in memories(rt)}
+
+
+def test_short_sessions_of_one_owner_share_one_extraction_call(settings, sqlite_engine, server, tmp_path):
+    rt = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        recs = _three_short_sessions(rt)
+        run = dream_pass(rt)
+        [body] = [b for b in chat_bodies(server) if not is_judgement(b)]
+        numbers = [seq for seq, *_ in transcript_lines(body)]
+        assert numbers == list(range(1, 25))  # each session numbered on from the last: 1-8, 9-16, 17-24
+        assert "at most 15" in body["messages"][0]["content"]  # five a session
+        assert (run.status, run.sessions, run.failed_sessions) == ("ok", 3, 0)
+        ids = [r.session_id for r in recs]
+        assert _evidence_by_text(rt) == {  # each memory rests on its own session's first message
+            "The user prefers red.": [(ids[0], [1])],
+            "The user prefers tea.": [(ids[1], [1])],
+            "The user prefers jazz.": [(ids[2], [1])],
+        }
+        assert [cursor(rt, i).processed_seq for i in ids] == [8, 8, 8]
+    finally:
+        rt.close()
+
+
+def test_sessions_of_two_owners_never_share_a_call(settings, sqlite_engine, server, tmp_path):
+    rt = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        _three_short_sessions(rt, ("alice", "bob", "bob"))
+        dream_pass(rt)
+        bodies = [b for b in chat_bodies(server) if not is_judgement(b)]
+        assert [[seq for seq, *_ in transcript_lines(b)] for b in bodies] == [list(range(1, 9)), list(range(1, 17))]
+        assert sorted(m.user_id for m in memories(rt)) == ["alice", "bob", "bob"]
+    finally:
+        rt.close()
+
+
+def test_a_failed_shared_call_is_made_again_for_each_session_alone(settings, sqlite_engine, server, tmp_path):
+    rt = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        recs = _three_short_sessions(rt)
+        server.push(Reply.error(400))  # the shared call; then one session the model cannot answer
+        server.push(Reply.json({"preference": [{"text": "The user prefers red.", "seqs": [1]}]}), Reply.malformed().times(2))
+        run = dream_pass(rt)
+        bodies = [b for b in chat_bodies(server) if not is_judgement(b)]
+        assert [len(transcript_lines(b)) for b in bodies] == [24, 8, 8, 8, 8]  # shared, then alone (tea twice: repair)
+        assert (run.status, run.sessions, run.failed_sessions) == ("partial", 2, 1)
+        states = [(cursor(rt, r.session_id).processed_seq, cursor(rt, r.session_id).attempts) for r in recs]
+        assert states == [(8, 0), (0, 1), (8, 0)]  # only the session that failed alone is charged
+        assert sorted(_evidence_by_text(rt)) == ["The user prefers jazz.", "The user prefers red."]
+    finally:
+        rt.close()
+
+
 def test_quarantine_after_max_attempts(settings, sqlite_engine, server, tmp_path):
     rt = make_runtime(settings.model_copy(update={"max_attempts": 2}), sqlite_engine, server, make_index("edge", tmp_path))
     try:
@@ -246,7 +308,7 @@ def test_quarantine_after_max_attempts(settings, sqlite_engine, server, tmp_path
 
 
 def test_circuit_breaker_stops_the_pass_and_keeps_cursors(settings, sqlite_engine, server, tmp_path):
-    st = settings.model_copy(update={"llm_breaker_threshold": 2})
+    st = settings.model_copy(update={"llm_breaker_threshold": 2, "sessions_per_call": 1})
     rt = make_runtime(st, sqlite_engine, server, make_index("edge", tmp_path))
     try:
         recs = [record_messages(rt.engine, f"s{i}", session_with("I prefer red."), user_id="alice") for i in range(4)]
@@ -340,3 +402,13 @@ def test_apply_all_in_one_batch(engine):
     assert sorted(m.text for m in rows.values() if m.status == "candidate") == [
         "The user prefers coffee.", "The user prefers green tea."]
     assert events == [(old, "add"), (first, "add"), (second, "add"), (old, "supersede"), (first, "merge")]
+
+
+def test_number_lines_numbers_each_session_on_from_the_last_and_split_seqs_maps_back():
+    first = [Line(5, "user", None, "a", context_only=True), Line(6, "user", None, "b"), Line(7, "assistant", None, "c")]
+    second = [Line(1, "user", None, "d"), Line(2, "assistant", None, "e")]
+    lines, where = number_lines([first, second])
+    assert [(ln.seq, ln.text, ln.context_only) for ln in lines] == [
+        (5, "a", True), (6, "b", False), (7, "c", False), (8, "d", False), (9, "e", False)]
+    assert where == {5: (0, 5), 6: (0, 6), 7: (0, 7), 8: (1, 1), 9: (1, 2)}
+    assert split_seqs([9, 6, 8, 6, 42], where) == {0: [6], 1: [1, 2]}

@@ -1,6 +1,6 @@
 from datetime import timedelta
 
-from dreamer.due import DueRules, due_sessions, is_due
+from dreamer.due import DueRules, due_sessions, is_due, session_groups
 from dreamer.db import session_scope
 from dreamer.models import Cursor, Session, utcnow
 
@@ -46,3 +46,14 @@ def test_sql_selection_matches_the_policy_oldest_first(engine):
         assert [x.external_id for x, _ in due_sessions(s, limited, now)] == ["a"]
         young_id = s.exec(Session.__table__.select().where(Session.external_id == "young")).first().id
         assert [x.external_id for x, _ in due_sessions(s, RULES, now, session_ids=[young_id])] == ["young"]
+
+
+def test_session_groups_are_consecutive_sessions_of_one_owner_and_mode_at_most_size():
+    def sess(i, user, mode="agent", agent=None):
+        return Session(id=i, external_id=str(i), user_id=user, mode=mode, agent_id=agent)
+
+    order = [sess(1, "a"), sess(2, "a"), sess(3, "a"), sess(4, "b"), sess(5, "a"), sess(6, "a", "code"),
+             sess(7, "a", "code"), sess(8, "a", agent="x")]
+    assert [[s.id for s in g] for g in session_groups(order, 2)] == [[1, 2], [3], [4], [5], [6, 7], [8]]
+    assert [[s.id for s in g] for g in session_groups(order, 1)] == [[i] for i in range(1, 9)]
+    assert session_groups([], 3) == []

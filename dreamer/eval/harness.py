@@ -158,7 +158,7 @@ def evaluate_conversation(
         db.upgrade(engine)
         _ingest(engine, conv, data_dir)
         dmap, lines = stored_turns(engine, conv.sample_id)
-        totals.dialogue_tokens += sum(count_tokens(text) for texts in lines.values() for text in texts)
+        totals.dialogue_tokens += sum(count_tokens(text) for turns in lines.values() for _, text in turns)
         _remember_and_score(st, engine, conv, opts, embedder, dmap, lines, totals)
     finally:
         engine.dispose()
@@ -219,11 +219,11 @@ def _ingest(engine: Engine, conv: Conversation, data_dir: Path) -> None:
         log.warning("%s: %s", conv.sample_id, rejection.reason)
 
 
-def stored_turns(engine: Engine, user_id: str) -> tuple[DiaMap, dict[str, list[str]]]:
-    """The dia_id <-> seq map of the user's stored turns, and each session's texts as the model
-    sees them (cleaned for the model), by external id."""
+def stored_turns(engine: Engine, user_id: str) -> tuple[DiaMap, dict[str, list[tuple[int, str]]]]:
+    """The dia_id <-> seq map of the user's stored turns, and each session's (seq, text) with the
+    text as the model sees it (cleaned for the model), by external id."""
     dmap = DiaMap()
-    lines: dict[str, list[str]] = {}
+    lines: dict[str, list[tuple[int, str]]] = {}
     with session_scope(engine) as s:
         rows = s.exec(
             select(Session.external_id, Message.seq, Message.content, Message.meta)
@@ -235,7 +235,7 @@ def stored_turns(engine: Engine, user_id: str) -> tuple[DiaMap, dict[str, list[s
         dia_id = (meta or {}).get("dia_id")
         if dia_id:
             dmap.add(dia_id, external_id, seq)
-        lines.setdefault(external_id, []).append(clean_for_model(content))
+        lines.setdefault(external_id, []).append((seq, clean_for_model(content)))
     return dmap, lines
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -305,39 +305,75 @@ def judgement_answer(user_prompt: str) -> dict:
 
 
 class ObservationReplay:
-    """A script for the ScriptedServer: extraction requests are answered with the observations of
-    the session whose turns the transcript shows; judgement requests with ``new``.
+    """A script for the ScriptedServer: extraction requests are answered with the observations
+    resting on the turns the transcript shows, under the numbers it shows them with (a
+    transcript may carry several sessions of the conversation, numbered on from one another);
+    judgement requests with ``new``.
 
-    A request is matched to its session by the turn texts it contains (each session's texts are
-    known), so the replay never depends on the order the pass takes sessions in."""
+    Each shown line is matched to a stored turn by its text (each session's texts are known), so
+    the replay never depends on the order the pass takes sessions in or how it packs them."""
 
-    def __init__(self, sessions: dict[str, tuple[list[str], list[Observation]]], dmap: DiaMap) -> None:
-        self.sessions = sessions  # external_id -> (turn texts, observations)
+    def __init__(self, sessions: dict[str, tuple[list[tuple[int, str]], list[Observation]]], dmap: DiaMap) -> None:
+        self.sessions = sessions  # external_id -> ((seq, turn text) in seq order, observations)
         self.dmap = dmap
         self.unmatched = 0
+        self._turns: dict[str, list[tuple[str, int]]] = defaultdict(list)  # shown text -> (external_id, seq)
+        for external_id, (turns, _) in sessions.items():
+            for seq, text in turns:
+                self._turns[_flat(text)].append((external_id, seq))
 
     def __call__(self, body: dict) -> Reply:
         _, user = _messages(body)
         if is_judgement(body, user):
             return Reply(content=_compact(judgement_answer(user)))
-        external_id = self.session_of(user)
-        if external_id is None:
+        shown = self.numbering(user)
+        if not shown:
             self.unmatched += 1
             log.warning("extraction request matches no session; answered with no memories")
             return Reply(content=_compact({}))
-        observations = self.sessions[external_id][1]
-        answer = replay_answer(observations, lambda o: self.dmap.seqs(o.dia_ids, external_id))
+        answer: dict[str, list[dict]] = {}
+        for external_id in dict.fromkeys(eid for eid, _ in shown):
+            numbered = lambda o, eid=external_id: sorted(  # noqa: E731
+                shown[(eid, seq)] for seq in self.dmap.seqs(o.dia_ids, eid) if (eid, seq) in shown)
+            for kind, items in replay_answer(self.sessions[external_id][1], numbered).items():
+                answer.setdefault(kind, []).extend(items)
         return Reply(content=_compact(answer))
 
-    def session_of(self, transcript: str) -> str | None:
-        """The session most of whose turn texts appear in the transcript."""
-        best, best_score = None, 0.0
-        for external_id, (texts, _) in self.sessions.items():
-            present = [t for t in texts if t and t in transcript]
-            score = len(present) / max(1, len(texts))
-            if score > best_score:
-                best, best_score = external_id, score
-        return best if best_score >= 0.5 else None
+    def numbering(self, transcript: str) -> dict[tuple[str, int], int]:
+        """(external_id, seq) of each turn the transcript shows -> the number it shows it under.
+        A text several turns share ("Hi!") goes to the session of the line before it, at a later
+        seq; else to the session most of the transcript's lines could belong to."""
+        shown = [(number, self._turns.get(_flat(text), [])) for number, text in shown_lines(transcript)]
+        presence = Counter(eid for _, options in shown for eid in {e for e, _ in options})
+        out: dict[tuple[str, int], int] = {}
+        last: tuple[str, int] | None = None
+        for number, options in shown:
+            free = [t for t in options if t not in out]
+            if not free:
+                continue
+            same = [t for t in free if last is not None and t[0] == last[0] and t[1] > last[1]]
+            last = same[0] if same else max(free, key=lambda t: presence[t[0]])
+            out[last] = number
+        return out
+
+
+_SHOWN = re.compile(r"^\[(\d+)\] .*?: (.*)$")  # "[n] speaker: text" or "[n] speaker (context): text"
+
+
+def shown_lines(transcript: str) -> list[tuple[int, str]]:
+    """(number, text) of each line of a rendered transcript, continuation lines joined."""
+    out: list[tuple[int, str]] = []
+    for raw in transcript.splitlines():
+        m = _SHOWN.match(raw)
+        if m:
+            out.append((int(m.group(1)), m.group(2)))
+        elif out and raw.startswith("    "):
+            out[-1] = (out[-1][0], f"{out[-1][1]}\n{raw[4:]}")
+    return out
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 def is_judgement(body: dict, user: str) -> bool:
