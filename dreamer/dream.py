@@ -8,6 +8,7 @@ import os
 import socket
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Callable
 
 import numpy as np
 from sqlmodel import select
@@ -66,8 +67,7 @@ def dream_pass(
     rt, *, trigger: str = "manual", session_ids: list[int] | None = None, user_id: str | None = None,
     force: bool = False, now: datetime | None = None, stop=None,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `stop()` is asked between session groups
-    (consecutive sessions of one owner that share extraction calls, `sessions_per_call`)."""
+    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions."""
     started = utcnow()
     now = now or started
     if not force and (reason := rt.busy.busy_reason(now)):
@@ -82,16 +82,23 @@ def dream_pass(
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
             due = due_sessions(s, DueRules.from_settings(rt.settings), now, session_ids=session_ids, user_id=user_id)
-        for group in session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call):
+        def halted() -> bool:
+            """Whether to stop before the next session: asked to, or the agent became busy."""
             if stop is not None and stop():
                 run.error = "stopped on request"
-                break
+                return True
             if not force and (reason := rt.busy.busy_reason(now + (utcnow() - started))):
                 run.status, run.error = "stopped", f"the agent became busy: {reason}"
+                return True
+            return False
+
+        for group in session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call):
+            if halted():
                 break
             lease.keep_alive()
             try:
-                _session_group(rt, group, extractor, llm, run, tally)
+                if _session_group(rt, group, extractor, llm, run, tally, Pace(halted, lease)):
+                    break
             except (CircuitOpen, BudgetExceeded) as exc:
                 run.status, run.error = "stopped", str(exc)
                 break
@@ -109,18 +116,34 @@ def dream_pass(
 # --------------------------------------------------------------------------- a group of sessions
 
 
-def _session_group(rt, group: list[Session], extractor: Extractor, llm, run: DreamRun, tally: Tally) -> None:
+@dataclass(frozen=True)
+class Pace:
+    """What a group of sessions asks between its steps: whether to stop before the next session
+    (`halted`), and the pass's run lease to keep alive."""
+
+    halted: Callable[[], bool]
+    run_lease: leases.HeldLease
+
+
+def _session_group(
+    rt, group: list[Session], extractor: Extractor, llm, run: DreamRun, tally: Tally, pace: Pace,
+) -> bool:
     """Consecutive sessions of one owner: their new messages extracted together (short sessions
     share calls), then each session planned, applied and indexed in turn, so a later session's
-    neighbours include what an earlier one added. Each session is leased for the whole group."""
+    neighbours include what an earlier one added. Each session is leased for the whole group.
+    True when the pass was halted between two of its sessions (the rest keep their cursors)."""
     owner = _owner(run)
     held: dict[int, leases.HeldLease] = {}
     try:
         works = [w for w in (_lease_and_load(rt, sess, owner, held) for sess in group) if w is not None]
         if not works:
-            return
-        for work, found in zip(works, _extract_group(rt, works, extractor, held)):
+            return False
+        for k, (work, found) in enumerate(zip(works, _extract_group(rt, works, extractor, held, pace.run_lease))):
+            if k and pace.halted():
+                return True
+            pace.run_lease.keep_alive()
             _finish_session(rt, work, found, llm, run, tally, held[work.session.id])
+        return False
     finally:
         for lease in held.values():
             leases.release(rt.engine, lease.name, owner)
@@ -198,7 +221,7 @@ def _still_held(held: leases.HeldLease) -> None:
 
 
 def _extract_group(
-    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease],
+    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], run_lease: leases.HeldLease,
 ) -> list[tuple[list[Candidate], list[Candidate]] | Exception]:
     """Each session's candidates (a statement repeated in several messages is one candidate),
     the best `entries_per_session` of them and those over the cap; or the error that stopped its
@@ -207,18 +230,21 @@ def _extract_group(
     sessions that fails is made again for each of them alone, so one session the model cannot
     answer fails only itself (a dead endpoint opens the breaker instead). A statement resting on
     lines of two sessions is a candidate of each: consolidation merges the second into the first."""
-    results = _extract_packed(rt, works, extractor, held)
+    results = _extract_packed(rt, works, extractor, held, run_lease)
     for i, result in enumerate(results):
         if result is _ALONE:
-            results[i] = _extract_packed(rt, [works[i]], extractor, held)[0]
+            results[i] = _extract_packed(rt, [works[i]], extractor, held, run_lease)[0]
     return [r if isinstance(r, Exception) else _capped(rt.settings, w, r) for w, r in zip(works, results)]
 
 
 _ALONE = object()  # a session whose shared call failed: extract it again, alone
 
 
-def _extract_packed(rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease]) -> list:
-    """Per session: the candidates found, the error that stopped it, or `_ALONE`."""
+def _extract_packed(
+    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], run_lease: leases.HeldLease,
+) -> list:
+    """Per session: the candidates found, the error that stopped it, or `_ALONE`. Every lease
+    involved is kept alive before each call."""
     st = rt.settings
     mode = works[0].session.mode
     lines, where = number_lines([w.lines for w in works])
@@ -226,6 +252,7 @@ def _extract_packed(rt, works: list[Work], extractor: Extractor, held: dict[int,
     for packed in chunk_lines(lines, st.chunk_tokens):
         carried = [i for i in sorted({where[ln.seq][0] for ln in packed.lines if not ln.context_only})
                    if isinstance(found[i], list)]  # not those that failed or went alone
+        run_lease.keep_alive()
         carried = [i for i in carried if not _lost(held[works[i].session.id], i, found)]
         chunk = replace(packed, lines=[ln for ln in packed.lines if where[ln.seq][0] in carried], sessions=len(carried))
         if not carried or (st.triage and isinstance(extractor, LLMExtractor) and not worth_a_call(chunk, mode)):

@@ -85,7 +85,7 @@ def _held_script(release: threading.Event, holding: threading.Event):
 
 
 def test_the_api_keeps_answering_200_concurrent_requests_while_a_pass_runs(engine, settings, tmp_path, figures):
-    st = online_settings(settings, min_rounds=1, busy_window_seconds=60)
+    st = online_settings(settings, min_rounds=1, busy_window_seconds=60, sessions_per_call=1)  # a call per session
     release, holding = threading.Event(), threading.Event()
     with ScriptedServer(embed_dim=EMBED_DIM) as server:
         server.set_script(_held_script(release, holding))

@@ -72,7 +72,7 @@ def server():
 
 
 def test_injection_is_data_never_behaviour(settings, engine, server, tmp_path, figures):
-    st_ = settings.model_copy(update={"min_rounds": 1, "entries_per_session": 20})
+    st_ = settings.model_copy(update={"min_rounds": 1, "entries_per_session": 20, "sessions_per_call": 1})
     rt = kit.runtime(st_, engine, server, tmp_path)
     try:
         record_messages(rt.engine, "benign", kit.session_with(*BENIGN), user_id="control")
