@@ -82,22 +82,13 @@ def dream_pass(
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
             due = due_sessions(s, DueRules.from_settings(rt.settings), now, session_ids=session_ids, user_id=user_id)
-        def halted() -> bool:
-            """Whether to stop before the next session: asked to, or the agent became busy."""
-            if stop is not None and stop():
-                run.error = "stopped on request"
-                return True
-            if not force and (reason := rt.busy.busy_reason(now + (utcnow() - started))):
-                run.status, run.error = "stopped", f"the agent became busy: {reason}"
-                return True
-            return False
-
+        pace = Pace(lambda: _halted(rt, run, stop, None if force else now + (utcnow() - started)), lease)
         for group in session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call):
-            if halted():
+            if pace.halted():
                 break
             lease.keep_alive()
             try:
-                if _session_group(rt, group, extractor, llm, run, tally, Pace(halted, lease)):
+                if _session_group(rt, group, extractor, llm, run, tally, pace):
                     break
             except (CircuitOpen, BudgetExceeded) as exc:
                 run.status, run.error = "stopped", str(exc)
@@ -114,6 +105,18 @@ def dream_pass(
 
 
 # --------------------------------------------------------------------------- a group of sessions
+
+
+def _halted(rt, run: DreamRun, stop, busy_at: datetime | None) -> bool:
+    """Whether the pass stops before its next session: `stop()` asks it to, or (unless forced,
+    `busy_at` None) the agent is busy at `busy_at`. Says why on the run row."""
+    if stop is not None and stop():
+        run.error = "stopped on request"
+        return True
+    if busy_at is not None and (reason := rt.busy.busy_reason(busy_at)):
+        run.status, run.error = "stopped", f"the agent became busy: {reason}"
+        return True
+    return False
 
 
 @dataclass(frozen=True)
