@@ -11,6 +11,7 @@ import logging
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Iterable, Sequence
@@ -333,11 +334,15 @@ class ObservationReplay:
             return Reply(content=_compact({}))
         answer: dict[str, list[dict]] = {}
         for external_id in dict.fromkeys(eid for eid, _ in shown):
-            numbered = lambda o, eid=external_id: sorted(  # noqa: E731
-                shown[(eid, seq)] for seq in self.dmap.seqs(o.dia_ids, eid) if (eid, seq) in shown)
-            for kind, items in replay_answer(self.sessions[external_id][1], numbered).items():
+            numbers = partial(self._numbers, shown, external_id)
+            for kind, items in replay_answer(self.sessions[external_id][1], numbers).items():
                 answer.setdefault(kind, []).extend(items)
         return Reply(content=_compact(answer))
+
+    def _numbers(self, shown: dict[tuple[str, int], int], external_id: str, obs: Observation) -> list[int]:
+        """The numbers the transcript shows an observation's evidence under (those it shows)."""
+        seqs = self.dmap.seqs(obs.dia_ids, external_id)
+        return sorted(shown[(external_id, seq)] for seq in seqs if (external_id, seq) in shown)
 
     def numbering(self, transcript: str) -> dict[tuple[str, int], int]:
         """(external_id, seq) of each turn the transcript shows -> the number it shows it under.
