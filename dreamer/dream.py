@@ -141,11 +141,17 @@ def _session_group(
         works = [w for w in (_lease_and_load(rt, sess, owner, held) for sess in group) if w is not None]
         if not works:
             return False
+        stopped: Exception | None = None
         for k, (work, found) in enumerate(zip(works, _extract_group(rt, works, extractor, held, pace.run_lease))):
             if k and pace.halted():
                 return True
+            if isinstance(found, (CircuitOpen, BudgetExceeded)):
+                stopped = stopped or found  # its extraction was cut short; those extracted whole still land
+                continue
             pace.run_lease.keep_alive()
             _finish_session(rt, work, found, llm, run, tally, held[work.session.id])
+        if stopped is not None:
+            raise stopped
         return False
     finally:
         for lease in held.values():
@@ -237,6 +243,8 @@ def _extract_group(
     for i, result in enumerate(results):
         if result is _ALONE:
             results[i] = _extract_packed(rt, [works[i]], extractor, held, run_lease)[0]
+    # A breaker or budget stop leaves the sessions it cut short holding that error; the caller
+    # applies those extracted whole, then stops the pass.
     return [r if isinstance(r, Exception) else _capped(rt.settings, w, r) for w, r in zip(works, results)]
 
 
@@ -247,12 +255,15 @@ def _extract_packed(
     rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], run_lease: leases.HeldLease,
 ) -> list:
     """Per session: the candidates found, the error that stopped it, or `_ALONE`. Every lease
-    involved is kept alive before each call."""
+    involved is kept alive before each call. A breaker or budget stop ends the loop: the sessions
+    with lines still to send get that error, those already sent whole keep what was found."""
     st = rt.settings
     mode = works[0].session.mode
     lines, where = number_lines([w.lines for w in works])
     found: list = [[] for _ in works]
-    for packed in chunk_lines(lines, st.chunk_tokens):
+    chunks = chunk_lines(lines, st.chunk_tokens)
+    last = {where[ln.seq][0]: c for c, packed in enumerate(chunks) for ln in packed.lines if not ln.context_only}
+    for c, packed in enumerate(chunks):
         carried = [i for i in sorted({where[ln.seq][0] for ln in packed.lines if not ln.context_only})
                    if isinstance(found[i], list)]  # not those that failed or went alone
         run_lease.keep_alive()
@@ -262,8 +273,11 @@ def _extract_packed(
             continue
         try:
             result = extractor.extract(chunk, mode)
-        except (CircuitOpen, BudgetExceeded):
-            raise
+        except (CircuitOpen, BudgetExceeded) as exc:
+            for i in range(len(works)):
+                if isinstance(found[i], list) and last.get(i, -1) >= c:
+                    found[i] = exc
+            return found
         except LLMError as exc:
             for i in carried:
                 found[i] = _ALONE if len(carried) > 1 else exc

@@ -292,6 +292,24 @@ def test_a_failed_shared_call_is_made_again_for_each_session_alone(settings, sql
         rt.close()
 
 
+def test_a_breaker_stop_in_a_group_keeps_the_sessions_already_extracted_whole(settings, sqlite_engine, server, tmp_path):
+    st = settings.model_copy(update={"llm_breaker_threshold": 1, "chunk_tokens": 72})  # a chunk a session
+    rt = make_runtime(st, sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        recs = _three_short_sessions(rt)
+        server.push(Reply.json({"preference": [{"text": "The user prefers red.", "seqs": [1]}]}), Reply.error(400))
+        run = dream_pass(rt)
+        bodies = [b for b in chat_bodies(server) if not is_judgement(b)]
+        assert [[seq for seq, *_ in transcript_lines(b)] for b in bodies] == [list(range(1, 9)), list(range(9, 17))]
+        assert (run.status, run.sessions, run.failed_sessions) == ("stopped", 1, 1)
+        assert "consecutive" in run.error
+        states = [(cursor(rt, r.session_id).processed_seq, cursor(rt, r.session_id).attempts) for r in recs]
+        assert states == [(8, 0), (0, 1), (0, 0)]  # applied; failed; never sent (the breaker was open)
+        assert [m.text for m in memories(rt)] == ["The user prefers red."]
+    finally:
+        rt.close()
+
+
 def test_quarantine_after_max_attempts(settings, sqlite_engine, server, tmp_path):
     rt = make_runtime(settings.model_copy(update={"max_attempts": 2}), sqlite_engine, server, make_index("edge", tmp_path))
     try:
