@@ -22,7 +22,7 @@ from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions, session_groups
 from dreamer.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError
 from dreamer.extract import (
-    Candidate, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
+    Candidate, Chunk, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
     worth_a_call,
 )
 from dreamer.index import Scope, SearchFilter
@@ -141,17 +141,13 @@ def _session_group(
         works = [w for w in (_lease_and_load(rt, sess, owner, held) for sess in group) if w is not None]
         if not works:
             return False
-        stopped: Exception | None = None
-        for k, (work, found) in enumerate(zip(works, _extract_group(rt, works, extractor, held, pace.run_lease))):
-            if k and pace.halted():
+        for k, (work, found) in enumerate(zip(works, _extract_group(rt, works, extractor, held, pace))):
+            if isinstance(found, _STOPS):
+                raise found  # cut short: it and every later session keep their cursors
+            if found is _HALTED or (k and pace.halted()):
                 return True
-            if isinstance(found, (CircuitOpen, BudgetExceeded)):
-                stopped = stopped or found  # its extraction was cut short; those extracted whole still land
-                continue
             pace.run_lease.keep_alive()
             _finish_session(rt, work, found, llm, run, tally, held[work.session.id])
-        if stopped is not None:
-            raise stopped
         return False
     finally:
         for lease in held.values():
@@ -230,8 +226,8 @@ def _still_held(held: leases.HeldLease) -> None:
 
 
 def _extract_group(
-    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], run_lease: leases.HeldLease,
-) -> list[tuple[list[Candidate], list[Candidate]] | Exception]:
+    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], pace: Pace,
+) -> list:
     """Each session's candidates (a statement repeated in several messages is one candidate),
     the best `entries_per_session` of them and those over the cap; or the error that stopped its
     extraction. The sessions' lines are numbered on from one another (`number_lines`) and packed
@@ -239,54 +235,76 @@ def _extract_group(
     sessions that fails is made again for each of them alone, so one session the model cannot
     answer fails only itself (a dead endpoint opens the breaker instead). A statement resting on
     lines of two sessions is a candidate of each: consolidation merges the second into the first."""
-    results = _extract_packed(rt, works, extractor, held, run_lease)
+    results = _extract_packed(rt, works, extractor, held, pace)
+    stop = next((r for r in results if _is_stop(r)), None)
     for i, result in enumerate(results):
-        if result is _ALONE:
-            results[i] = _extract_packed(rt, [works[i]], extractor, held, run_lease)[0]
-    # A breaker or budget stop leaves the sessions it cut short holding that error; the caller
-    # applies those extracted whole, then stops the pass.
-    return [r if isinstance(r, Exception) else _capped(rt.settings, w, r) for w, r in zip(works, results)]
+        if result is _ALONE:  # after a stop, not asked again: it is cut short like those after it
+            if stop is None and pace.halted():
+                stop = _HALTED
+            results[i] = stop or _extract_packed(rt, [works[i]], extractor, held, pace)[0]
+            stop = stop or (results[i] if _is_stop(results[i]) else None)
+    # A stop (breaker, budget, or the pass halted) leaves the sessions it cut short holding it;
+    # the caller applies the sessions before the first of them, then stops the pass.
+    return [_capped(rt.settings, w, r) if isinstance(r, list) else r for w, r in zip(works, results)]
+
+
+def _is_stop(result) -> bool:
+    return result is _HALTED or isinstance(result, _STOPS)
+
+
+_STOPS = (CircuitOpen, BudgetExceeded)
+_HALTED = object()  # a session cut short because the pass was halted (asked to stop, or the agent busy)
 
 
 _ALONE = object()  # a session whose shared call failed: extract it again, alone
 
 
 def _extract_packed(
-    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], run_lease: leases.HeldLease,
+    rt, works: list[Work], extractor: Extractor, held: dict[int, leases.HeldLease], pace: Pace,
 ) -> list:
-    """Per session: the candidates found, the error that stopped it, or `_ALONE`. Every lease
-    involved is kept alive before each call. A breaker or budget stop ends the loop: the sessions
-    with lines still to send get that error, those already sent whole keep what was found."""
+    """Per session: the candidates found, the error that stopped it, `_ALONE` or `_HALTED`.
+    Every lease involved is kept alive before each call, and the pass asked whether it is halted
+    before each call but the first. A stop (breaker, budget, halted) ends the loop: the sessions
+    with lines still to send get it, those already sent whole keep what was found."""
     st = rt.settings
     mode = works[0].session.mode
     lines, where = number_lines([w.lines for w in works])
     found: list = [[] for _ in works]
     chunks = chunk_lines(lines, st.chunk_tokens)
+    openings = _openings(lines, where)
     last = {where[ln.seq][0]: c for c, packed in enumerate(chunks) for ln in packed.lines if not ln.context_only}
+    calls = 0
     for c, packed in enumerate(chunks):
+        pace.run_lease.keep_alive()
+        for i, work in enumerate(works):  # every session still in play, not only those in this call
+            if isinstance(found[i], list):
+                _lost(held[work.session.id], i, found)
         carried = [i for i in sorted({where[ln.seq][0] for ln in packed.lines if not ln.context_only})
-                   if isinstance(found[i], list)]  # not those that failed or went alone
-        run_lease.keep_alive()
-        carried = [i for i in carried if not _lost(held[works[i].session.id], i, found)]
-        chunk = replace(packed, lines=[ln for ln in packed.lines if where[ln.seq][0] in carried], sessions=len(carried))
+                   if isinstance(found[i], list)]  # not those that failed, went alone or were lost
+        chunk = replace(packed, lines=_shown(packed, carried, where, openings), sessions=len(carried))
         if not carried or (st.triage and isinstance(extractor, LLMExtractor) and not worth_a_call(chunk, mode)):
             continue
+        if calls and pace.halted():
+            return _cut_short(found, last, c, _HALTED)
+        calls += 1
         try:
             result = extractor.extract(chunk, mode)
-        except (CircuitOpen, BudgetExceeded) as exc:
-            for i in range(len(works)):
-                if isinstance(found[i], list) and last.get(i, -1) >= c:
-                    found[i] = exc
-            return found
+        except _STOPS as exc:
+            return _cut_short(found, last, c, exc)
         except LLMError as exc:
             for i in carried:
                 found[i] = _ALONE if len(carried) > 1 else exc
             continue
-        for cand in result.candidates:
+        for cand in mark_untrusted(result.candidates, chunk.lines, mode):  # judged on all it cites
             for i, seqs in split_seqs(cand.seqs, where).items():
                 if isinstance(found[i], list):
                     found[i].append(cand.model_copy(update={"seqs": seqs}))
     return found
+
+
+def _cut_short(found: list, last: dict[int, int], c: int, why) -> list:
+    """`found` with `why` for each session still in play that has lines in chunk `c` or later."""
+    return [why if isinstance(f, list) and last.get(i, -1) >= c else f for i, f in enumerate(found)]
 
 
 def _lost(held: leases.HeldLease, i: int, found: list) -> bool:
@@ -299,8 +317,41 @@ def _lost(held: leases.HeldLease, i: int, found: list) -> bool:
     return False
 
 
+def _openings(lines: list[Line], where: dict[int, tuple[int, int]]) -> dict[int, list[Line]]:
+    """The number of each session's first new line -> its context lines (the overlap before its cursor)."""
+    out: dict[int, list[Line]] = {}
+    context: dict[int, list[Line]] = {}
+    opened: set[int] = set()
+    for ln in lines:
+        i = where[ln.seq][0]
+        if ln.context_only:
+            context.setdefault(i, []).append(ln)
+        elif i not in opened:
+            opened.add(i)
+            out[ln.seq] = context.get(i, [])
+    return out
+
+
+def _shown(
+    packed: Chunk, carried: list[int], where: dict[int, tuple[int, int]], openings: dict[int, list[Line]],
+) -> list[Line]:
+    """The chunk's lines of the `carried` sessions; a session's first new line keeps its context
+    lines in front of it, also when the chunk before took them."""
+    have = {ln.seq for ln in packed.lines}
+    out: list[Line] = []
+    for ln in packed.lines:
+        if where[ln.seq][0] in carried:
+            out += [o for o in openings.get(ln.seq, []) if o.seq not in have]
+            out.append(ln)
+    return out
+
+
 def _capped(st, work: Work, found: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
-    found = mark_untrusted(collapse_duplicates(found), work.lines, work.session.mode)
+    """Marked untrusted (on the session's own lines, or where the call that found it saw a
+    reason on any line it cites), then the best `entries_per_session` and the rest."""
+    tainted = {content_hash(c.text) for c in found if c.untrusted}
+    found = [c.model_copy(update={"untrusted": True}) if content_hash(c.text) in tainted else c
+             for c in mark_untrusted(collapse_duplicates(found), work.lines, work.session.mode)]
     ranked = [c for _, c in sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))]
     return ranked[: st.entries_per_session], ranked[st.entries_per_session :]
 

@@ -268,7 +268,9 @@ class LLMExtractor:
         allowed = set(CODE_KINDS if mode == "code" else AGENT_KINDS)
         valid_seqs = set(chunk.seqs)
         out = [_anchor(c, valid_seqs) for c in parsed.candidates() if c.kind in allowed]
-        return ExtractResult(candidates=collapse_duplicates([c for c in out if c.seqs])[:limit], usage=usage)
+        kept = collapse_duplicates([c for c in out if c.seqs])
+        ranked = sorted(kept, key=lambda c: -c.importance)  # stable: the answer's order among equals, not its kinds'
+        return ExtractResult(candidates=ranked[:limit], usage=usage)
 
 
 def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:

@@ -182,6 +182,9 @@ def test_replay_answers_each_session_of_a_packed_transcript_under_the_numbers_sh
         "profile": [{"text": "Ann adopted a dog, Rex.", "seqs": [2]}],
         "preference": [{"text": "Ann's dog Rex loves the beach.", "seqs": [3, 4]}],
     }
+    # a text both sessions have, after the first session's last line, goes with the line after it
+    assert replay.numbering("[7] Ann: I adopted a dog\n    named Rex.\n[8] Ann: Hi!\n[9] Ann: Rex loves the beach.") == {
+        ("c:s1", 2): 7, ("c:s2", 1): 8, ("c:s2", 2): 9}
     # the second session alone, numbered on from the first: only its observation, under the numbers shown
     assert json.loads(replay(extraction("[9] Ann: Hi!\n[10] Ann: Rex loves the beach.")).content) == {
         "preference": [{"text": "Ann's dog Rex loves the beach.", "seqs": [9, 10]}]}

@@ -108,3 +108,11 @@ def test_an_answer_in_the_earlier_one_list_shape_is_still_read():
         {"kind": "root_cause", "text": "Not an agent-mode kind.", "seqs": [2]},
     ]})
     assert got == [("profile", "The user teaches chemistry.", [1], 0.5)]
+
+
+def test_over_the_limit_the_least_important_go_whatever_their_kind():
+    prefs = [{"text": f"The user prefers colour number {i}.", "seqs": [2], "importance": 0.5} for i in range(6)]
+    got, _ = _extract_with({"preference": prefs, "profile": [{"text": "The user teaches chemistry.", "seqs": [1],
+                                                               "importance": 0.9}]})
+    assert got == [("profile", "The user teaches chemistry.", [1], 0.9)] + [
+        ("preference", f"The user prefers colour number {i}.", [2], 0.5) for i in range(4)]  # limit 5

@@ -347,19 +347,31 @@ class ObservationReplay:
     def numbering(self, transcript: str) -> dict[tuple[str, int], int]:
         """(external_id, seq) of each turn the transcript shows -> the number it shows it under.
         A text several turns share ("Hi!") goes to the session of the line before it, at a later
-        seq; else to the session most of the transcript's lines could belong to."""
+        seq; else to the session of the next line only one session has; else to the session most
+        of the transcript's lines could belong to."""
         shown = [(number, self._turns.get(_flat(text), [])) for number, text in shown_lines(transcript)]
         presence = Counter(eid for _, options in shown for eid in {e for e, _ in options})
         out: dict[tuple[str, int], int] = {}
         last: tuple[str, int] | None = None
-        for number, options in shown:
+        for k, (number, options) in enumerate(shown):
             free = [t for t in options if t not in out]
             if not free:
                 continue
             same = [t for t in free if last is not None and t[0] == last[0] and t[1] > last[1]]
-            last = same[0] if same else max(free, key=lambda t: presence[t[0]])
+            ahead = _next_single(shown[k + 1:])
+            following = [t for t in free if t[0] == ahead]
+            last = (same or following or [max(free, key=lambda t: presence[t[0]])])[0]
             out[last] = number
         return out
+
+
+def _next_single(shown: list[tuple[int, list[tuple[str, int]]]]) -> str | None:
+    """The session of the first line whose text only one session has."""
+    for _, options in shown:
+        sessions = {eid for eid, _ in options}
+        if len(sessions) == 1:
+            return next(iter(sessions))
+    return None
 
 
 _SHOWN = re.compile(r"^\[(\d+)\] .*?: (.*)$")  # "[n] speaker: text" or "[n] speaker (context): text"
