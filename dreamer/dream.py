@@ -221,8 +221,8 @@ def _line(m: Message, processed_seq: int, tool_chars: int) -> Line:
 
 
 def _still_held(held: leases.HeldLease) -> None:
-    if not held.keep_alive():
-        raise LeaseLost(f"lease {held.name} is held by another worker")
+    if (lost := _lost(held)) is not None:
+        raise lost
 
 
 def _extract_group(
@@ -245,18 +245,16 @@ def _extract_group(
             stop = stop or (results[i] if _is_stop(results[i]) else None)
     # A stop (breaker, budget, or the pass halted) leaves the sessions it cut short holding it;
     # the caller applies the sessions before the first of them, then stops the pass.
-    return [_capped(rt.settings, w, r) if isinstance(r, list) else r for w, r in zip(works, results)]
-
-
-def _is_stop(result) -> bool:
-    return result is _HALTED or isinstance(result, _STOPS)
+    return [_capped(rt.settings, r) if isinstance(r, list) else r for r in results]
 
 
 _STOPS = (CircuitOpen, BudgetExceeded)
 _HALTED = object()  # a session cut short because the pass was halted (asked to stop, or the agent busy)
-
-
 _ALONE = object()  # a session whose shared call failed: extract it again, alone
+
+
+def _is_stop(result) -> bool:
+    return result is _HALTED or isinstance(result, _STOPS)
 
 
 def _extract_packed(
@@ -278,7 +276,7 @@ def _extract_packed(
         pace.run_lease.keep_alive()
         for i, work in enumerate(works):  # every session still in play, not only those in this call
             if isinstance(found[i], list):
-                _lost(held[work.session.id], i, found)
+                found[i] = _lost(held[work.session.id]) or found[i]
         carried = [i for i in sorted({where[ln.seq][0] for ln in packed.lines if not ln.context_only})
                    if isinstance(found[i], list)]  # not those that failed, went alone or were lost
         chunk = replace(packed, lines=_shown(packed, carried, where, openings), sessions=len(carried))
@@ -307,14 +305,9 @@ def _cut_short(found: list, last: dict[int, int], c: int, why) -> list:
     return [why if isinstance(f, list) and last.get(i, -1) >= c else f for i, f in enumerate(found)]
 
 
-def _lost(held: leases.HeldLease, i: int, found: list) -> bool:
-    """Whether another worker took session `i`'s lease (then its result is that error)."""
-    try:
-        _still_held(held)
-    except LeaseLost as exc:
-        found[i] = exc
-        return True
-    return False
+def _lost(held: leases.HeldLease) -> LeaseLost | None:
+    """The lease renewed (when due), or the error saying another worker holds it now."""
+    return None if held.keep_alive() else LeaseLost(f"lease {held.name} is held by another worker")
 
 
 def _openings(lines: list[Line], where: dict[int, tuple[int, int]]) -> dict[int, list[Line]]:
@@ -346,12 +339,10 @@ def _shown(
     return out
 
 
-def _capped(st, work: Work, found: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
-    """Marked untrusted (on the session's own lines, or where the call that found it saw a
-    reason on any line it cites), then the best `entries_per_session` and the rest."""
-    tainted = {content_hash(c.text) for c in found if c.untrusted}
-    found = [c.model_copy(update={"untrusted": True}) if content_hash(c.text) in tainted else c
-             for c in mark_untrusted(collapse_duplicates(found), work.lines, work.session.mode)]
+def _capped(st, found: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """One candidate per statement (untrusted if any call found it so), then the best
+    `entries_per_session` and the rest."""
+    found = collapse_duplicates(found)
     ranked = [c for _, c in sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))]
     return ranked[: st.entries_per_session], ranked[st.entries_per_session :]
 

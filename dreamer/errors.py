@@ -75,7 +75,6 @@ class Busy(Retryable):
     """The agent is busy; the pass should wait."""
 
 
-
 def os_reason(exc: OSError) -> str:
     """What the file system said, without the errno and path decoration ("No such file or directory")."""
     return exc.strerror or str(exc)

@@ -32,18 +32,6 @@ Sentence = Annotated[
 ]
 
 
-class Candidate(BaseModel):
-    """One thing worth keeping, as the extractor states it."""
-
-    kind: Kind
-    text: Sentence
-    tags: list[str] = Field(default_factory=list, max_length=8)
-    importance: float = Field(0.5, ge=0.0, le=1.0)
-    seqs: list[int] = Field(default_factory=list, description="message numbers it rests on")
-    # Set by `mark_untrusted` after extraction, never taken from the model (not in its schema).
-    untrusted: SkipJsonSchema[bool] = False
-
-
 class Item(BaseModel):
     """One thing worth keeping as the model states it; its kind is the list it is in."""
 
@@ -51,6 +39,14 @@ class Item(BaseModel):
     seqs: list[int] = Field(default_factory=list, description="message numbers it rests on")
     importance: float = Field(0.5, ge=0.0, le=1.0)
     tags: list[str] = Field(default_factory=list, max_length=8)
+
+
+class Candidate(Item):
+    """One thing worth keeping, as the extractor states it, with its kind."""
+
+    kind: Kind
+    # Set by `mark_untrusted` after extraction, never taken from the model (not in its schema).
+    untrusted: SkipJsonSchema[bool] = False
 
 
 class AnswerBase(BaseModel):
@@ -275,7 +271,7 @@ class LLMExtractor:
 
 def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
     """One candidate per content hash, in first-seen order: the message numbers of every
-    repetition are kept, with the highest importance and the tags of all."""
+    repetition are kept, with the highest importance, the tags of all, and untrusted if any was."""
     merged: dict[str, Candidate] = {}
     for cand in candidates:
         key = content_hash(cand.text)
@@ -287,6 +283,7 @@ def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
             "seqs": sorted(set(first.seqs) | set(cand.seqs)),
             "importance": max(first.importance, cand.importance),
             "tags": list(dict.fromkeys(first.tags + cand.tags))[:8],
+            "untrusted": first.untrusted or cand.untrusted,
         })
     return list(merged.values())
 

@@ -82,3 +82,8 @@ def chat_bodies(server) -> list[dict]:
 
 def dumps(obj) -> str:
     return json.dumps(obj, default=str)
+
+
+def extraction_bodies(server) -> list[dict]:
+    """The chat requests that were extractions (not consolidation judgements)."""
+    return [b for b in chat_bodies(server) if not is_judgement(b)]

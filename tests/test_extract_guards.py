@@ -98,6 +98,13 @@ def test_repeated_statements_collapse_into_one_candidate_with_every_seq():
     assert [(c.text, c.seqs) for c in out] == [("The user prefers tea.", [1, 5, 9]), ("The user prefers rum.", [3])]
 
 
+def test_a_repetition_found_untrusted_keeps_the_statement_untrusted():
+    flagged = cand("The user prefers tea.", 5).model_copy(update={"untrusted": True})
+    out = collapse_duplicates([cand("The user prefers tea.", 1), flagged, cand("The user prefers rum.", 3)])
+    assert [(c.text, c.seqs, c.untrusted) for c in out] == [
+        ("The user prefers tea.", [1, 5], True), ("The user prefers rum.", [3], False)]
+
+
 def test_an_untrusted_memory_is_never_verified_and_untrusted_evidence_never_counts():
     two = [{"session_id": 1, "seqs": [1]}, {"session_id": 2, "seqs": [4]}]
     assert promoted_status("candidate", two) == "verified"

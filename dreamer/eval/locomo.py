@@ -122,25 +122,18 @@ def _check_distinct(path: Path, sample_ids: list[str]) -> None:
 
 
 def _label(item: Any) -> str:
-    sample_id = sample_id_of(item) if isinstance(item, dict) else None
+    sample_id = read_sample_id(item)[0] if isinstance(item, dict) else None
     return f" ({sample_id})" if sample_id else ""
 
 
-def sample_id_of(item: dict) -> str | None:
-    """The sample_id exactly as the LoCoMo importer stores it as the user id (None when unusable)."""
-    try:
-        return optional_text(item.get("sample_id"), "sample_id") or None
-    except LineRejected:
-        return None
-
-
-def sample_id_problem(item: dict) -> str | None:
-    """Why the importer cannot take the entry's sample_id as a user id, or None."""
+def read_sample_id(item: dict) -> tuple[str | None, str | None]:
+    """(the sample_id exactly as the LoCoMo importer stores it as the user id, None) or
+    (None, why the importer cannot take it)."""
     try:
         found = optional_text(item.get("sample_id"), "sample_id")
     except LineRejected as exc:
-        return str(exc)
-    return None if found else "'sample_id' must be a non-empty string"
+        return None, str(exc)
+    return (found, None) if found else (None, "'sample_id' must be a non-empty string")
 
 
 def entry_problem(item: Any) -> str | None:
@@ -148,7 +141,7 @@ def entry_problem(item: Any) -> str | None:
     every block the harness reads holding the type it reads."""
     if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
         return "expected an object with a 'conversation' object"
-    if (problem := sample_id_problem(item)) is not None:
+    if (problem := read_sample_id(item)[1]) is not None:
         return problem
     return _body_problem(item["conversation"]) or _qa_problem(item.get("qa")) or _observation_problem(
         item.get("observation"))
@@ -196,7 +189,7 @@ def _observation_problem(block: Any) -> str | None:
 
 def conversation_of(item: dict) -> Conversation:
     """One entry that passed `entry_problem`."""
-    conv = Conversation(sample_id=sample_id_of(item) or "", raw=item)
+    conv = Conversation(sample_id=read_sample_id(item)[0] or "", raw=item)
     body = item["conversation"]
     for number in session_numbers(body):
         turns = body.get(f"session_{number}")
@@ -351,6 +344,7 @@ class ObservationReplay:
         of the transcript's lines could belong to."""
         shown = [(number, self._turns.get(_flat(text), [])) for number, text in shown_lines(transcript)]
         presence = Counter(eid for _, options in shown for eid in {e for e, _ in options})
+        ahead = _next_single([options for _, options in shown])
         out: dict[tuple[str, int], int] = {}
         last: tuple[str, int] | None = None
         for k, (number, options) in enumerate(shown):
@@ -358,20 +352,22 @@ class ObservationReplay:
             if not free:
                 continue
             same = [t for t in free if last is not None and t[0] == last[0] and t[1] > last[1]]
-            ahead = _next_single(shown[k + 1:])
-            following = [t for t in free if t[0] == ahead]
+            following = [t for t in free if t[0] == ahead[k]]
             last = (same or following or [max(free, key=lambda t: presence[t[0]])])[0]
             out[last] = number
         return out
 
 
-def _next_single(shown: list[tuple[int, list[tuple[str, int]]]]) -> str | None:
-    """The session of the first line whose text only one session has."""
-    for _, options in shown:
-        sessions = {eid for eid, _ in options}
+def _next_single(options: list[list[tuple[str, int]]]) -> list[str | None]:
+    """For each line, the session of the first line after it whose text only one session has."""
+    out: list[str | None] = [None] * len(options)
+    nearest: str | None = None
+    for k in range(len(options) - 1, -1, -1):
+        out[k] = nearest
+        sessions = {eid for eid, _ in options[k]}
         if len(sessions) == 1:
-            return next(iter(sessions))
-    return None
+            nearest = next(iter(sessions))
+    return out
 
 
 _SHOWN = re.compile(r"^\[(\d+)\] .*?: (.*)$")  # "[n] speaker: text" or "[n] speaker (context): text"
