@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
+from dreamer.extract import day_words
 from dreamer.index import IndexPoint
 from dreamer.models import Memory, Message
 from dreamer.redact import clean_for_model
@@ -54,11 +55,6 @@ class Document:
 
 
 # --------------------------------------------------------------------------- pure rendering
-
-
-def day(at: datetime) -> str:
-    """A date as words BM25 can match: "8 May 2023"."""
-    return f"{at.day} {at:%B %Y}"
 
 
 def evidence_points(evidence: Iterable[dict]) -> set[tuple[int, int]]:
@@ -111,7 +107,7 @@ def said_on(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[str, .
 def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]) -> str:
     """Day of the evidence, the memory text, then the context lines (the memory's own line once)."""
     dated = said_at(lines, points)
-    head = [day(min(dated))] if dated else []
+    head = [day_words(min(dated))] if dated else []
     body = [f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text for ln in lines]
     return "\n".join(head + [memory_text] + [b for b in body if b != memory_text])
 

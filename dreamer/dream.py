@@ -217,7 +217,7 @@ def _load_work(rt, sess: Session) -> Work | None:
 
 def _line(m: Message, processed_seq: int, tool_chars: int) -> Line:
     text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
-    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq)
+    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=m.created_at.date())
 
 
 def _still_held(held: leases.HeldLease) -> None:

@@ -281,6 +281,19 @@ def test_sessions_of_two_owners_never_share_a_call(settings, sqlite_engine, serv
         assert sorted(m.user_id for m in memories(rt)) == ["alice", "bob", "bob"]
 
 
+def test_a_shared_call_shows_the_day_each_session_was_said_on(settings, sqlite_engine, server, tmp_path):
+    said = ["2023-05-08T09:00:00+00:00", "2023-05-08T18:00:00+00:00", "2023-05-09T09:00:00+00:00"]
+    with edge_runtime(settings, sqlite_engine, server, tmp_path) as rt:
+        for i, (like, at) in enumerate(zip(["red", "tea", "jazz"], said)):
+            messages = [{**m, "created_at": at} for m in session_with(f"I prefer {like}.")]
+            record_messages(rt.engine, f"s{i}", messages, user_id="alice")
+        dream_pass(rt)
+        [body] = extraction_bodies(server)
+        shown = next(m["content"] for m in body["messages"] if m["role"] == "user").splitlines()
+        headed = [(raw, shown[i + 1].split()[0]) for i, raw in enumerate(shown) if raw.startswith("# ")]
+        assert headed == [("# 8 May 2023", "[1]"), ("# 9 May 2023", "[17]")]  # a day heads its first line once
+
+
 def test_a_failed_shared_call_is_made_again_for_each_session_alone(settings, sqlite_engine, server, tmp_path):
     with edge_runtime(settings, sqlite_engine, server, tmp_path) as rt:
         recs = _three_short_sessions(rt)

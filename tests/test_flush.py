@@ -300,6 +300,7 @@ def test_the_flush_sends_only_cleaned_recent_content(make_rt, server):
     assert secret not in sent and "[REDACTED:openai_key]" in sent
     assert "[5] search: " + "0123456789" * 2 + "\n" in sent
     assert "[6] assistant: Found three hotels." in sent
+    assert sent.count("\n# ") == 1  # the day the window was said on heads it, once
 
 
 def test_notes_become_indexed_daily_note_memories_and_the_daily_file(make_rt, server):

@@ -7,7 +7,7 @@ from datetime import date, datetime, timezone
 import pytest
 
 from dreamer.documents import (
-    Document, Said, day, document, evidence_keys, evidence_points, key_points, render, speakers_of, windows,
+    Document, Said, document, evidence_keys, evidence_points, key_points, render, speakers_of, windows,
     with_document,
 )
 from dreamer.index import Hit, IndexPoint
@@ -141,8 +141,7 @@ def test_hit_evidence_reads_the_payload():
                                   "d": frozenset()}
 
 
-def test_day_and_windows():
-    assert day(MAY_8) == "8 May 2023"
+def test_windows():
     points = evidence_points([{"session_id": 3, "seqs": [1, 5]}, {"session_id": None, "seqs": [2]}, {"seqs": [9]}])
     assert points == {(3, 1), (3, 5)}
     assert windows(points, 2) == {3: {1, 2, 3, 4, 5, 6, 7}}
