@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     llm_retry_cap: float = Field(30.0, ge=0, le=CENTURY_SECONDS)
     llm_pass_token_budget: int = Field(2_000_000, ge=0)
     llm_breaker_threshold: int = Field(3, ge=0)
+    llm_breaker_cooldown_seconds: float = Field(
+        300, ge=0, le=CENTURY_SECONDS,
+        description="Seconds background flushes stop calling the LLM after llm_breaker_threshold failures in a row",
+    )
     llm_json_schema: bool = True
 
     # --- embeddings ---------------------------------------------------------

@@ -39,7 +39,8 @@ from dreamer import cabinet, markdown, outbox
 from dreamer.agent_writes import user_lock
 from dreamer.consolidate import content_hash, normalise
 from dreamer.db import session_scope
-from dreamer.errors import ConfigError, IngestError, NotFound
+from dreamer.breaker import Breaker, BreakerLLM
+from dreamer.errors import CircuitOpen, ConfigError, IngestError, NotFound
 from dreamer.extract import Chunk, Line, RulesExtractor, Sentence, chunk_lines, render_body
 from dreamer.index import Scope
 from dreamer.ingest.store import append_messages
@@ -54,6 +55,8 @@ METER_KEY = "meter"
 WINDOW_POSITION = -1
 TOKENS, MESSAGES, MANUAL = "tokens", "messages", "manual"
 FLUSH_ROLES = ("user", "assistant", "tool")
+RUNTIME_LLM = object()  # flush_session's default: the runtime's own LLM
+DEFERRED = "deferred"  # a background flush not made while the breaker is open: its window stays open
 
 
 # --------------------------------------------------------------------------- pure policy
@@ -294,7 +297,7 @@ class Window:
 @dataclass
 class FlushResult:
     session_id: int
-    status: str  # flushed | nothing_new | already_flushed
+    status: str  # flushed | nothing_new | already_flushed | deferred
     trigger: str | None = None
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
@@ -311,17 +314,20 @@ class FlushResult:
         return data
 
 
-def flush_session(rt, session_id: int, *, trigger: str | None = None, now: datetime | None = None) -> FlushResult:
+def flush_session(
+    rt, session_id: int, *, trigger: str | None = None, now: datetime | None = None, llm: Any = RUNTIME_LLM,
+) -> FlushResult:
     """Flush the content of a session since its last flush into daily notes (synchronous).
 
-    `trigger` None derives it from the meter (``manual`` when no flush is due).
+    `trigger` None derives it from the meter (``manual`` when no flush is due); `llm` is the
+    runtime's unless given (the background runner's goes through its breaker).
     """
     meter = read_meter(rt, session_id)
     trigger = trigger or flush_trigger(meter.tokens, meter.messages_since_flush, meter.cycle_flushed, rt.settings) or MANUAL
     window = _load_window(rt, meter, trigger)
     if window is None:
         return FlushResult(session_id, "nothing_new", trigger)
-    notes, usage, extractor = _notes(rt, window)
+    notes, usage, extractor = _notes(rt, window, rt.llm if llm is RUNTIME_LLM else llm)
     now = now or utcnow()
     with user_lock(window.session.user_id):
         written = _write(rt, window, notes, now)
@@ -365,21 +371,21 @@ def flush_line(m: Message, tool_chars: int) -> Line | None:
     return Line(m.seq, m.role, m.name, text, day=m.created_at.date()) if text else None
 
 
-def _notes(rt, window: Window) -> tuple[list[FlushNote], Usage, str]:
+def _notes(rt, window: Window, llm) -> tuple[list[FlushNote], Usage, str]:
     """One LLM call over the window (the rules extractor without an LLM)."""
     limit = rt.settings.flush_max_notes
     if not window.lines:
         return [], Usage(), "none"
     seqs = {ln.seq for ln in window.lines}
-    if rt.llm is None:
+    if llm is None:
         found = RulesExtractor(limit=limit).extract(Chunk(window.lines), window.session.mode)
         return [FlushNote(text=c.text, seqs=c.seqs) for c in found.candidates], Usage(), "rules"
-    parsed, usage = rt.llm.complete_json(
+    parsed, usage = llm.complete_json(
         system=FLUSH_SYSTEM.format(limit=limit), user=f"<transcript>\n{render_body(window.lines)}\n</transcript>",
         schema=FlushNotes, name="daily_notes",
     )
     notes = [n.model_copy(update={"seqs": sorted(set(n.seqs) & seqs)}) for n in parsed.notes]
-    return notes[:limit], usage, f"llm:{rt.llm.name}"
+    return notes[:limit], usage, f"llm:{llm.name}"
 
 
 def _write(rt, window: Window, notes: list[FlushNote], now: datetime) -> list[tuple[str, str]] | None:
@@ -444,11 +450,21 @@ def _current_daily_notes(s: DBSession, sess: Session, hashes: list[str]) -> dict
 
 
 class FlushRunner:
-    """Runs flushes off the request path in a thread pool, at most one pending per session."""
+    """Runs flushes off the request path in a thread pool, at most one pending per session.
 
-    def __init__(self, rt, *, workers: int = 2, on_done: Callable[[FlushResult | None, BaseException | None], None] | None = None) -> None:
+    Its model calls share one `Breaker` with a cool-down: after `llm_breaker_threshold` failed
+    calls in a row, flushes are deferred (status ``deferred``, the window left open for the next
+    trigger) for `llm_breaker_cooldown_seconds`, then one is let through to try the model again."""
+
+    def __init__(
+        self, rt, *, workers: int = 2, on_done: Callable[[FlushResult | None, BaseException | None], None] | None = None,
+        breaker: Breaker | None = None,
+    ) -> None:
         self.rt = rt
         self.on_done = on_done
+        st = rt.settings
+        self.breaker = breaker or Breaker(st.llm_breaker_threshold, cooldown_seconds=st.llm_breaker_cooldown_seconds)
+        self.llm = BreakerLLM(rt.llm, self.breaker) if rt.llm is not None else None
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="flush")
         self._pending: dict[int, Future] = {}
         self._lock = threading.Lock()
@@ -467,7 +483,10 @@ class FlushRunner:
 
     def _run(self, session_id: int, trigger: str | None) -> FlushResult:
         try:
-            result = flush_session(self.rt, session_id, trigger=trigger)
+            result = flush_session(self.rt, session_id, trigger=trigger, llm=self.llm)
+        except CircuitOpen as exc:
+            log.info("flush of session %s deferred: %s", session_id, exc)
+            result = FlushResult(session_id, DEFERRED, trigger)
         except BaseException as exc:
             self._finished(session_id, None, exc)
             raise

@@ -14,7 +14,8 @@ import tenacity
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
-from dreamer.errors import BudgetExceeded, CircuitOpen, LLMError, LLMInvalidOutput, TransientLLMError, validation_summary
+from dreamer.breaker import Breaker
+from dreamer.errors import BudgetExceeded, LLMError, LLMInvalidOutput, TransientLLMError, validation_summary
 from dreamer.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -318,7 +319,8 @@ def _repair_messages(answer: _Answer, problem: str) -> list[dict]:
 
 
 class GuardedLLM:
-    """Wraps an `LLM` for one pass: a token budget and a consecutive-failure breaker.
+    """Wraps an `LLM` for one pass: a token budget and a consecutive-failure `Breaker` that
+    stays open for the rest of the pass.
 
     ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``.
     A `breaker_threshold` of 0 or less disables the breaker. A call starts only while the tokens
@@ -330,29 +332,34 @@ class GuardedLLM:
         self.inner = inner
         self.name = inner.name
         self.token_budget = token_budget
-        self.breaker_threshold = breaker_threshold
+        self.breaker = Breaker(breaker_threshold)
         self.calls = 0
         self.usage = Usage()
-        self.consecutive_failures = 0
-        self.open_reason: str | None = None
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self.breaker.failures
+
+    @property
+    def open_reason(self) -> str | None:
+        return self.breaker.open_reason
 
     def complete_json(
         self, *, system: str, user: str, schema: type[M], name: str = "result"
     ) -> tuple[M, Usage]:
-        self._check(count_tokens(system) + count_tokens(user))
+        self.breaker.check()
+        self._check_budget(count_tokens(system) + count_tokens(user))
         try:
             result, usage = self.inner.complete_json(system=system, user=user, schema=schema, name=name)
         except LLMError as exc:
             self._record(getattr(exc, "usage", None))
-            self._failed(exc)
+            self.breaker.failed(exc)
             raise
         self._record(usage)
-        self.consecutive_failures = 0
+        self.breaker.succeeded()
         return result, usage
 
-    def _check(self, prompt_tokens: int) -> None:
-        if self.open_reason is not None:
-            raise CircuitOpen(f"circuit open: {self.open_reason}")
+    def _check_budget(self, prompt_tokens: int) -> None:
         spent = self.usage.total_tokens
         if spent >= self.token_budget:
             raise BudgetExceeded(f"token budget spent: {spent} of {self.token_budget} tokens")
@@ -366,14 +373,6 @@ class GuardedLLM:
         usage = usage if usage is not None else Usage()
         self.usage.add(usage)
         self.calls += max(usage.requests, 1)
-
-    def _failed(self, exc: LLMError) -> None:
-        self.consecutive_failures += 1
-        if 0 < self.breaker_threshold <= self.consecutive_failures:
-            self.open_reason = (
-                f"{self.consecutive_failures} consecutive LLM failures, last: {type(exc).__name__}: {exc}"
-            )
-            log.error("LLM circuit opened: %s", self.open_reason)
 
 
 # --- construction -------------------------------------------------------------------

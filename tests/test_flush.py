@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from dreamer import markdown
 from dreamer.api import create_app
+from dreamer.breaker import Breaker
 from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, IngestError
@@ -240,6 +241,42 @@ def test_the_flush_runs_off_the_request_path(make_rt, server):
         assert [n.text for n in notes(rt)] == ["Alice is planning a Lisbon trip in May."]
     finally:
         release.set()
+
+
+def test_the_runner_defers_flushes_while_the_model_keeps_failing(make_rt, server):
+    rt = make_rt()
+    clock = ManualClock()
+    outcomes = []
+    runner = FlushRunner(rt, breaker=Breaker(2, cooldown_seconds=300, clock=clock),
+                         on_done=lambda result, exc: outcomes.append(result.status if result else type(exc).__name__))
+    meter = append(rt, ALICE, "s1", chat("hello", "hi"))
+
+    def flush_once():
+        runner.schedule(meter.session_id, "manual")
+        assert runner.wait(30)
+
+    try:
+        server.push(Reply.error(400), Reply.error(400))
+        for _ in range(3):
+            flush_once()
+        assert outcomes == ["LLMError", "LLMError", "deferred"]
+        assert len(chat_bodies(server)) == 2  # the third was not sent
+        assert windows(rt) == []  # the window stays open
+
+        clock.now += 300
+        server.push(notes_reply("Alice said hello."))
+        flush_once()
+        assert outcomes[-1] == "flushed" and len(chat_bodies(server)) == 3
+        assert windows(rt) == [(1, 2, 0, "manual")]
+    finally:
+        runner.close()
+
+
+class ManualClock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_window_never_flushes_twice(make_rt, server):

@@ -1,0 +1,89 @@
+import pytest
+
+from dreamer.breaker import CLOSED, OPEN, PROBE, Breaker, breaker_state
+from dreamer.errors import CircuitOpen, LLMError
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(("failures", "threshold", "opened_at", "now", "cooldown", "state"), [
+    (0, 3, None, 0.0, 60.0, CLOSED),
+    (2, 3, None, 0.0, 60.0, CLOSED),
+    (3, 3, 100.0, 100.0, 60.0, OPEN),
+    (3, 3, 100.0, 159.9, 60.0, OPEN),
+    (3, 3, 100.0, 160.0, 60.0, PROBE),
+    (9, 3, 100.0, 1e9, None, OPEN),  # no cool-down: open for good
+    (9, 0, 100.0, 100.0, 60.0, CLOSED),  # threshold 0: never opens
+    (3, 3, 100.0, 100.0, 0.0, PROBE),  # a zero cool-down lets the next call try at once
+])
+def test_breaker_state(failures, threshold, opened_at, now, cooldown, state):
+    assert breaker_state(failures, threshold, opened_at, now, cooldown) == state
+
+
+def fail():
+    raise LLMError("HTTP 503")
+
+
+def test_it_opens_after_the_threshold_and_refuses_without_calling():
+    clock, calls = Clock(), []
+    breaker = Breaker(2, cooldown_seconds=60, clock=clock)
+    for _ in range(2):
+        with pytest.raises(LLMError):
+            breaker.call(fail)
+    with pytest.raises(CircuitOpen, match="2 consecutive LLM failures, last: LLMError: HTTP 503"):
+        breaker.call(lambda: calls.append(1))
+    assert calls == []
+
+
+def test_after_the_cool_down_one_call_tries_and_its_success_closes_it():
+    clock = Clock()
+    breaker = Breaker(1, cooldown_seconds=60, clock=clock)
+    with pytest.raises(LLMError):
+        breaker.call(fail)
+    clock.now += 60
+    breaker.check()  # the probe goes
+    with pytest.raises(CircuitOpen):
+        breaker.check()  # a second call while the probe is out is refused
+    breaker.succeeded()
+    assert breaker.call(lambda: "ok") == "ok"
+    assert (breaker.failures, breaker.open_reason) == (0, None)
+
+
+def test_a_failed_probe_opens_it_for_another_cool_down():
+    clock = Clock()
+    breaker = Breaker(1, cooldown_seconds=60, clock=clock)
+    with pytest.raises(LLMError):
+        breaker.call(fail)
+    clock.now += 61
+    with pytest.raises(LLMError):
+        breaker.call(fail)
+    clock.now += 59
+    with pytest.raises(CircuitOpen, match="2 consecutive"):
+        breaker.check()
+    clock.now += 1
+    assert breaker.call(lambda: "ok") == "ok"
+
+
+def test_a_success_between_failures_resets_the_count():
+    breaker = Breaker(2, cooldown_seconds=60, clock=Clock())
+    with pytest.raises(LLMError):
+        breaker.call(fail)
+    breaker.call(lambda: None)
+    with pytest.raises(LLMError):
+        breaker.call(fail)
+    breaker.check()  # one failure in a row: still closed
+    assert breaker.failures == 1
+
+
+def test_only_llm_errors_count():
+    breaker = Breaker(1, clock=Clock())
+    with pytest.raises(ValueError):
+        breaker.call(lambda: int("x"))
+    breaker.check()
+    assert breaker.failures == 0
