@@ -60,6 +60,11 @@ class Breaker:
         with self._lock:
             self.failures, self.opened_at, self.open_reason, self._probing = 0, None, None, False
 
+    def released(self) -> None:
+        """A call ended without telling whether the model works: the next may probe."""
+        with self._lock:
+            self._probing = False
+
     def failed(self, exc: BaseException) -> None:
         with self._lock:
             self.failures += 1
@@ -76,6 +81,9 @@ class Breaker:
             out = fn()
         except LLMError as exc:
             self.failed(exc)
+            raise
+        except BaseException:
+            self.released()  # not the model's failure: it neither counts nor keeps the probe out
             raise
         self.succeeded()
         return out

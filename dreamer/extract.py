@@ -118,16 +118,18 @@ class Extractor(Protocol):
 
 
 _TRANSCRIPT_TAG = re.compile(r"<(/?\s*transcript)", re.I)
+_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines() breaks on
 
 
 def render_line(line: Line) -> str:
     """``[seq] speaker: text``, the speaker being the message's name (a person's, a tool's), else
     its role; the user's names are given once, in the transcript tag. The text cannot forge
-    structure: its continuation lines are indented (no line of it starts like ``[n] role:``) and
-    transcript tags in it are defused."""
-    who = line.name or line.role
+    structure: its continuation lines are indented (no line of it starts like ``[n] role:`` or
+    like a day heading, whatever line break it uses), its speaker is one line, and transcript
+    tags in it are defused."""
+    who = _BREAK.sub(" ", line.name or line.role)
     mark = " (context)" if line.context_only else ""
-    text = _TRANSCRIPT_TAG.sub(r"‹\1", line.text).replace("\r", "").replace("\n", "\n    ")
+    text = _BREAK.sub("\n    ", _TRANSCRIPT_TAG.sub(r"‹\1", line.text))
     return f"[{line.seq}] {who}{mark}: {text}"
 
 
@@ -139,9 +141,9 @@ def render_transcript(lines: list[Line]) -> str:
 
 
 def render_body(lines: list[Line]) -> str:
-    """The rendered lines, each day they were said on heading its first line ("# 8 May 2023"):
-    the model reads "yesterday" against it. No message can forge a heading, since every
-    continuation line of a text is indented."""
+    """The rendered lines, each day they were said on (a UTC day) heading its first line
+    ("# 8 May 2023"): the model reads "yesterday" against it. No message can forge a heading
+    (`render_line`)."""
     out: list[str] = []
     shown: date | None = None
     for ln in lines:
@@ -169,17 +171,26 @@ def chunk_lines(lines: list[Line], max_tokens: int) -> list[Chunk]:
     """Pack lines into chunks of at most `max_tokens`; one oversized line is cut, not dropped."""
     chunks: list[Chunk] = []
     current = Chunk(lines=[])
+    shown: date | None = None  # the day the current chunk's last heading names
     for line in lines:
         line = _fit(line, max_tokens)
-        cost = count_tokens(render_line(line)) + 1
+        cost = _cost(line, shown)
         if current.lines and current.tokens + cost > max_tokens:
             chunks.append(current)
-            current = Chunk(lines=[])
+            current, shown = Chunk(lines=[]), None
+            cost = _cost(line, shown)
         current.lines.append(line)
         current.tokens += cost
+        shown = line.day or shown
     if any(not ln.context_only for ln in current.lines):
         chunks.append(current)
     return [c for c in chunks if c.seqs]
+
+
+def _cost(line: Line, shown: date | None) -> int:
+    """The tokens a line adds to a chunk: its rendering, and its day's heading when it opens that day."""
+    heading = count_tokens(day_heading(line.day)) + 1 if line.day is not None and line.day != shown else 0
+    return count_tokens(render_line(line)) + 1 + heading
 
 
 def _fit(line: Line, max_tokens: int) -> Line:

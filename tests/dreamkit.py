@@ -62,6 +62,16 @@ def extraction_script(verdict: str = "new"):
     return script
 
 
+class ManualClock:
+    """A monotonic clock that moves only when the test moves `now`."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def make_index(backend: str, tmp_path: Path, dim: int = EMBED_DIM):
     if backend == "edge":
         return EdgeIndex(tmp_path / "edge", dim)

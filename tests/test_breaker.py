@@ -2,14 +2,7 @@ import pytest
 
 from dreamer.breaker import CLOSED, OPEN, PROBE, Breaker, breaker_state
 from dreamer.errors import CircuitOpen, LLMError
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from dreamkit import ManualClock
 
 
 @pytest.mark.parametrize(("failures", "threshold", "opened_at", "now", "cooldown", "state"), [
@@ -31,7 +24,7 @@ def fail():
 
 
 def test_it_opens_after_the_threshold_and_refuses_without_calling():
-    clock, calls = Clock(), []
+    clock, calls = ManualClock(), []
     breaker = Breaker(2, cooldown_seconds=60, clock=clock)
     for _ in range(2):
         with pytest.raises(LLMError):
@@ -41,11 +34,17 @@ def test_it_opens_after_the_threshold_and_refuses_without_calling():
     assert calls == []
 
 
-def test_after_the_cool_down_one_call_tries_and_its_success_closes_it():
-    clock = Clock()
+def opened() -> tuple[ManualClock, Breaker]:
+    """A breaker of threshold 1 that one failed call has just opened, and its clock."""
+    clock = ManualClock(1000.0)
     breaker = Breaker(1, cooldown_seconds=60, clock=clock)
     with pytest.raises(LLMError):
         breaker.call(fail)
+    return clock, breaker
+
+
+def test_after_the_cool_down_one_call_tries_and_its_success_closes_it():
+    clock, breaker = opened()
     clock.now += 60
     breaker.check()  # the probe goes
     with pytest.raises(CircuitOpen):
@@ -56,10 +55,7 @@ def test_after_the_cool_down_one_call_tries_and_its_success_closes_it():
 
 
 def test_a_failed_probe_opens_it_for_another_cool_down():
-    clock = Clock()
-    breaker = Breaker(1, cooldown_seconds=60, clock=clock)
-    with pytest.raises(LLMError):
-        breaker.call(fail)
+    clock, breaker = opened()
     clock.now += 61
     with pytest.raises(LLMError):
         breaker.call(fail)
@@ -71,7 +67,7 @@ def test_a_failed_probe_opens_it_for_another_cool_down():
 
 
 def test_a_success_between_failures_resets_the_count():
-    breaker = Breaker(2, cooldown_seconds=60, clock=Clock())
+    breaker = Breaker(2, cooldown_seconds=60, clock=ManualClock())
     with pytest.raises(LLMError):
         breaker.call(fail)
     breaker.call(lambda: None)
@@ -82,8 +78,16 @@ def test_a_success_between_failures_resets_the_count():
 
 
 def test_only_llm_errors_count():
-    breaker = Breaker(1, clock=Clock())
+    breaker = Breaker(1, clock=ManualClock())
     with pytest.raises(ValueError):
         breaker.call(lambda: int("x"))
     breaker.check()
     assert breaker.failures == 0
+
+
+def test_a_probe_ended_by_another_error_lets_the_next_call_probe():
+    clock, breaker = opened()
+    clock.now += 60
+    with pytest.raises(ValueError):
+        breaker.call(lambda: int("x"))
+    assert breaker.call(lambda: "ok") == "ok"

@@ -16,15 +16,16 @@ from dreamer.breaker import Breaker
 from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, IngestError
+from dreamer.extract import day_words
 from dreamer.flush import (
     FlushRunner, append, compaction_point, cycle_of, flush_due, flush_point, flush_session, flush_trigger,
     validate_flush_settings, with_marks,
 )
 from dreamer.index import Scope
-from dreamer.models import DailyNote, Memory
+from dreamer.models import DailyNote, Memory, Message
 from dreamer.scripted import Reply, ScriptedServer
 from dreamer.tokens import count_tokens
-from dreamkit import chat_bodies, make_index
+from dreamkit import ManualClock, chat_bodies, make_index
 from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
 
 SMALL = {"context_window": 1000, "reserve_floor": 200, "soft_threshold": 100, "flush_every_messages": 50}
@@ -272,13 +273,6 @@ def test_the_runner_defers_flushes_while_the_model_keeps_failing(make_rt, server
         runner.close()
 
 
-class ManualClock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_window_never_flushes_twice(make_rt, server):
     rt = make_rt()
     server.push(notes_reply("Alice prefers aisle seats.", seqs=[1]))
@@ -337,7 +331,11 @@ def test_the_flush_sends_only_cleaned_recent_content(make_rt, server):
     assert secret not in sent and "[REDACTED:openai_key]" in sent
     assert "[5] search: " + "0123456789" * 2 + "\n" in sent
     assert "[6] assistant: Found three hotels." in sent
-    assert sent.count("\n# ") == 1  # the day the window was said on heads it, once
+    with session_scope(rt.engine) as s:
+        said = s.exec(select(Message.created_at).where(Message.seq >= 4).order_by(Message.seq)).all()
+    days = [f"# {day}" for day in dict.fromkeys(day_words(at) for at in said)]
+    assert [ln for ln in sent.splitlines() if ln.startswith("# ")] == days  # each day the window was said on, once
+    assert sent.startswith(f"<transcript>\n{days[0]}\n[4] ")
 
 
 def test_notes_become_indexed_daily_note_memories_and_the_daily_file(make_rt, server):
