@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dreamer.days import zone
 from dreamer.errors import ConfigError, validation_summary
 
 
@@ -103,11 +104,20 @@ class Settings(BaseSettings):
 
     # --- ingest ---------------------------------------------------------------
     max_message_bytes: int = Field(1_000_000, ge=1)
+    timezone: str = Field(
+        "UTC", description="IANA time zone the user's days are counted in (day headings, daily notes, evidence days)",
+    )
 
     # --- services -------------------------------------------------------------
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = "redis://127.0.0.1:6379/1"
     result_backend: str = "redis://127.0.0.1:6379/2"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        zone(value)
+        return value
 
     @field_validator("data_dir", mode="before")
     @classmethod
@@ -117,6 +127,11 @@ class Settings(BaseSettings):
         return value
 
     # --- derived places ---------------------------------------------------------
+    @property
+    def tz(self):
+        """The time zone the user's days are counted in."""
+        return zone(self.timezone)
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url

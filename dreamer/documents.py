@@ -16,13 +16,13 @@ import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone, tzinfo
 from typing import Any, Iterable, Sequence
 
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from dreamer.extract import day_words
+from dreamer.days import day_words, local_day
 from dreamer.index import IndexPoint
 from dreamer.models import Memory, Message
 from dreamer.redact import clean_for_model
@@ -99,24 +99,24 @@ def said_at(lines: Sequence[Said], points: set[tuple[int, int]]) -> list[datetim
     return [ln.at for ln in lines if (ln.session_id, ln.seq) in points and ln.at is not None]
 
 
-def said_on(lines: Sequence[Said], points: set[tuple[int, int]]) -> tuple[str, ...]:
-    """The distinct days (ISO) the evidence messages were said on, sorted."""
-    return tuple(sorted({at.date().isoformat() for at in said_at(lines, points)}))
+def said_on(lines: Sequence[Said], points: set[tuple[int, int]], tz: tzinfo = timezone.utc) -> tuple[str, ...]:
+    """The distinct days (ISO, in `tz`) the evidence messages were said on, sorted."""
+    return tuple(sorted({local_day(at, tz).isoformat() for at in said_at(lines, points)}))
 
 
-def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]) -> str:
-    """Day of the evidence, the memory text, then the context lines (the memory's own line once)."""
+def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]], tz: tzinfo = timezone.utc) -> str:
+    """Day of the evidence (in `tz`), the memory text, then the context lines (the memory's own line once)."""
     dated = said_at(lines, points)
-    head = [day_words(min(dated))] if dated else []
+    head = [day_words(local_day(min(dated), tz))] if dated else []
     body = [f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text for ln in lines]
     return "\n".join(head + [memory_text] + [b for b in body if b != memory_text])
 
 
-def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said]) -> Document:
+def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said], tz: tzinfo = timezone.utc) -> Document:
     points = evidence_points(evidence)
     ordered = sorted(lines, key=lambda ln: (ln.session_id, ln.seq))
-    return Document(render(memory_text, ordered, points), speakers_of(ordered, points), evidence_keys(points),
-                    said_on(ordered, points))
+    return Document(render(memory_text, ordered, points, tz), speakers_of(ordered, points), evidence_keys(points),
+                    said_on(ordered, points, tz))
 
 
 # --------------------------------------------------------------------------- reading the ledger
@@ -144,7 +144,7 @@ def load_lines(engine: Engine, wanted: dict[int, set[int]], *, max_chars: int) -
 
 
 def build_documents(
-    engine: Engine, memory_ids: Sequence[str], *, radius: int, max_chars: int
+    engine: Engine, memory_ids: Sequence[str], *, radius: int, max_chars: int, tz: tzinfo = timezone.utc,
 ) -> dict[str, Document]:
     """The index document of each memory (one query for the memories, one per evidence session)."""
     with engine.connect() as conn:
@@ -158,7 +158,7 @@ def build_documents(
     for mid, text, evidence in rows:
         mine = windows(evidence_points(evidence), radius)
         shown = [ln for sid, seqs in mine.items() for ln in lines.get(sid, []) if ln.seq in seqs]
-        docs[mid] = document(text, evidence, shown)
+        docs[mid] = document(text, evidence, shown, tz)
     return docs
 
 
@@ -180,15 +180,18 @@ class DocumentedIndex:
 
     Everything but `upsert` is the inner index's own."""
 
-    def __init__(self, inner: Any, engine: Engine, *, radius: int = 2, max_chars: int = 600) -> None:
+    def __init__(
+        self, inner: Any, engine: Engine, *, radius: int = 2, max_chars: int = 600, tz: tzinfo = timezone.utc,
+    ) -> None:
         self.inner = inner
         self.engine = engine
         self.radius = radius
         self.max_chars = max_chars
+        self.tz = tz
 
     @classmethod
     def from_settings(cls, inner: Any, engine: Engine, settings) -> "DocumentedIndex":
-        return cls(inner, engine, radius=settings.context_radius, max_chars=settings.context_line_chars)
+        return cls(inner, engine, radius=settings.context_radius, max_chars=settings.context_line_chars, tz=settings.tz)
 
     @property
     def dim(self) -> int:
@@ -197,7 +200,8 @@ class DocumentedIndex:
     def upsert(self, points: list[IndexPoint]) -> None:
         if not points:
             return
-        docs = build_documents(self.engine, [p.memory_id for p in points], radius=self.radius, max_chars=self.max_chars)
+        docs = build_documents(self.engine, [p.memory_id for p in points], radius=self.radius, max_chars=self.max_chars,
+                               tz=self.tz)
         self.inner.upsert([with_document(p, docs.get(p.memory_id)) for p in points])
 
     def __getattr__(self, name: str) -> Any:

@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import Callable
 
 import numpy as np
@@ -20,6 +20,7 @@ from dreamer.consolidate import (
 )
 from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions, session_groups
+from dreamer.days import local_day
 from dreamer.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError
 from dreamer.extract import (
     Candidate, Chunk, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
@@ -204,7 +205,7 @@ def _load_work(rt, sess: Session) -> Work | None:
         )
         lines, upto, new, spent = [], cursor.processed_seq, 0, 0
         for m in rows:
-            line = _line(m, cursor.processed_seq, st.tool_result_chars)
+            line = _line(m, cursor.processed_seq, st.tool_result_chars, st.tz)
             cost = count_tokens(line.text)
             if not line.context_only and new and spent + cost > st.tokens_per_session_pass:
                 break
@@ -215,9 +216,9 @@ def _load_work(rt, sess: Session) -> Work | None:
     return Work(sess, processed, lines, upto, new) if new else None
 
 
-def _line(m: Message, processed_seq: int, tool_chars: int) -> Line:
+def _line(m: Message, processed_seq: int, tool_chars: int, tz: tzinfo) -> Line:
     text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
-    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=m.created_at.date())
+    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=local_day(m.created_at, tz))
 
 
 def _still_held(held: leases.HeldLease) -> None:

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from dreamer.consolidate import content_hash
+from dreamer.days import day_words
 from dreamer.llm import LLM, Usage
 from dreamer.models import AGENT_KINDS, CODE_KINDS
 from dreamer.tokens import count_tokens
@@ -88,7 +89,7 @@ class Line:
     name: str | None
     text: str
     context_only: bool = False  # overlap from before the cursor: shown, not learned from
-    day: date | None = None  # the day it was said, shown above the first line of each day
+    day: date | None = None  # the user's day it was said on (`days.local_day`), heading the first line of each day
 
 
 @dataclass
@@ -141,7 +142,7 @@ def render_transcript(lines: list[Line]) -> str:
 
 
 def render_body(lines: list[Line]) -> str:
-    """The rendered lines, each day they were said on (a UTC day) heading its first line
+    """The rendered lines, each day they were said on (`Line.day`) heading its first line
     ("# 8 May 2023"): the model reads "yesterday" against it. No message can forge a heading
     (`render_line`)."""
     out: list[str] = []
@@ -158,13 +159,8 @@ def day_heading(day: date) -> str:
     return f"# {day_words(day)}"
 
 
-def day_words(day: date) -> str:
-    """A date as words a model and BM25 both read: "8 May 2023"."""
-    return f"{day.day} {day:%B %Y}"
-
-
 def _tag_safe(name: str) -> str:
-    return re.sub(r'[<>"\n]', "", name)
+    return re.sub(r'[<>"]', "", _BREAK.sub(" ", name))
 
 
 def chunk_lines(lines: list[Line], max_tokens: int) -> list[Chunk]:

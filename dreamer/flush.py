@@ -26,7 +26,7 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, Callable, Iterable, Sequence
 
 from pydantic import BaseModel, Field
@@ -40,6 +40,7 @@ from dreamer.agent_writes import user_lock
 from dreamer.consolidate import content_hash, normalise
 from dreamer.db import session_scope
 from dreamer.breaker import Breaker, BreakerLLM
+from dreamer.days import local_day
 from dreamer.errors import CircuitOpen, ConfigError, IngestError, NotFound
 from dreamer.extract import Chunk, Line, RulesExtractor, Sentence, chunk_lines, render_body
 from dreamer.index import Scope
@@ -329,13 +330,13 @@ def flush_session(
         return FlushResult(session_id, "nothing_new", trigger)
     notes, usage, extractor = _notes(rt, window, rt.llm if llm is RUNTIME_LLM else llm)
     now = now or utcnow()
+    day = local_day(now, rt.settings.tz).isoformat()  # the user's day: the notes' rows and file
     with user_lock(window.session.user_id):
-        written = _write(rt, window, notes, now)
+        written = _write(rt, window, notes, now, day)
         if written is None:
             log.info("session %s: window %s-%s was flushed meanwhile", session_id, window.start, window.end)
             return FlushResult(session_id, "already_flushed", trigger, (window.start, window.end), extractor=extractor)
         outbox.drain(rt, users=[window.session.user_id])
-    day = now.date().isoformat()
     path = markdown.append_daily_note(rt.settings.workspace_dir, window.session.user_id, day, written)
     log.info("session %s: flushed window %s-%s (%s) into %d note(s)", session_id, window.start, window.end, trigger, len(written))
     return FlushResult(
@@ -356,19 +357,19 @@ def _load_window(rt, meter: Meter, trigger: str) -> Window | None:
             select(Message).where(Message.session_id == meter.session_id).where(Message.seq >= start)
             .where(Message.seq <= meter.last_seq).order_by(Message.seq)
         ).all()
-    lines = [ln for ln in (flush_line(m, st.tool_result_chars) for m in rows) if ln is not None]
+    lines = [ln for ln in (flush_line(m, st.tool_result_chars, st.tz) for m in rows) if ln is not None]
     chunks = chunk_lines(lines, st.flush_max_tokens)
     end = chunks[0].lines[-1].seq if len(chunks) > 1 else meter.last_seq
     return Window(sess, start, end, chunks[0].lines if chunks else [], meter.cycle, trigger)
 
 
-def flush_line(m: Message, tool_chars: int) -> Line | None:
+def flush_line(m: Message, tool_chars: int, tz: tzinfo) -> Line | None:
     """User and assistant text, tool results cut; injected blocks stripped, secrets redacted."""
     if m.role not in FLUSH_ROLES:
         return None
     text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
     text = text.strip()
-    return Line(m.seq, m.role, m.name, text, day=m.created_at.date()) if text else None
+    return Line(m.seq, m.role, m.name, text, day=local_day(m.created_at, tz)) if text else None
 
 
 def _notes(rt, window: Window, llm) -> tuple[list[FlushNote], Usage, str]:
@@ -388,20 +389,20 @@ def _notes(rt, window: Window, llm) -> tuple[list[FlushNote], Usage, str]:
     return notes[:limit], usage, f"llm:{llm.name}"
 
 
-def _write(rt, window: Window, notes: list[FlushNote], now: datetime) -> list[tuple[str, str]] | None:
+def _write(rt, window: Window, notes: list[FlushNote], now: datetime, day: str) -> list[tuple[str, str]] | None:
     """The window row, the notes and their memories in one transaction; None if already flushed."""
     try:
         with session_scope(rt.engine) as s:
             if flushed_seq(s, window.session.id) >= window.start:
                 return None
-            s.add(_note_row(window, window.trigger, WINDOW_POSITION, None, now))
-            written = _add_notes(s, window, notes, now)
+            s.add(_note_row(window, window.trigger, WINDOW_POSITION, None, now, day))
+            written = _add_notes(s, window, notes, now, day)
     except IntegrityError:
         return None
     return written
 
 
-def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: datetime) -> list[tuple[str, str]]:
+def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: datetime, day: str) -> list[tuple[str, str]]:
     sess = window.session
     texts = [redact(n.text) for n in notes]
     existing = _current_daily_notes(s, sess, [content_hash(t) for t in texts])
@@ -419,16 +420,16 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
                 kind="daily_note", text=text, source="flush", evidence=evidence, reason=f"flush ({window.trigger})", now=now,
             )
             existing[m.content_hash] = m
-        s.add(_note_row(window, text, len(written), m.id, now))
+        s.add(_note_row(window, text, len(written), m.id, now, day))
         written.append((m.id, text))
     s.flush()
     return written
 
 
-def _note_row(window: Window, text: str, position: int, memory_id: str | None, now: datetime) -> DailyNote:
+def _note_row(window: Window, text: str, position: int, memory_id: str | None, now: datetime, day: str) -> DailyNote:
     sess = window.session
     return DailyNote(
-        user_id=sess.user_id, agent_id=sess.agent_id, session_id=sess.id, day=now.date().isoformat(), text=text,
+        user_id=sess.user_id, agent_id=sess.agent_id, session_id=sess.id, day=day, text=text,
         memory_id=memory_id, window_start_seq=window.start, window_end_seq=window.end, position=position,
         cycle=window.cycle, created_at=now,
     )

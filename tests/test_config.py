@@ -23,6 +23,8 @@ def test_load_settings_takes_the_environment_and_overrides(monkeypatch, tmp_path
     ("DREAMER_DATA_DIR", "", "DREAMER_DATA_DIR: Value error, must name a folder (empty would put the store in the working directory)"),
     ("DREAMER_MAX_AGE_DAYS", "1000000", "DREAMER_MAX_AGE_DAYS: Input should be less than or equal to 36600"),
     ("DREAMER_CHUNK_TOKENS", "0", "DREAMER_CHUNK_TOKENS: Input should be greater than or equal to 1"),
+    ("DREAMER_TIMEZONE", "Mars/Base",
+     "DREAMER_TIMEZONE: Value error, unknown time zone 'Mars/Base' (an IANA name such as UTC or Europe/Oslo)"),
 ])
 def test_a_bad_value_names_its_variable(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)

@@ -294,6 +294,16 @@ def test_a_shared_call_shows_the_day_each_session_was_said_on(settings, sqlite_e
         assert headed == [("# 8 May 2023", "[1]"), ("# 9 May 2023", "[17]")]  # a day heads its first line once
 
 
+def test_the_day_headings_are_the_users_days(settings, sqlite_engine, server, tmp_path):
+    with edge_runtime(settings, sqlite_engine, server, tmp_path, timezone="America/Los_Angeles") as rt:
+        messages = [{**m, "created_at": "2023-05-09T02:30:00+00:00"} for m in session_with("I prefer tea.")]
+        record_messages(rt.engine, "s0", messages, user_id="alice")
+        dream_pass(rt)
+        [body] = extraction_bodies(server)
+        shown = next(m["content"] for m in body["messages"] if m["role"] == "user").splitlines()
+        assert [raw for raw in shown if raw.startswith("# ")] == ["# 8 May 2023"]  # 02:30 UTC is the 8th there
+
+
 def test_a_failed_shared_call_is_made_again_for_each_session_alone(settings, sqlite_engine, server, tmp_path):
     with edge_runtime(settings, sqlite_engine, server, tmp_path) as rt:
         recs = _three_short_sessions(rt)

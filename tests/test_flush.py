@@ -4,6 +4,7 @@ request path, never twice per window, the rules extractor without an LLM, the da
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from dreamer.breaker import Breaker
 from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError, IngestError
-from dreamer.extract import day_words
+from dreamer.days import day_words
 from dreamer.flush import (
     FlushRunner, append, compaction_point, cycle_of, flush_due, flush_point, flush_session, flush_trigger,
     validate_flush_settings, with_marks,
@@ -364,6 +365,17 @@ def test_notes_become_indexed_daily_note_memories_and_the_daily_file(make_rt, se
     second = flush_session(rt, meter.session_id)
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and lines[-1] == markdown.daily_note_line(second.memory_ids[0], "Alice prefers trains.")
+
+
+def test_the_daily_notes_are_filed_under_the_users_day(make_rt, server):
+    rt = make_rt(timezone="America/Los_Angeles")
+    server.push(notes_reply("Alice booked Hotel Lusa."))
+    meter = append(rt, ALICE, "s1", chat("Book Hotel Lusa.", "Booked."))
+    result = flush_session(rt, meter.session_id, now=datetime(2023, 5, 9, 2, 30, tzinfo=timezone.utc))
+    assert result.day == "2023-05-08"  # still the 8th in California
+    assert result.path == str(markdown.user_dir(rt.settings.workspace_dir, "alice") / "memory" / "2023-05-08.md")
+    with session_scope(rt.engine) as s:
+        assert {n.day for n in s.exec(select(DailyNote)).all()} == {"2023-05-08"}  # the window row and the note
 
 
 def test_without_an_llm_the_rules_extractor_serves(make_rt, server):

@@ -6,6 +6,7 @@ from datetime import date, datetime, timezone
 
 import pytest
 
+from dreamer.days import zone
 from dreamer.documents import (
     Document, Said, document, evidence_keys, evidence_points, key_points, render, speakers_of, windows,
     with_document,
@@ -162,6 +163,15 @@ def test_document_carries_day_text_context_and_speakers():
     assert speakers_of(lines, {(1, 2), (1, 3), (1, 4)}) == ("Bob", "Ann")
     # a turn memory is its own line: shown once
     assert render("Ann: We hiked the Alps!", lines[1:2], {(1, 3)}) == "8 May 2023\nAnn: We hiked the Alps!"
+
+
+def test_a_documents_days_are_the_users():
+    night = datetime(2023, 5, 9, 2, 30)  # UTC; still 8 May in California
+    lines = [Said(1, 3, "Ann", "We hiked the Alps!", night)]
+    doc = document("Ann hiked the Alps.", [{"session_id": 1, "seqs": [3]}], lines, zone("America/Los_Angeles"))
+    assert (doc.text.splitlines()[0], doc.days) == ("8 May 2023", ("2023-05-08",))
+    utc = document("Ann hiked the Alps.", [{"session_id": 1, "seqs": [3]}], lines)
+    assert (utc.text.splitlines()[0], utc.days) == ("9 May 2023", ("2023-05-09",))
 
 
 def test_evidence_keys_and_the_indexed_payload():

@@ -1,0 +1,33 @@
+"""Days as the user lives them.
+
+The store keeps times in UTC; one time zone (`DREAMER_TIMEZONE`, default UTC) decides which day
+a time falls on wherever a day is shown or matched: the day headings of a transcript sent to
+the model, the daily-note files and rows, and the days a memory's evidence was said on (its
+index document and the date signal of recall).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+def zone(name: str) -> tzinfo:
+    """The IANA time zone named ("UTC", "Europe/Oslo"); `ValueError` for one that is not known."""
+    if name.strip().upper() == "UTC":
+        return timezone.utc
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Oslo)") from None
+
+
+def local_day(at: datetime, tz: tzinfo) -> date:
+    """The day `at` falls on in `tz`; a naive time is UTC, as the store keeps them."""
+    aware = at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+    return aware.astimezone(tz).date()
+
+
+def day_words(day: date) -> str:
+    """A day as words a model and BM25 both read: "8 May 2023"."""
+    return f"{day.day} {day:%B %Y}"
