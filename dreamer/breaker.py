@@ -48,27 +48,29 @@ class Breaker:
         self._probing = False
         self._lock = threading.Lock()
 
-    def check(self) -> None:
-        """Raise `CircuitOpen` unless a call may go now (after a cool-down, only one at a time)."""
+    def check(self) -> bool:
+        """Raise `CircuitOpen` unless a call may go now (after a cool-down, only one at a time);
+        True when this call is that one, the probe."""
         with self._lock:
             state = breaker_state(self.failures, self.threshold, self.opened_at, self.clock(), self.cooldown_seconds)
             if state == OPEN or (state == PROBE and self._probing):
                 raise CircuitOpen(f"circuit open: {self.open_reason}")
             self._probing = state == PROBE
+            return self._probing
 
     def succeeded(self) -> None:
         with self._lock:
             self.failures, self.opened_at, self.open_reason, self._probing = 0, None, None, False
 
-    def released(self) -> None:
-        """A call ended without telling whether the model works: the next may probe."""
+    def released(self, probe: bool) -> None:
+        """A call ended without telling whether the model works: if it was the probe, the next may probe."""
         with self._lock:
-            self._probing = False
+            self._probing = self._probing and not probe
 
-    def failed(self, exc: BaseException) -> None:
+    def failed(self, exc: BaseException, probe: bool = False) -> None:
         with self._lock:
             self.failures += 1
-            self._probing = False
+            self._probing = self._probing and not probe
             if 0 < self.threshold <= self.failures:
                 self.opened_at = self.clock()
                 self.open_reason = f"{self.failures} consecutive LLM failures, last: {type(exc).__name__}: {exc}"
@@ -76,14 +78,14 @@ class Breaker:
 
     def call(self, fn: Callable[[], T]) -> T:
         """`fn()` through the breaker: refused while open, its `LLMError` counted, its success closing it."""
-        self.check()
+        probe = self.check()
         try:
             out = fn()
         except LLMError as exc:
-            self.failed(exc)
+            self.failed(exc, probe)
             raise
         except BaseException:
-            self.released()  # not the model's failure: it neither counts nor keeps the probe out
+            self.released(probe)  # not the model's failure: it neither counts nor keeps the probe out
             raise
         self.succeeded()
         return out

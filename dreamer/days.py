@@ -13,11 +13,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 def zone(name: str) -> tzinfo:
-    """The IANA time zone named ("UTC", "Europe/Oslo"); `ValueError` for one that is not known."""
-    if name.strip().upper() == "UTC":
+    """The IANA time zone named ("UTC", "Europe/Oslo"); `ValueError` for one that is not known
+    (and for "localtime", which names the machine's zone, not the user's)."""
+    key = name.strip()
+    if key.upper() == "UTC":
         return timezone.utc
     try:
-        return ZoneInfo(name)
+        if key.lower() == "localtime":
+            raise ValueError(key)
+        return ZoneInfo(key)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Oslo)") from None
 

@@ -119,6 +119,7 @@ class Extractor(Protocol):
 
 
 _TRANSCRIPT_TAG = re.compile(r"<(/?\s*transcript)", re.I)
+CUT = " [...cut]"  # ends a text cut to fit a chunk
 _BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines() breaks on
 
 
@@ -190,12 +191,15 @@ def _cost(line: Line, shown: date | None) -> int:
 
 
 def _fit(line: Line, max_tokens: int) -> Line:
-    if count_tokens(line.text) <= max_tokens - 16:
+    """The line, its text cut so that it fits a chunk of its own, with its number, speaker and
+    day heading (never under 64 characters)."""
+    room = max_tokens - _cost(replace(line, text=""), None) - 1
+    if count_tokens(line.text) <= room:
         return line
-    keep = max(64, (max_tokens - 16) * 3)
-    while keep > 64 and count_tokens(line.text[:keep]) > max_tokens - 16:
+    keep = max(64, room * 3)
+    while keep > 64 and count_tokens(line.text[:keep] + CUT) > room:
         keep = keep * 3 // 4
-    return replace(line, text=line.text[:keep] + " [...cut]")
+    return replace(line, text=line.text[:keep] + CUT)
 
 
 # --------------------------------------------------------------------------- untrusted candidates

@@ -85,6 +85,17 @@ def test_only_llm_errors_count():
     assert breaker.failures == 0
 
 
+def test_only_the_probe_frees_the_probe():
+    clock, breaker = opened()
+    clock.now += 60
+    assert breaker.check() is True  # this call is the probe
+    breaker.released(False)  # a call that was no probe ends without a verdict
+    with pytest.raises(CircuitOpen):
+        breaker.check()  # the probe is still out: no second one
+    breaker.released(True)
+    assert breaker.check() is True  # now the next call may probe
+
+
 def test_a_probe_ended_by_another_error_lets_the_next_call_probe():
     clock, breaker = opened()
     clock.now += 60

@@ -9,9 +9,10 @@ def test_zones_by_name():
     assert zone("UTC") is timezone.utc
     assert zone("utc") is timezone.utc
     assert str(zone("Europe/Oslo")) == "Europe/Oslo"
+    assert str(zone(" Europe/Oslo\n")) == "Europe/Oslo"
 
 
-@pytest.mark.parametrize("name", ["Mars/Base", "", "../etc/passwd", "America", "Europe/"])
+@pytest.mark.parametrize("name", ["Mars/Base", "", "../etc/passwd", "America", "Europe/", "localtime", "/etc/localtime"])
 def test_an_unknown_zone_is_refused(name):
     with pytest.raises(ValueError, match=r"unknown time zone .* \(an IANA name such as UTC or Europe/Oslo\)"):
         zone(name)

@@ -3,13 +3,14 @@ HTTP to the scripted server, and both index backends."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 
 import pytest
 from sqlmodel import select
 
 from dreamer import cabinet, leases
 from dreamer.db import session_scope
+from dreamer.documents import DocumentedIndex
 from dreamer.consolidate import Decision
 from dreamer.dream import Planned, apply_all, dream_pass, number_lines, split_seqs
 from dreamer.extract import Candidate, Line
@@ -295,13 +296,16 @@ def test_a_shared_call_shows_the_day_each_session_was_said_on(settings, sqlite_e
 
 
 def test_the_day_headings_are_the_users_days(settings, sqlite_engine, server, tmp_path):
-    with edge_runtime(settings, sqlite_engine, server, tmp_path, timezone="America/Los_Angeles") as rt:
+    st = settings.model_copy(update={"timezone": "America/Los_Angeles"})
+    index = DocumentedIndex.from_settings(make_index("edge", tmp_path), sqlite_engine, st)  # as a Runtime opens it
+    with closing(make_runtime(st, sqlite_engine, server, index)) as rt:
         messages = [{**m, "created_at": "2023-05-09T02:30:00+00:00"} for m in session_with("I prefer tea.")]
         record_messages(rt.engine, "s0", messages, user_id="alice")
         dream_pass(rt)
         [body] = extraction_bodies(server)
         shown = next(m["content"] for m in body["messages"] if m["role"] == "user").splitlines()
         assert [raw for raw in shown if raw.startswith("# ")] == ["# 8 May 2023"]  # 02:30 UTC is the 8th there
+        assert [p["said_on"] for p in rt.index.payloads(["said_on"]).values()] == [["2023-05-08"]]  # recall's day too
 
 
 def test_a_failed_shared_call_is_made_again_for_each_session_alone(settings, sqlite_engine, server, tmp_path):

@@ -13,7 +13,7 @@ from dreamer.cli import app
 from dreamer.config import Settings
 from dreamer.embed import minilm_available
 from dreamer.errors import NotFound
-from dreamer.eval.harness import EvalOptions, run_locomo
+from dreamer.eval.harness import EvalOptions, eval_settings, run_locomo
 from dreamer.eval.locomo import (
     DiaMap, Observation, ObservationReplay, Question, Scored, aggregate, ceiling, hit_at_k, kind_of,
     load_conversations, questions_of, recall_at_k, replay_answer, score_question,
@@ -229,6 +229,10 @@ def test_harness_end_to_end_turns(locomo_file, tmp_path):
     assert result["dialogue_tokens"] == sum(count_tokens(text) for _, text in TURNS.values())
     assert (result["llm_calls"], result["tokens_per_dialogue_token"]) == (0, 0.0)
     assert set(result["by_category"]) == {"1", "2", "3", "4"}
+
+
+def test_the_harness_reads_locomo_days_as_utc_whatever_the_zone(tmp_path):
+    assert eval_settings(Settings(_env_file=None, timezone="Asia/Tokyo"), tmp_path, "hybrid").timezone == "UTC"
 
 
 def test_harness_end_to_end_observations(locomo_file, tmp_path):

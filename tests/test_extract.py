@@ -108,6 +108,13 @@ def test_day_headings_count_toward_a_chunks_budget():
     assert all(count_tokens(render_body(c.lines)) <= 100 for c in chunks)
 
 
+def test_a_cut_line_fits_with_its_speaker_and_day():
+    name = "Maximiliana Theodora Featherstonehaugh"
+    [chunk] = chunk_lines([Line(1, "user", name, "word " * 400, day=date(2023, 5, 8))], max_tokens=100)
+    assert chunk.lines[0].text.endswith(" [...cut]")
+    assert chunk.tokens <= 100 and count_tokens(render_body(chunk.lines)) <= 100
+
+
 def test_a_cut_line_keeps_its_day():
     [chunk] = chunk_lines([Line(1, "user", None, "word " * 400, day=date(2023, 5, 8))], max_tokens=100)
     assert chunk.lines[0].day == date(2023, 5, 8)

@@ -370,9 +370,12 @@ def test_notes_become_indexed_daily_note_memories_and_the_daily_file(make_rt, se
 def test_the_daily_notes_are_filed_under_the_users_day(make_rt, server):
     rt = make_rt(timezone="America/Los_Angeles")
     server.push(notes_reply("Alice booked Hotel Lusa."))
-    meter = append(rt, ALICE, "s1", chat("Book Hotel Lusa.", "Booked."))
+    said = [{**m, "created_at": "2023-05-09T02:00:00+00:00"} for m in chat("Book Hotel Lusa.", "Booked.")]
+    meter = append(rt, ALICE, "s1", said)
     result = flush_session(rt, meter.session_id, now=datetime(2023, 5, 9, 2, 30, tzinfo=timezone.utc))
-    assert result.day == "2023-05-08"  # still the 8th in California
+    sent = chat_bodies(server)[-1]["messages"][-1]["content"]
+    assert sent.startswith("<transcript>\n# 8 May 2023\n[1] ")  # still the 8th in California
+    assert result.day == "2023-05-08"
     assert result.path == str(markdown.user_dir(rt.settings.workspace_dir, "alice") / "memory" / "2023-05-08.md")
     with session_scope(rt.engine) as s:
         assert {n.day for n in s.exec(select(DailyNote)).all()} == {"2023-05-08"}  # the window row and the note

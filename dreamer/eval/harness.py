@@ -81,7 +81,7 @@ def eval_settings(settings: Settings, data_dir: Path, search: str) -> Settings:
         "entries_per_session": 1000, "tokens_per_session_pass": UNLIMITED,
         "max_sessions_per_pass": UNLIMITED, "min_rounds": 0, "triage": False,
         "max_age_days": 100 * 365, "quiet_period_seconds": 0, "llm_pass_token_budget": UNLIMITED,
-        "recall_search": search,
+        "recall_search": search, "timezone": "UTC",  # LoCoMo's times are read as UTC: its days stay its own
     })
 
 
