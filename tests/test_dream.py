@@ -245,6 +245,9 @@ def edge_runtime(settings, engine, server, tmp_path, **overrides):
         rt.close()
 
 
+A_SESSION = 72 + 8  # the tokens of a short session: its eight lines, and its day heading
+
+
 def _three_short_sessions(rt, user_ids=("alice", "alice", "alice")):
     likes = ["red", "tea", "jazz"]
     return [record_messages(rt.engine, f"s{i}", session_with(f"I prefer {like}."), user_id=user)
@@ -324,7 +327,7 @@ def test_a_failed_shared_call_is_made_again_for_each_session_alone(settings, sql
 
 def test_a_breaker_stop_in_a_group_keeps_the_sessions_already_extracted_whole(settings, sqlite_engine, server, tmp_path):
     with edge_runtime(settings, sqlite_engine, server, tmp_path,
-                      llm_breaker_threshold=1, chunk_tokens=72) as rt:  # a chunk a session
+                      llm_breaker_threshold=1, chunk_tokens=A_SESSION) as rt:  # a chunk a session
         recs = _three_short_sessions(rt)
         server.push(Reply.json({"preference": [{"text": "The user prefers red.", "seqs": [1]}]}), Reply.error(400))
         run = dream_pass(rt)
@@ -351,7 +354,7 @@ def test_after_a_stop_no_session_of_the_group_is_asked_alone_or_lands(settings, 
 
 
 def test_a_stop_asked_during_a_group_sends_no_further_call(settings, sqlite_engine, server, tmp_path):
-    with edge_runtime(settings, sqlite_engine, server, tmp_path, chunk_tokens=72) as rt:  # a chunk a session
+    with edge_runtime(settings, sqlite_engine, server, tmp_path, chunk_tokens=A_SESSION) as rt:  # a chunk a session
         recs = _three_short_sessions(rt)
         run = dream_pass(rt, stop=lambda: len(chat_bodies(server)) >= 1)
         assert len(chat_bodies(server)) == 1
@@ -361,7 +364,7 @@ def test_a_stop_asked_during_a_group_sends_no_further_call(settings, sqlite_engi
 
 def test_a_session_waiting_in_its_group_keeps_its_lease_alive(settings, sqlite_engine, server, tmp_path):
     with edge_runtime(settings, sqlite_engine, server, tmp_path,
-                      chunk_tokens=72, lease_seconds=1e-6) as rt:  # a chunk a session; every check renews
+                      chunk_tokens=A_SESSION, lease_seconds=1e-6) as rt:  # a chunk a session; every check renews
         first, second = _three_short_sessions(rt, ("alice", "alice", "bob"))[:2]
         expiries = []
 
@@ -400,7 +403,7 @@ def test_a_statement_citing_an_injection_in_another_session_is_untrusted_in_both
 
 
 def test_a_session_keeps_its_context_lines_when_the_chunk_before_took_them(settings, sqlite_engine, server, tmp_path):
-    with edge_runtime(settings, sqlite_engine, server, tmp_path, chunk_tokens=90) as rt:
+    with edge_runtime(settings, sqlite_engine, server, tmp_path, chunk_tokens=A_SESSION + 18) as rt:
         record_messages(rt.engine, "b", session_with("I prefer tea."), user_id="alice")
         dream_pass(rt)  # b's cursor at 8
         record_messages(rt.engine, "a", session_with("I prefer red."), user_id="alice")
