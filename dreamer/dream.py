@@ -203,9 +203,9 @@ def _load_work(rt, sess: Session) -> Work | None:
             select(Message).where(Message.session_id == sess.id).where(Message.seq >= start).order_by(Message.seq)
             .execution_options(yield_per=LOAD_BATCH)
         )
-        lines, upto, new, spent = [], cursor.processed_seq, 0, 0
+        lines, upto, new, spent, tz = [], cursor.processed_seq, 0, 0, st.tz
         for m in rows:
-            line = _line(m, cursor.processed_seq, st.tool_result_chars, st.tz)
+            line = _line(m, cursor.processed_seq, st.tool_result_chars, tz)
             cost = count_tokens(line.text)
             if not line.context_only and new and spent + cost > st.tokens_per_session_pass:
                 break

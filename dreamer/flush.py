@@ -357,7 +357,8 @@ def _load_window(rt, meter: Meter, trigger: str) -> Window | None:
             select(Message).where(Message.session_id == meter.session_id).where(Message.seq >= start)
             .where(Message.seq <= meter.last_seq).order_by(Message.seq)
         ).all()
-    lines = [ln for ln in (flush_line(m, st.tool_result_chars, st.tz) for m in rows) if ln is not None]
+    tz = st.tz
+    lines = [ln for ln in (flush_line(m, st.tool_result_chars, tz) for m in rows) if ln is not None]
     chunks = chunk_lines(lines, st.flush_max_tokens)
     end = chunks[0].lines[-1].seq if len(chunks) > 1 else meter.last_seq
     return Window(sess, start, end, chunks[0].lines if chunks else [], meter.cycle, trigger)
