@@ -48,12 +48,22 @@ class Breaker:
         self._probing = False
         self._lock = threading.Lock()
 
+    def _state(self) -> tuple[str, bool]:
+        """The state now, and whether a call would be refused (the caller holds the lock)."""
+        state = breaker_state(self.failures, self.threshold, self.opened_at, self.clock(), self.cooldown_seconds)
+        return state, state == OPEN or (state == PROBE and self._probing)
+
+    def refusing(self) -> bool:
+        """Whether a call now would be refused (a read: it takes no probe)."""
+        with self._lock:
+            return self._state()[1]
+
     def check(self) -> bool:
         """Raise `CircuitOpen` unless a call may go now (after a cool-down, only one at a time);
         True when this call is that one, the probe."""
         with self._lock:
-            state = breaker_state(self.failures, self.threshold, self.opened_at, self.clock(), self.cooldown_seconds)
-            if state == OPEN or (state == PROBE and self._probing):
+            state, refused = self._state()
+            if refused:
                 raise CircuitOpen(f"circuit open: {self.open_reason}")
             self._probing = state == PROBE
             return self._probing

@@ -129,7 +129,7 @@ def render_line(line: Line) -> str:
     structure: its continuation lines are indented (no line of it starts like ``[n] role:`` or
     like a day heading, whatever line break it uses), its speaker is one line, and transcript
     tags in it are defused."""
-    who = _BREAK.sub(" ", line.name or line.role)
+    who = _BREAK.sub(" ", _TRANSCRIPT_TAG.sub(r"‹\1", line.name or line.role))
     mark = " (context)" if line.context_only else ""
     text = _BREAK.sub("\n    ", _TRANSCRIPT_TAG.sub(r"‹\1", line.text))
     return f"[{line.seq}] {who}{mark}: {text}"

@@ -485,8 +485,11 @@ class FlushRunner:
 
     def _run(self, session_id: int, trigger: str | None) -> FlushResult:
         try:
-            result = flush_session(self.rt, session_id, trigger=trigger, llm=self.llm)
-        except CircuitOpen as exc:
+            if self.llm is not None and self.breaker.refusing():  # deferred before reading the window
+                result = FlushResult(session_id, DEFERRED, trigger)
+            else:
+                result = flush_session(self.rt, session_id, trigger=trigger, llm=self.llm)
+        except CircuitOpen as exc:  # opened while this flush read its window
             log.info("flush of session %s deferred: %s", session_id, exc)
             result = FlushResult(session_id, DEFERRED, trigger)
         except BaseException as exc:

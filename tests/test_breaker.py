@@ -96,6 +96,16 @@ def test_only_the_probe_frees_the_probe():
     assert breaker.check() is True  # now the next call may probe
 
 
+def test_refusing_is_a_read_that_takes_no_probe():
+    clock, breaker = opened()
+    assert breaker.refusing() is True
+    clock.now += 60
+    assert breaker.refusing() is False
+    assert breaker.refusing() is False  # asking twice took nothing
+    assert breaker.check() is True  # the probe is still there to take
+    assert breaker.refusing() is True
+
+
 def test_a_probe_ended_by_another_error_lets_the_next_call_probe():
     clock, breaker = opened()
     clock.now += 60
