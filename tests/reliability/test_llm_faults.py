@@ -25,7 +25,8 @@ pytestmark = pytest.mark.reliability
 MAX_RETRIES = 2
 MAX_ATTEMPTS = 3
 BREAKER = 2
-TIMEOUT = 0.4
+TIMEOUT = 0.4  # the read-timeout fault's client timeout
+PATIENT = 30.0  # every other fault's: a slow machine must not turn its fault into a timeout
 BUDGET = 50_000
 VALID = {"memories": [{"kind": "preference", "text": "The user prefers red.", "importance": 0.5, "seqs": [1]}]}
 
@@ -37,6 +38,7 @@ class Fault:
     transient: bool  # retried with backoff; otherwise invalid output, repaired once
     says: str  # what the cursor's last error and the run's stop reason mention
     retry_after: float | None = None
+    timeout: float = PATIENT
 
     @property
     def requests_per_attempt(self) -> int:
@@ -50,7 +52,7 @@ FAULTS = [
     Fault("503 Retry-After", Reply.error(503, retry_after=3), True, "HTTP 503", 3.0),
     Fault("429", Reply.error(429), True, "HTTP 429"),
     Fault("429 Retry-After", Reply.error(429, retry_after=2), True, "HTTP 429", 2.0),
-    Fault("read timeout", Reply.delay(TIMEOUT * 4, Reply.json(VALID)), True, "APITimeoutError"),
+    Fault("read timeout", Reply.delay(TIMEOUT * 4, Reply.json(VALID)), True, "APITimeoutError", timeout=TIMEOUT),
     Fault("connection reset", Reply.drop(), True, "APIConnectionError"),
     Fault("malformed JSON", Reply.malformed(), False, "not JSON"),
     Fault("wrong schema", Reply.json({"memories": [{"kind": "favourite_colour", "text": 42, "seqs": "1"}]}),
@@ -71,7 +73,7 @@ def server():
 @pytest.fixture
 def fault_settings(settings):
     return settings.model_copy(update={
-        "max_attempts": MAX_ATTEMPTS, "llm_breaker_threshold": BREAKER, "llm_timeout": TIMEOUT,
+        "max_attempts": MAX_ATTEMPTS, "llm_breaker_threshold": BREAKER,
         "llm_pass_token_budget": BUDGET, "min_rounds": 1,
     })
 
@@ -89,7 +91,8 @@ def user_events(engine, user_id: str) -> list[MemoryEvent]:
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
 def test_fault(fault, fault_settings, sqlite_engine, server, tmp_path, figures):
     sleeps: list[float] = []
-    rt = kit.runtime(fault_settings, sqlite_engine, server, tmp_path, max_retries=MAX_RETRIES, sleeps=sleeps)
+    st = fault_settings.model_copy(update={"llm_timeout": fault.timeout})
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path, max_retries=MAX_RETRIES, sleeps=sleeps)
     try:
         row = _retry_and_quarantine(rt, server, fault, sleeps)
         row["breaker opened on"] = _breaker(rt, server, fault)
