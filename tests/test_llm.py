@@ -254,8 +254,8 @@ def test_backoff_is_capped(server, waits):
 
 
 def test_read_timeout_is_retried(server, waits):
-    server.push(Reply.delay(3.0, Reply.json(VALID)), Reply.json(VALID))
-    result, usage = ask(make_llm(server, waits, timeout=0.3))
+    server.push(Reply.delay(4.0, Reply.json(VALID)), Reply.json(VALID))
+    result, usage = ask(make_llm(server, waits, timeout=1.0))  # the retry has a whole second to be answered
     assert result == Facts(**VALID)
     assert usage.requests == 2
     assert waits == [0.5]
