@@ -18,12 +18,12 @@ def zone(name: str) -> tzinfo:
     key = name.strip()
     if key.upper() == "UTC":
         return timezone.utc
-    try:
-        if key.lower() == "localtime":
-            raise ValueError(key)
-        return ZoneInfo(key)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Oslo)") from None
+    if key.lower() != "localtime":
+        try:
+            return ZoneInfo(key)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Oslo)")
 
 
 def local_day(at: datetime, tz: tzinfo) -> date:

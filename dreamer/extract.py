@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from datetime import date
 from typing import Annotated, Literal, Protocol
 
@@ -170,36 +171,44 @@ def chunk_lines(lines: list[Line], max_tokens: int) -> list[Chunk]:
     current = Chunk(lines=[])
     shown: date | None = None  # the day the current chunk's last heading names
     for line in lines:
-        line = _fit(line, max_tokens)
-        cost = _cost(line, shown)
-        if current.lines and current.tokens + cost > max_tokens:
+        line, tokens = _fit(line, max_tokens)
+        if current.lines and current.tokens + tokens + _opening(line, shown) > max_tokens:
             chunks.append(current)
             current, shown = Chunk(lines=[]), None
-            cost = _cost(line, shown)
         current.lines.append(line)
-        current.tokens += cost
+        current.tokens += tokens + _opening(line, shown)
         shown = line.day or shown
     if any(not ln.context_only for ln in current.lines):
         chunks.append(current)
     return [c for c in chunks if c.seqs]
 
 
-def _cost(line: Line, shown: date | None) -> int:
-    """The tokens a line adds to a chunk: its rendering, and its day's heading when it opens that day."""
-    heading = count_tokens(day_heading(line.day)) + 1 if line.day is not None and line.day != shown else 0
-    return count_tokens(render_line(line)) + 1 + heading
+def _rendered_tokens(line: Line) -> int:
+    return count_tokens(render_line(line)) + 1
 
 
-def _fit(line: Line, max_tokens: int) -> Line:
-    """The line, its text cut so that it fits a chunk of its own, with its number, speaker and
-    day heading (never under 64 characters)."""
-    room = max_tokens - _cost(replace(line, text=""), None) - 1
-    if count_tokens(line.text) <= room:
-        return line
+@lru_cache(maxsize=4096)
+def _heading_tokens(day: date) -> int:
+    return count_tokens(day_heading(day)) + 1
+
+
+def _opening(line: Line, shown: date | None) -> int:
+    """The tokens of the day heading a line brings when it opens a day the chunk has not shown."""
+    return _heading_tokens(line.day) if line.day is not None and line.day != shown else 0
+
+
+def _fit(line: Line, max_tokens: int) -> tuple[Line, int]:
+    """The line and its rendered tokens; its text cut (never under 64 characters) when it would
+    not fit a chunk of its own with its number, speaker and day heading."""
+    tokens = _rendered_tokens(line)
+    if tokens + _opening(line, None) <= max_tokens:
+        return line, tokens
+    room = max_tokens - _rendered_tokens(replace(line, text="")) - _opening(line, None) - 1
     keep = max(64, room * 3)
     while keep > 64 and count_tokens(line.text[:keep] + CUT) > room:
         keep = keep * 3 // 4
-    return replace(line, text=line.text[:keep] + CUT)
+    cut = replace(line, text=line.text[:keep] + CUT)
+    return cut, _rendered_tokens(cut)
 
 
 # --------------------------------------------------------------------------- untrusted candidates

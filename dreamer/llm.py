@@ -336,27 +336,20 @@ class GuardedLLM:
         self.calls = 0
         self.usage = Usage()
 
-    @property
-    def consecutive_failures(self) -> int:
-        return self.breaker.failures
-
-    @property
-    def open_reason(self) -> str | None:
-        return self.breaker.open_reason
-
     def complete_json(
         self, *, system: str, user: str, schema: type[M], name: str = "result"
     ) -> tuple[M, Usage]:
-        self.breaker.check()
-        self._check_budget(count_tokens(system) + count_tokens(user))
+        self._check_budget(count_tokens(system) + count_tokens(user))  # a refusal, not a failure of the model
+        return self.breaker.call(lambda: self._spend(system, user, schema, name))
+
+    def _spend(self, system: str, user: str, schema: type[M], name: str) -> tuple[M, Usage]:
+        """The call, its usage recorded whether it succeeds or fails."""
         try:
             result, usage = self.inner.complete_json(system=system, user=user, schema=schema, name=name)
         except LLMError as exc:
             self._record(getattr(exc, "usage", None))
-            self.breaker.failed(exc)
             raise
         self._record(usage)
-        self.breaker.succeeded()
         return result, usage
 
     def _check_budget(self, prompt_tokens: int) -> None:

@@ -264,6 +264,8 @@ def test_the_runner_defers_flushes_while_the_model_keeps_failing(make_rt, server
         assert outcomes == ["LLMError", "LLMError", "deferred"]
         assert len(chat_bodies(server)) == 2  # the third was not sent
         assert windows(rt) == []  # the window stays open
+        runner.schedule(999_999, "manual")  # no such session: a deferred flush reads nothing to find out
+        assert runner.wait(30) and outcomes[-1] == "deferred"
 
         clock.now += 300
         server.push(notes_reply("Alice said hello."))

@@ -364,12 +364,12 @@ def test_guard_breaker_opens_after_consecutive_failures(server, waits):
     for _ in range(2):
         with pytest.raises(LLMError):
             ask(guard)
-    assert guard.consecutive_failures == 2
-    assert guard.open_reason is not None
-    assert "2 consecutive" in guard.open_reason and "HTTP 401" in guard.open_reason
+    assert guard.breaker.failures == 2
+    assert guard.breaker.open_reason is not None
+    assert "2 consecutive" in guard.breaker.open_reason and "HTTP 401" in guard.breaker.open_reason
     with pytest.raises(CircuitOpen) as info:
         ask(guard)
-    assert guard.open_reason in str(info.value)
+    assert guard.breaker.open_reason in str(info.value)
     assert len(server.requests) == 2
 
 
@@ -379,11 +379,11 @@ def test_guard_success_resets_failures(server, waits):
     with pytest.raises(LLMError):
         ask(guard)
     ask(guard)
-    assert guard.consecutive_failures == 0
+    assert guard.breaker.failures == 0
     with pytest.raises(LLMError):
         ask(guard)
     ask(guard)
-    assert guard.open_reason is None
+    assert guard.breaker.open_reason is None
 
 
 def test_guard_counts_every_request_and_invalid_output_as_failure(server, waits):
@@ -396,7 +396,7 @@ def test_guard_counts_every_request_and_invalid_output_as_failure(server, waits)
     assert guard.calls == 5
     assert guard.usage.requests == 5
     assert guard.usage.total_tokens == sum(reported(server))
-    assert "LLMInvalidOutput" in guard.open_reason
+    assert "LLMInvalidOutput" in guard.breaker.open_reason
     with pytest.raises(CircuitOpen):
         ask(guard)
 
@@ -407,7 +407,7 @@ def test_guard_counts_transient_failures(server, waits):
     with pytest.raises(TransientLLMError):
         ask(guard)
     assert guard.calls == 3
-    assert guard.consecutive_failures == 1
+    assert guard.breaker.failures == 1
 
 
 # --- construction -------------------------------------------------------------------------
