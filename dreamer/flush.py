@@ -179,17 +179,22 @@ class Meter:
 
 
 def read_meter(rt, session_id: int, *, figure: int | None = None) -> Meter:
-    """The meter of a stored session; `figure` is a context size the agent reported just now."""
+    """The meter of a stored session; `figure` is a context size the agent reported just now.
+    Two statements: the session's marks, then everything else as one row."""
     with session_scope(rt.engine) as s:
-        sess = s.get(Session, session_id)
-        if sess is None:
-            raise NotFound(f"no session {session_id}")
         cycle = cycle_of(_marks(s, session_id))
-        tokens = figure if figure is not None else _context_tokens(s, session_id, cycle)
-        flushed = flushed_seq(s, session_id)
-        done = _cycle_flushed(s, session_id, cycle.number)
-    return Meter(session_id, sess.external_id, tokens, flush_point(rt.settings), cycle.number,
-                 sess.last_seq, flushed, done)
+        counted_from = cycle.figure_seq if cycle.figure_tokens is not None else cycle.start_seq - 1
+        row = s.exec(
+            select(Session.external_id, Session.last_seq, _tokens_after(session_id, counted_from),
+                   _flushed_to(session_id), _cycle_flushed(session_id, cycle.number))
+            .where(Session.id == session_id)
+        ).first()
+    if row is None:
+        raise NotFound(f"no session {session_id}")
+    external_id, last_seq, after, flushed, done = row
+    tokens = figure if figure is not None else (cycle.figure_tokens or 0) + int(after)
+    return Meter(session_id, external_id, tokens, flush_point(rt.settings), cycle.number, last_seq, int(flushed),
+                 bool(done))
 
 
 def _marks(s: DBSession, session_id: int) -> list[tuple[int, dict]]:
@@ -200,33 +205,28 @@ def _marks(s: DBSession, session_id: int) -> list[tuple[int, dict]]:
     return [(seq, meta[METER_KEY]) for seq, meta in rows if isinstance(meta, dict) and isinstance(meta.get(METER_KEY), dict)]
 
 
-def _context_tokens(s: DBSession, session_id: int, cycle: Cycle) -> int:
-    if cycle.figure_seq is not None and cycle.figure_tokens is not None:
-        return cycle.figure_tokens + _tokens_after(s, session_id, cycle.figure_seq)
-    return _tokens_after(s, session_id, cycle.start_seq - 1)
+def _tokens_after(session_id: int, seq: int | None):
+    """The tokens of the session's messages after `seq`, as a scalar subquery."""
+    return (select(func.coalesce(func.sum(Message.token_count), 0))
+            .where(Message.session_id == session_id).where(Message.seq > seq).scalar_subquery())
 
 
-def _tokens_after(s: DBSession, session_id: int, seq: int) -> int:
-    total = s.exec(
-        select(func.coalesce(func.sum(Message.token_count), 0))
-        .where(Message.session_id == session_id).where(Message.seq > seq)
-    ).one()
-    return int(total)
+def _flushed_to(session_id: int):
+    """The last message seq a flush of this session has covered (0: none yet), as a scalar subquery."""
+    return (select(func.coalesce(func.max(DailyNote.window_end_seq), 0))
+            .where(DailyNote.session_id == session_id).scalar_subquery())
+
+
+def _cycle_flushed(session_id: int, cycle: int):
+    """Whether the cycle's token flush has run (a count, 0 or more), as a scalar subquery."""
+    return (select(func.count()).select_from(DailyNote).where(DailyNote.session_id == session_id)
+            .where(DailyNote.position == WINDOW_POSITION).where(DailyNote.cycle == cycle)
+            .where(DailyNote.text == TOKENS).scalar_subquery())
 
 
 def flushed_seq(s: DBSession, session_id: int) -> int:
     """The last message seq a flush of this session has covered (0: none yet)."""
-    return int(s.exec(
-        select(func.coalesce(func.max(DailyNote.window_end_seq), 0)).where(DailyNote.session_id == session_id)
-    ).one())
-
-
-def _cycle_flushed(s: DBSession, session_id: int, cycle: int) -> bool:
-    n = s.exec(
-        select(func.count()).select_from(DailyNote).where(DailyNote.session_id == session_id)
-        .where(DailyNote.position == WINDOW_POSITION).where(DailyNote.cycle == cycle).where(DailyNote.text == TOKENS)
-    ).one()
-    return bool(n)
+    return int(s.exec(select(_flushed_to(session_id))).one())
 
 
 # --------------------------------------------------------------------------- appending
