@@ -11,6 +11,8 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import math
+import re
 import time
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -23,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 from sqlalchemy import func, text
 from sqlmodel import select
 from starlette.concurrency import run_in_threadpool
@@ -31,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from dreamer import flush as flushing
 from dreamer.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory, remember
 from dreamer.busy import CoalescedBusy, activity_key
+from dreamer.consolidate import normalise
 from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.db import session_scope
 from dreamer.errors import (
@@ -45,6 +48,8 @@ log = logging.getLogger(__name__)
 
 MIN_TOKEN_CHARS = 16
 MAX_MESSAGES_PER_APPEND = 1000
+MAX_ERRORS_SHOWN = 20  # a 422 lists at most this many problems
+MAX_ECHO_CHARS = 200  # and echoes at most this much of an input
 BUSY_PREFIX = "/v1/"
 INSECURE_TOKEN = "insecure-single-user-mode"  # never compared: in that mode every request is the user's
 
@@ -62,12 +67,29 @@ def _storable(value: str) -> str:
     return value
 
 
+def _worded(value: str) -> str:
+    if len(normalise(value)) < 3:
+        raise ValueError("needs at least 3 letters or digits besides punctuation and spacing")
+    return value
+
+
+_NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def _iso_time(value: Any) -> Any:
+    """A time is an ISO 8601 string ("2024-05-01", "2024-05-01T12:00:00Z"), never a number of seconds."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("must be an ISO 8601 date or time, such as 2024-05-01T12:00:00Z")
+    return value
+
+
 # Free text: NUL characters and unpaired surrogates become U+FFFD, as the store keeps them.
 Text = Annotated[str, BeforeValidator(_clean)]
 ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_clean)]
 # Identifiers: refused, never altered, when the store could not keep them as they are.
 Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_storable)]
 GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_storable)]
+Time = Annotated[datetime, BeforeValidator(_iso_time)]
 
 
 # --------------------------------------------------------------------------- tokens
@@ -163,22 +185,22 @@ class AppendIn(Strict):
     user_id: Ident | None = Field(None, description="must be the token's user when given")
     agent_id: Ident | None = Field(None, description="must be the token's agent when given")
     messages: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES_PER_APPEND)
-    context_tokens: int | None = Field(None, ge=0, le=100_000_000, description="the agent's own count of its context")
-    compacted: bool = Field(False, description="the agent compacted its context before these messages")
+    context_tokens: StrictInt | None = Field(None, ge=0, le=100_000_000, description="the agent's own count of its context")
+    compacted: StrictBool = Field(False, description="the agent compacted its context before these messages")
 
 
 class RecallIn(Strict):
     query: Text = Field(min_length=1, max_length=4000)
-    k: int | None = Field(None, ge=1, le=MAX_RECALL_K)
-    kinds: list[Literal[KINDS]] | None = Field(None, max_length=len(KINDS))  # type: ignore[valid-type]
-    since: datetime | None = None
-    until: datetime | None = None
+    k: StrictInt | None = Field(None, ge=1, le=MAX_RECALL_K)
+    kinds: list[Literal[KINDS]] | None = Field(None, min_length=1, max_length=len(KINDS))  # type: ignore[valid-type]
+    since: Time | None = None
+    until: Time | None = None
 
 
 class MemoryIn(Strict):
-    text: Text = Field(min_length=3, max_length=600)
+    text: Annotated[Text, AfterValidator(_worded)] = Field(min_length=3, max_length=600)
     kind: Literal[AGENT_WRITE_KINDS] = "preference"  # type: ignore[valid-type]
-    session_id: Ident | None = Field(None, description="the session it was said in")
+    session_id: GrantId | None = Field(None, description="the session it was said in")
 
 
 # --------------------------------------------------------------------------- metrics
@@ -367,11 +389,42 @@ def _errors(app: FastAPI) -> None:
         return JSONResponse({"detail": clean_text(str(exc))}, status_code=code)
 
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _encodable(jsonable_encoder(exc.errors()))}, status_code=422)
+        return JSONResponse({"detail": validation_detail(exc.errors())}, status_code=422)
 
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, handle)
     app.add_exception_handler(RequestValidationError, invalid)
+
+
+def validation_detail(errors: list[dict]) -> list[dict]:
+    """The first `MAX_ERRORS_SHOWN` problems (then how many more), each echoing its input cut short
+    and made JSON: NaN, infinities and undecodable bytes as text."""
+    shown = [{**e, "input": _echo(e["input"])} if "input" in e else e for e in errors[:MAX_ERRORS_SHOWN]]
+    if len(errors) > MAX_ERRORS_SHOWN:
+        shown.append({"type": "too_many_errors", "loc": [], "msg": f"{len(errors) - MAX_ERRORS_SHOWN} more not shown"})
+    return _encodable(jsonable_encoder(shown))
+
+
+def _echo(value: Any) -> Any:
+    value = _json_safe(value)
+    if isinstance(value, str) and len(value) > MAX_ECHO_CHARS:
+        return value[:MAX_ECHO_CHARS] + "..."
+    if isinstance(value, (list, dict)) and len(json.dumps(value, default=str)) > MAX_ECHO_CHARS:
+        return f"{'an array' if isinstance(value, list) else 'an object'} of {len(value)} items, not shown"
+    return value
+
+
+def _json_safe(value: Any) -> Any:
+    """`value` with bytes decoded (undecodable bytes replaced) and NaN or infinities as text."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _json_safe(v) for k, v in value.items()}
+    return value
 
 
 def _encodable(value: Any) -> Any:
@@ -413,6 +466,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
 
         Without messages it reads (or reports a figure to) the meter of an existing session.
         """
+        _storable_path("session_id", session_id)
         _same_scope(body, g)
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
         if not messages and not body.compacted:
@@ -424,6 +478,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
     @app.post("/v1/sessions/{session_id}/flush", tags=["sessions"])
     def flush_now(session_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS), g: Grant = Depends(writer)) -> dict:
         """Flush the session's content since its last flush now, and return the notes."""
+        _storable_path("session_id", session_id)
         return flushing.flush_session(rt, _own_session(rt, g, session_id).id).as_json()
 
     @app.post("/v1/recall", tags=["memory"])
@@ -449,14 +504,19 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
                reason: str = Query("forgotten by the agent", min_length=1, max_length=500),
                g: Grant = Depends(writer)) -> dict:
         """Forget one of the token's memories (kept for history, never returned by default)."""
-        if not storable(memory_id):  # the path is not a pydantic field: checked as `Ident` checks it
-            raise HTTPException(422, f"memory_id contains {UNSTORABLE}")
+        _storable_path("memory_id", memory_id)
         return _memory_json(forget_memory(rt, g.scope, memory_id, clean_text(reason)))
 
     @app.get("/v1/status", tags=["ops"])
     def status(g: Grant = Depends(grant)) -> dict:
         """Counts for the token's scope, the last dream run, and how recall and flush run."""
         return _status(rt, g, runner)
+
+
+def _storable_path(name: str, value: str) -> None:
+    """A path id is not a pydantic field: checked as `Ident` checks it."""
+    if not storable(value):
+        raise HTTPException(422, f"{name} contains {UNSTORABLE}")
 
 
 def _same_scope(body: AppendIn, g: Grant) -> None:
@@ -485,14 +545,11 @@ def _memory_json(m: Memory) -> dict:
 def _status(rt, g: Grant, runner: flushing.FlushRunner) -> dict:
     scope = g.scope
     with session_scope(rt.engine) as s:
-        sessions = select(Session.id).where(Session.user_id == scope.user_id)
-        if scope.agent_id is not None:
-            sessions = sessions.where(Session.agent_id == scope.agent_id)
-        ids = list(s.exec(sessions).all())
+        ids = list(s.exec(_scoped(select(Session.id).where(Session.user_id == scope.user_id), Session, scope)).all())
         messages = s.exec(select(func.count()).select_from(Message).where(Message.session_id.in_(ids))).one() if ids else 0
         by_status = _memory_counts(s, scope)
-        notes = s.exec(select(func.count()).select_from(DailyNote).where(DailyNote.user_id == scope.user_id)
-                       .where(DailyNote.position >= 0)).one()
+        notes = s.exec(select(func.count()).select_from(DailyNote).where(DailyNote.session_id.in_(ids))
+                       .where(DailyNote.position >= 0)).one() if ids else 0
         last = s.exec(select(DreamRun).order_by(DreamRun.id.desc()).limit(1)).first()
     return {
         "user_id": g.user_id, "agent_id": g.agent_id, "team": g.team, "role": g.role,
@@ -508,12 +565,17 @@ def _status(rt, g: Grant, runner: flushing.FlushRunner) -> dict:
 
 
 def _memory_counts(s, scope: Scope) -> dict[str, int]:
-    q = select(Memory.status, func.count()).where(Memory.user_id == scope.user_id)
-    if scope.agent_id is not None:
-        q = q.where(Memory.agent_id == scope.agent_id)
-    if scope.team is not None:
-        q = q.where(Memory.team == scope.team)
+    q = _scoped(select(Memory.status, func.count()).where(Memory.user_id == scope.user_id), Memory, scope)
     return {status: n for status, n in s.exec(q.group_by(Memory.status)).all()}
+
+
+def _scoped(q, table, scope: Scope):
+    """`q` narrowed to the scope's agent and team (the rows of `table`, a user's own)."""
+    if scope.agent_id is not None:
+        q = q.where(table.agent_id == scope.agent_id)
+    if scope.team is not None:
+        q = q.where(table.team == scope.team)
+    return q
 
 
 __all__ = ["Auth", "Grant", "create_app", "parse_tokens"]

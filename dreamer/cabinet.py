@@ -133,9 +133,10 @@ class Known:
 
 
 def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -> Known:
-    """One read of the user's memories with these content hashes: the current ones (with an
-    `owner` scope, only those owned by exactly it; its None agent, project or team means none)
-    and which hashes were forgotten (by any owner)."""
+    """One read of the user's memories with these content hashes: the current ones and which
+    hashes were forgotten. With an `owner` scope, only memories owned by exactly it count (its
+    None agent, project or team means none): one scope's memories, forgotten ones included, say
+    nothing about another's."""
     if not hashes:
         return Known({}, frozenset())
     rows = s.exec(
@@ -146,8 +147,9 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -
         .where(Memory.status.in_((*CURRENT_STATUSES, "forgotten")))
         .order_by(Memory.created_at, Memory.id)
     ).all()
-    current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and _owned(r, owner)}
-    return Known(current, frozenset(r.content_hash for r in rows if r.status == "forgotten"))
+    mine = [r for r in rows if _owned(r, owner)]
+    current = {r.content_hash: r for r in mine if r.status in CURRENT_STATUSES}
+    return Known(current, frozenset(r.content_hash for r in mine if r.status == "forgotten"))
 
 
 def _owned(row, owner) -> bool:

@@ -233,14 +233,15 @@ def flushed_seq(s: DBSession, session_id: int) -> int:
 
 
 def owned_session(s: DBSession, scope: Scope, external_id: str, *, source: str = "api") -> Session | None:
-    """The scope's session with this id, None when nobody has it; NotFound when it is someone else's."""
-    rows = s.exec(select(Session).where(Session.source == source).where(Session.external_id == external_id)).all()
-    mine = [r for r in rows if r.user_id == scope.user_id]
-    if mine and session_in_scope(mine[0], scope):
-        return mine[0]
-    if rows:
+    """The scope's session with this id, None when the user has none; NotFound when the user's
+    session is out of the scope (another agent's or team's). Another user's session of the same
+    id is not looked at: each user has their own ids, and whether someone else uses one is not
+    theirs to learn."""
+    row = s.exec(select(Session).where(Session.user_id == scope.user_id).where(Session.source == source)
+                 .where(Session.external_id == external_id)).first()
+    if row is not None and not session_in_scope(row, scope):
         raise NotFound(f"no session {external_id}")
-    return None
+    return row
 
 
 def append(

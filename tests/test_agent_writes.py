@@ -104,6 +104,18 @@ def test_forget_keeps_history_and_leaves_recall(rt):
         remember(rt, ALICE, "The user prefers dark mode.")
 
 
+def test_a_forget_holds_in_its_own_scope_and_says_nothing_to_another(rt):
+    """What one team forgot neither blocks another team's write nor tells it the text existed."""
+    t1, t2 = Scope("alice", team="t1"), Scope("alice", team="t2")
+    forget_memory(rt, t1, remember(rt, t1, "The user's salary is 90k.").id, "private")
+
+    theirs = remember(rt, t2, "The user's salary is 90k.")
+
+    assert (theirs.team, theirs.status) == ("t2", "candidate")
+    with pytest.raises(WriteRejected, match="forgot"):
+        remember(rt, t1, "The user's salary is 90k.")
+
+
 def test_forget_outside_the_scope_is_not_found(rt):
     m = remember(rt, Scope("bob"), "Bob prefers vim.")
     with pytest.raises(NotFound):

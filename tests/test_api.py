@@ -26,7 +26,9 @@ from onlinekit import (
 )
 
 HELPER = "alice-helper-agent-token-0123"
-ALL_TOKENS = TOKENS + [{"token": HELPER, "user_id": "alice", "agent_id": "helper", "role": "writer"}]
+TEAM = "alice-team-t1-token-0123456789"
+ALL_TOKENS = TOKENS + [{"token": HELPER, "user_id": "alice", "agent_id": "helper", "role": "writer"},
+                       {"token": TEAM, "user_id": "alice", "team": "t1", "role": "reader"}]
 BOB_FACT = "Bob keeps his bike in the blue shed."
 
 
@@ -153,7 +155,6 @@ def test_a_reader_reads(world):
 def _cross(world) -> list[tuple[str, str, str, dict | None, int]]:
     """(token, method, path, body, status): alice's tokens reaching for bob's (or another agent's) data."""
     return [
-        (ALICE_WRITER, "POST", "/v1/sessions/bob-s1/messages", {"messages": chat("hijack")}, 404),
         (ALICE_WRITER, "POST", "/v1/sessions/bob-s1/messages", {"messages": []}, 404),
         (ALICE_WRITER, "POST", "/v1/sessions/alice-new/messages", {"user_id": "bob", "messages": chat("as bob")}, 403),
         (HELPER, "POST", "/v1/sessions/alice-main/messages", {"messages": chat("other agent")}, 404),
@@ -172,7 +173,7 @@ def _cross(world) -> list[tuple[str, str, str, dict | None, int]]:
     ]
 
 
-CROSS_IDS = ["append-bobs-session", "append-nothing-to-bobs", "append-as-bob", "append-other-agents-session",
+CROSS_IDS = ["append-nothing-to-bobs", "append-as-bob", "append-other-agents-session",
              "append-as-other-agent", "flush-bobs", "flush-other-agents", "forget-bobs", "forget-other-agents",
              "remember-on-bobs-session", "remember-as-bob", "recall-bobs-fact", "recall-as-bob", "context",
              "status", "recall-other-agents"]
@@ -200,6 +201,39 @@ def test_a_session_of_another_user_is_404(world):
     assert (r.status_code, r.json()) == (404, {"detail": "no session bob-s1"})
     r = world.client.delete(f"/v1/memories/{world.bob_memory}", headers=bearer(ALICE_WRITER))
     assert r.status_code == 404
+
+
+def test_status_counts_only_the_tokens_own_agent_or_team(world):
+    c = world.client
+    c.post("/v1/sessions/status-1/messages", headers=bearer(ALICE_WRITER),
+           json={"messages": chat("I prefer tea to coffee.", "Noted.")}).raise_for_status()
+    assert c.post("/v1/sessions/status-1/flush", headers=bearer(ALICE_WRITER)).json()["notes"] != []
+
+    alice = c.get("/v1/status", headers=bearer(ALICE_WRITER)).json()
+    counts = [(x["sessions"], x["messages"], x["daily_notes"])
+              for x in (c.get("/v1/status", headers=bearer(t)).json() for t in (HELPER, TEAM))]
+
+    assert alice["sessions"] >= 1 and alice["daily_notes"] >= 1
+    assert counts == [(0, 0, 0), (0, 0, 0)]
+
+
+def test_each_user_has_their_own_session_ids(world):
+    """An id another user uses answers as one nobody uses (nothing tells whether it is taken),
+    and a user's messages under it make a session of their own."""
+    c = world.client
+    c.post("/v1/sessions/shared-7/messages", headers=bearer(BOB_WRITER), json={"messages": chat("Bob's words.")})
+
+    unused = c.post("/v1/sessions/never-used/messages", headers=bearer(ALICE_WRITER), json={})
+    taken = c.post("/v1/sessions/shared-7/messages", headers=bearer(ALICE_WRITER), json={})
+    mine = c.post("/v1/sessions/shared-7/messages", headers=bearer(ALICE_WRITER), json={"messages": chat("Alice's words.")})
+
+    assert (unused.status_code, unused.json()) == (404, {"detail": "no session never-used"})
+    assert (taken.status_code, taken.json()) == (404, {"detail": "no session shared-7"})
+    assert (mine.status_code, mine.json()["last_seq"]) == (200, 1)
+    with session_scope(world.rt.engine) as s:
+        rows = s.exec(select(Session.user_id, Session.message_count).where(Session.external_id == "shared-7")
+                      .order_by(Session.user_id)).all()
+    assert [tuple(r) for r in rows] == [("alice", 1), ("bob", 1)]
 
 
 # --------------------------------------------------------------------------- validation and limits

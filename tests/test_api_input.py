@@ -82,7 +82,8 @@ def unicode_error(loc: list, echoed: str) -> dict:
 
 
 REFUSED = [
-    ("/v1/recall", {"query": "tea", "k": "\ud800"}, unicode_error(["k"], "\ufffd")),
+    ("/v1/recall", {"query": "tea", "k": "\ud800"},
+     {"type": "int_type", "loc": ["body", "k"], "msg": "Input should be a valid integer", "input": "\ufffd"}),
     ("/v1/memories", {"text": "The user likes tea.", "session_id": "s\ud800"},
      unicode_error(["session_id"], "s\ufffd")),
     ("/v1/memories", {"text": "The user likes tea.", "\ud800": 1}, unicode_error([], "\ufffd")),
@@ -139,6 +140,86 @@ def test_a_forget_of_an_unstorable_memory_id_is_422(world):
     r = world.client.delete("/v1/memories/abc%00def", headers=bearer(ALICE_WRITER))
     assert (r.status_code, r.json()) == (422, {"detail": "memory_id contains a NUL character or an unpaired surrogate"})
     assert stored(world.rt) == before
+
+
+def post_raw(world: World, path: str, content: bytes, content_type: str = "application/json") -> httpx.Response:
+    return world.client.post(path, content=content, headers=bearer(ALICE_WRITER) | {"content-type": content_type})
+
+
+def only_error(r: httpx.Response) -> tuple:
+    """(status, type, loc, input) of a response's one validation error."""
+    [error] = r.json()["detail"]
+    return r.status_code, error["type"], error["loc"], error.get("input")
+
+
+NOT_NUMBERS = [  # Python's json reads NaN, Infinity and 1e400 (an infinity); none is a number a field takes
+    ("/v1/recall", b'{"query": "tea", "k": NaN}', ("int_type", ["body", "k"], "nan")),
+    ("/v1/recall", b'{"query": "tea", "k": 1e400}', ("int_type", ["body", "k"], "inf")),
+    ("/v1/memories", b'{"text": NaN}', ("string_type", ["body", "text"], "nan")),
+    ("/v1/sessions/kept/messages", b'{"context_tokens": -Infinity}', ("int_type", ["body", "context_tokens"], "-inf")),
+]
+
+
+@pytest.mark.parametrize(("path", "content", "error"), NOT_NUMBERS, ids=["k-nan", "k-1e400", "text-nan", "figure-inf"])
+def test_nan_or_an_infinity_is_422_not_500(world, path, content, error):
+    before = stored(world.rt)
+    assert only_error(post_raw(world, path, content)) == (422, *error)
+    assert stored(world.rt) == before
+
+
+def test_a_body_that_is_not_utf8_is_422_not_500(world):
+    r = post_raw(world, "/v1/recall", b"\xff\xfe", "text/plain")
+    assert only_error(r) == (422, "model_attributes_type", ["body"], "\ufffd\ufffd")
+
+
+@pytest.mark.parametrize("path", ["/v1/sessions/a%00b/messages", "/v1/sessions/a%00b/flush"])
+def test_a_nul_in_a_session_path_is_422(world, path):
+    before = stored(world.rt)
+    r = world.client.post(path, json={"messages": chat("hi")}, headers=bearer(ALICE_WRITER))
+    assert (r.status_code, r.json()) == (422, {"detail": "session_id contains a NUL character or an unpaired surrogate"})
+    assert stored(world.rt) == before
+
+
+WRONG_TYPES = [
+    ("/v1/recall", {"query": "tea", "k": True}, ("int_type", ["body", "k"], True)),
+    ("/v1/recall", {"query": "tea", "k": "5"}, ("int_type", ["body", "k"], "5")),
+    ("/v1/recall", {"query": "tea", "k": 2.0}, ("int_type", ["body", "k"], 2.0)),
+    ("/v1/recall", {"query": "tea", "since": "1"}, ("value_error", ["body", "since"], "1")),
+    ("/v1/recall", {"query": "tea", "until": 1700000000}, ("value_error", ["body", "until"], 1700000000)),
+    ("/v1/recall", {"query": "tea", "kinds": []}, ("too_short", ["body", "kinds"], [])),
+    ("/v1/sessions/kept/messages", {"context_tokens": True}, ("int_type", ["body", "context_tokens"], True)),
+    ("/v1/sessions/kept/messages", {"context_tokens": "900"}, ("int_type", ["body", "context_tokens"], "900")),
+    ("/v1/sessions/kept/messages", {"messages": chat("hi"), "compacted": "yes"}, ("bool_type", ["body", "compacted"], "yes")),
+    ("/v1/sessions/kept/messages", {"messages": chat("hi"), "compacted": 1}, ("bool_type", ["body", "compacted"], 1)),
+    ("/v1/memories", {"text": "   ...   "}, ("value_error", ["body", "text"], "   ...   ")),
+    ("/v1/memories", {"text": "\u200b\u200b\u200b\u200b"}, ("value_error", ["body", "text"], "\u200b" * 4)),
+    ("/v1/memories", {"text": "The user likes tea.", "session_id": ""}, ("string_too_short", ["body", "session_id"], "")),
+]
+WRONG_TYPE_IDS = ["k-true", "k-string", "k-float", "since-number-string", "until-number", "kinds-empty",
+                  "figure-true", "figure-string", "compacted-string", "compacted-1", "text-punctuation",
+                  "text-zero-width", "session-id-empty"]
+
+
+@pytest.mark.parametrize(("path", "body", "error"), WRONG_TYPES, ids=WRONG_TYPE_IDS)
+def test_a_value_of_the_wrong_type_or_without_content_is_422(world, path, body, error):
+    """Nothing is coerced: a boolean is not a count, a number is not a time, an empty list is not a filter."""
+    before = stored(world.rt)
+    assert only_error(send(world, path, body)) == (422, *error)
+    assert stored(world.rt) == before
+
+
+def test_a_422_echoes_little_of_a_large_input(world):
+    """At most 20 problems are listed, and an input is echoed only when it is short."""
+    many = {"messages": [{"role": "robot", "content": "x" * 1000}] * 30}
+    r = send(world, "/v1/sessions/kept/messages", many)
+    detail = r.json()["detail"]
+    assert (r.status_code, len(detail), detail[-1]) == (
+        422, 21, {"type": "too_many_errors", "loc": [], "msg": "10 more not shown"})
+    assert [d["input"] for d in detail[:2]] == ["robot", "robot"]
+
+    r = send(world, "/v1/sessions/kept/messages", {"messages": [{"role": "user", "content": "x"}] * 1001})
+    assert only_error(r) == (422, "too_long", ["body", "messages"], "an array of 1001 items, not shown")
+    assert len(r.content) < 1000
 
 
 def test_a_surrogate_in_a_message_name_or_tool_call_id_is_stored_as_the_replacement_character(world):
