@@ -27,6 +27,10 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     transcript text, which may hold secrets (the ledger is stored raw; nothing else may show it).
     """
     parsed = _parsed_url(url)
+    if in_memory_sqlite(parsed):
+        raise ConfigError(f"database URL {redact_url(url)} is an in-memory SQLite database, which keeps nothing "
+                          "after the command: give a file (sqlite:////path/to/dreamer.db) or leave "
+                          "DREAMER_DATABASE_URL empty for the data dir's own")
     kwargs: dict = {"echo": echo, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
@@ -70,6 +74,15 @@ def _parsed_url(url: str):
         return make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"bad database URL: {url!r}") from exc
+
+
+def in_memory_sqlite(parsed) -> bool:
+    """Whether a parsed URL names an in-memory SQLite database ("sqlite://", ":memory:", mode=memory)."""
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    uri_memory = database.startswith("file::memory:") or "mode=memory" in database or parsed.query.get("mode") == "memory"
+    return database in ("", ":memory:") or uri_memory
 
 
 def require_sqlite_file(url: str) -> None:
@@ -132,7 +145,7 @@ def alembic_config(engine: Engine):
 def upgrade(engine: Engine, revision: str = "head") -> None:
     from alembic import command
 
-    _check_reachable(engine)
+    _require_known_revision(engine)
     command.upgrade(alembic_config(engine), revision)
 
 
@@ -153,12 +166,27 @@ def current_revision(engine: Engine) -> str | None:
 
 def require_schema(engine: Engine) -> None:
     """Refuse to work on a database that `dreamer init` has not prepared."""
-    rev = current_revision(engine)
+    rev = _require_known_revision(engine)
     if rev != HEAD:
         raise StoreError(
             f"database {redact_url(str(engine.url))} is at schema {rev or 'none'}, "
             f"expected {HEAD}: run `dreamer init`"
         )
+
+
+def _require_known_revision(engine: Engine) -> str | None:
+    """The database's schema revision, refused when no migration of this version names it (a
+    newer dreamer made it: `dreamer init` could not bring it back)."""
+    from alembic.script import ScriptDirectory
+
+    rev = current_revision(engine)
+    if rev is None or rev == HEAD:
+        return rev
+    known = {s.revision for s in ScriptDirectory.from_config(alembic_config(engine)).walk_revisions()}
+    if rev is not None and rev not in known:
+        raise StoreError(f"database {redact_url(str(engine.url))} is at schema {rev}, which this version of dreamer "
+                         "does not know (a newer one made it): run that version, or upgrade dreamer")
+    return rev
 
 
 def _check_reachable(engine: Engine) -> None:

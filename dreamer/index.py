@@ -423,6 +423,8 @@ class EdgeIndex:
         self._unflushed = 0
         self._flushed_at = time.monotonic()
         self._guard = threading.RLock()
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigError(f"the index folder {self.path} is a file: move it away (`dreamer reindex` rebuilds the index)")
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = _lock_folder(self.path)
         try:

@@ -79,9 +79,10 @@ def parse_since(text: str) -> datetime:
     """An ISO date or date-time; without a zone it is UTC."""
     try:
         value = datetime.fromisoformat(text)
-    except ValueError as exc:
+        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)  # a time the store can compare (one near year 1 or 9999 may not be)
+    except (ValueError, OverflowError) as exc:
         raise ConfigError(f"--since wants an ISO date such as 2024-05-01, got {text!r}") from exc
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def select_ids(s: DBSession, sel: Selection) -> list[int]:
@@ -158,6 +159,7 @@ class Progress:
     messages: int = 0
     added: int = 0
     merged: int = 0
+    failed: int = 0  # sessions whose pass failed (their cursors say why)
     runs: list[int] = field(default_factory=list)
 
     @property
@@ -175,6 +177,7 @@ def reprocess(
     per session would cost more than the sessions."""
     from dreamer.jobs import run_session
 
+    rt.index.count()  # the index is taken (or found unreachable) before any cursor is rewound
     reset_cursors(rt.engine, session_ids)
     done = Progress()
     for session_id in session_ids:
@@ -184,6 +187,7 @@ def reprocess(
             done.messages += run.messages
             done.added += run.added
             done.merged += run.merged
+            done.failed += run.failed_sessions
             done.runs.append(run.id)
         done.sessions += 1
         if on_session is not None:

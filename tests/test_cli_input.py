@@ -128,3 +128,156 @@ def test_a_prefix_of_several_memory_ids_is_not_one_memory(store):
     assert proc.stderr.strip() == "error: abcdef starts the ids of several memories: give more of it"
     shown = run(store, "memories", "show", "abcdef02", "--json")
     assert json.loads(shown.stdout)["text"] == "The user likes abcdef02."
+
+
+# --------------------------------------------------------------------------- what a command must not write
+
+
+def stored_memory(store, mid: str = "c0bce0000001", text: str = "The user likes green tea."):
+    """One memory written straight into the store; its id."""
+    from dreamer import db
+    from dreamer.db import session_scope
+    from dreamer.models import Memory
+
+    engine = db.make_engine(f"sqlite:///{store / 'data' / 'dreamer.db'}")
+    with session_scope(engine) as s:
+        s.add(Memory(id=mid, user_id="u", kind="preference", text=text, content_hash=mid))
+    engine.dispose()
+    return mid
+
+
+def status_of(store, mid: str) -> str:
+    return json.loads(run(store, "memories", "show", mid, "--json").stdout)["status"]
+
+
+@pytest.mark.parametrize("given", ["%%%%%%0001", "______00", "c0bce_%"])
+def test_a_memory_id_is_matched_as_written_not_as_a_pattern(store, given):
+    mid = stored_memory(store)
+    proc = run(store, "memories", "forget", given, "--reason", "typo")
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == f"error: no memory {given}"
+    assert status_of(store, mid) == "candidate"
+
+
+def broken_index(store):
+    """The index folder's place taken by a file: no command can open the index."""
+    index = store / "data" / "index"
+    if index.is_dir():
+        import shutil
+
+        shutil.rmtree(index)
+    index.write_text("not an index")
+
+
+def test_a_forget_the_index_cannot_take_is_not_made(store):
+    mid = stored_memory(store)
+    broken_index(store)
+    proc = run(store, "memories", "forget", mid, "--reason", "asked to")
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == (f"error: the index folder {store / 'data' / 'index'} is a file: move it away "
+                                   "(`dreamer reindex` rebuilds the index)")
+    assert status_of(store, mid) == "candidate"
+
+
+def test_a_reprocess_the_index_cannot_take_rewinds_no_cursor(store):
+    write_chat(store / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
+    assert run(store, "ingest", "--user", "bob", str(store / "a.jsonl")).returncode == 0
+    assert run(store, "dream", env={"DREAMER_MIN_ROUNDS": "0"}).returncode == 0
+    broken_index(store)
+
+    proc = run(store, "reprocess", "--session", "1", "--yes")
+
+    assert_one_error_line(proc)
+    [cursor] = json.loads(run(store, "checkpoints", "ls", "--json").stdout)
+    assert (cursor["processed_seq"], cursor["status"]) == (2, "ok")
+    assert [r["status"] for r in json.loads(run(store, "runs", "ls", "--json").stdout)] == ["ok"]
+
+
+def test_a_demo_that_cannot_open_the_index_ingests_nothing(store):
+    broken_index(store)
+    proc = run(store, "demo")
+    assert_one_error_line(proc)
+    assert json.loads(run(store, "sessions", "ls", "--json").stdout) == []
+
+
+def test_the_daemon_does_not_make_a_store(tmp_path):
+    proc = run(tmp_path, "run")
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == f"error: no database at {tmp_path / 'data' / 'dreamer.db'}: run `dreamer init`"
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite:///file::memory:?uri=true"])
+def test_an_in_memory_database_is_refused(tmp_path, url):
+    write_chat(tmp_path / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
+    proc = run(tmp_path, "ingest", "--user", "bob", str(tmp_path / "a.jsonl"), env={"DREAMER_DATABASE_URL": url})
+    assert_one_error_line(proc)
+    assert proc.stderr.startswith("error: database URL sqlite://")
+    assert " is an in-memory SQLite database, which keeps nothing after the command: " in proc.stderr
+
+
+def test_a_read_only_database_is_one_line_and_keeps_what_it_had(store):
+    write_chat(store / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
+    url = f"sqlite:///file:{store / 'data' / 'dreamer.db'}?mode=ro&uri=true"
+    proc = run(store, "ingest", "--user", "bob", str(store / "a.jsonl"), env={"DREAMER_DATABASE_URL": url})
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == "error: the database refused: attempt to write a readonly database"
+    assert json.loads(run(store, "sessions", "ls", "--json").stdout) == []
+
+
+@pytest.mark.parametrize("args", [("memories", "ls", "--user", "\udcff"), ("recall", "tea\udcff", "--user", "u"),
+                                  ("memories", "forget", "c0bce0000001", "--reason", "\udcff")])
+def test_an_argument_that_is_not_utf8_is_one_line(store, args):
+    mid = stored_memory(store)
+    proc = run(store, *args)
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == ("error: '\\udcff' is not UTF-8 text, which dreamer can neither store nor show: "
+                                   "give names and text in UTF-8")
+    assert status_of(store, mid) == "candidate"
+
+
+def test_a_database_of_a_newer_schema_is_named_as_such(store):
+    import sqlite3
+
+    with sqlite3.connect(store / "data" / "dreamer.db") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    for command in (("init",), ("sessions", "ls")):
+        proc = run(store, *command)
+        assert_one_error_line(proc)
+        assert proc.stderr.strip() == (f"error: database sqlite:///{store / 'data' / 'dreamer.db'} is at schema 9999, "
+                                       "which this version of dreamer does not know (a newer one made it): run that "
+                                       "version, or upgrade dreamer")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("reprocess", "--session", "9999", "--yes"), "error: no session 9999"),
+    (("reprocess", "--since", "9999-12-31T23:59:59-01:00", "--dry-run"),
+     "error: --since wants an ISO date such as 2024-05-01, got '9999-12-31T23:59:59-01:00'"),
+])
+def test_a_reprocess_of_nothing_that_exists(store, args, message):
+    proc = run(store, *args)
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == message
+
+
+def test_a_broker_out_of_reach_is_one_line(store):
+    write_chat(store / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
+    assert run(store, "ingest", "--user", "bob", str(store / "a.jsonl")).returncode == 0
+    proc = run(store, "reprocess", "--all", "--via", "celery", "--yes", env={"DREAMER_BROKER_URL": "redis://127.0.0.1:1/0"})
+    assert_one_error_line(proc)
+    assert proc.stderr.startswith("error: cannot reach the broker redis://127.0.0.1:1/0: ")
+
+
+def test_a_pass_whose_model_fails_exits_non_zero(store):
+    write_chat(store / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
+    assert run(store, "ingest", "--user", "bob", str(store / "a.jsonl")).returncode == 0
+    down = {"DREAMER_LLM_BASE_URL": "http://127.0.0.1:1/v1", "DREAMER_LLM_MAX_RETRIES": "0", "DREAMER_MIN_ROUNDS": "0"}
+
+    dream = run(store, "dream", env=down)
+    again = run(store, "reprocess", "--all", "--yes", env=down)
+
+    for proc in (dream, again):  # the pass logs its warning for the session, then the command says it failed
+        assert (proc.returncode, "Traceback" in proc.stderr) == (1, False)
+    assert dream.stderr.splitlines()[-1] == "error: the pass failed on 1 session(s): see `dreamer checkpoints ls --status failed`"
+    assert again.stderr.splitlines()[-1] == "error: 1 session(s) failed: see `dreamer checkpoints ls --status failed`"
+    assert "1 failed" in again.stdout

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from sqlalchemy.exc import SQLAlchemyError
 
 from dreamer.config import Settings, load_settings
 from dreamer.errors import ConfigError, DreamerError, os_reason
@@ -57,9 +58,24 @@ def main() -> None:
         logging.getLogger("dreamer.cli").debug("file system error", exc_info=True)
         err.print(f"error: {os_problem(exc)}", markup=False)
         sys.exit(1)
+    except SQLAlchemyError as exc:  # the database refused: read-only, locked, full
+        logging.getLogger("dreamer.cli").debug("database error", exc_info=True)
+        err.print(f"error: the database refused: {database_problem(exc)}", markup=False)
+        sys.exit(1)
+    except UnicodeEncodeError as exc:  # an argument (or file name) with bytes that are not UTF-8
+        err.print(f"error: {exc.object[exc.start:exc.end]!a} is not UTF-8 text, which dreamer can neither store "
+                  "nor show: give names and text in UTF-8", markup=False)
+        sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(130)
+
+
+def database_problem(exc: SQLAlchemyError) -> str:
+    """The driver's own first line ("attempt to write a readonly database"), without SQL or parameters."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc.__cause__ or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def os_problem(exc: OSError) -> str:

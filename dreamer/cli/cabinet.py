@@ -11,8 +11,8 @@ from sqlmodel import select
 
 from dreamer import cabinet as cab
 from dreamer import outbox
-from dreamer.cli import ID_MAX, app, out, print_json, settings_of
-from dreamer.cli.records import open_store, prepare
+from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
+from dreamer.cli.records import open_store, prepare, require_sessions
 from dreamer.db import session_scope
 from dreamer.errors import NotFound
 from dreamer.models import CURRENT_STATUSES, KINDS, STATUSES, DreamRun, Memory, MemoryEvent, Session
@@ -41,29 +41,14 @@ def dream(
     from dreamer.dream import dream_pass
 
     engine = open_store(settings_of(ctx))
-    _require_sessions(engine, session or [], user)
+    require_sessions(engine, session or [], user)
     with runtime(ctx, engine) as rt:
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)
-
-
-def _require_sessions(engine, ids: list[int], user: str | None) -> None:
-    """Refuse a pass over sessions that are not there: a mistyped id or user is not an empty pass."""
-    if not ids and user is None:
-        return
-    q = select(Session.id)
-    if ids:
-        q = q.where(Session.id.in_(ids))
-    if user is not None:
-        q = q.where(Session.user_id == user)
-    with session_scope(engine) as s:
-        found = set(s.exec(q).all())
-    missing = sorted(set(ids) - found)
-    if missing:
-        owner = f" of user {user}" if user is not None else ""
-        raise NotFound(f"no session {', '.join(map(str, missing))}{owner}")
-    if not found:
-        raise NotFound(f"no sessions of user {user}")
+    if run.failed_sessions or run.status == "failed":
+        err.print(f"error: the pass failed on {run.failed_sessions or 'its'} session(s): "
+                  "see `dreamer checkpoints ls --status failed`", markup=False)
+        raise typer.Exit(1)
 
 
 def run_json(r: DreamRun) -> dict:
@@ -132,7 +117,7 @@ def _find(s, memory_id: str) -> Memory:
     """The memory with this id, or the one whose id starts with it (six characters or more)."""
     m = s.get(Memory, memory_id)
     if m is None and len(memory_id) >= 6:
-        matches = s.exec(select(Memory).where(Memory.id.startswith(memory_id)).limit(2)).all()
+        matches = s.exec(select(Memory).where(Memory.id.startswith(memory_id, autoescape=True)).limit(2)).all()
         if len(matches) > 1:
             raise NotFound(f"{memory_id} starts the ids of several memories: give more of it")
         m = matches[0] if matches else None
@@ -170,9 +155,10 @@ def memories_forget(
         raise typer.BadParameter("say why the memory is forgotten", param_hint="--reason")
     settings = settings_of(ctx)
     engine = open_store(settings)
-    with session_scope(engine) as s:
-        m = cab.forget(s, _find(s, memory_id).id, reason=reason)
     with Runtime.open(settings, engine=engine) as rt:
+        rt.index.count()  # the index first: a forget it cannot take is not made
+        with session_scope(engine) as s:
+            m = cab.forget(s, _find(s, memory_id).id, reason=reason)
         outbox.drain(rt, users=[m.user_id])  # indexes the change and renders the user's view
     out.print(f"forgot {m.id}", markup=False)
 
@@ -233,15 +219,17 @@ def demo(ctx: typer.Context) -> None:
     settings = settings_of(ctx)
     engine = prepare(settings)
     examples = resources.files("dreamer") / "examples"
-    for item in sorted(examples.iterdir(), key=lambda p: p.name):
-        if not item.name.endswith(".jsonl"):
-            continue
-        with resources.as_file(item) as path:
-            mode = "code" if item.name.startswith("code") else "agent"
-            report = ingest_file(engine, Path(path), fmt="openai", user_id="demo", project="shop-api" if mode == "code" else None,
-                                 mode=mode, max_message_bytes=settings.max_message_bytes)
-            out.print(f"ingested {item.name}: {sum(r.added for r in report.sessions)} new message(s)", markup=False)
     with Runtime.open(settings, engine=engine) as rt:
+        rt.index.count()  # the index first: nothing is ingested for a demo that cannot run
+        for item in sorted(examples.iterdir(), key=lambda p: p.name):
+            if not item.name.endswith(".jsonl"):
+                continue
+            with resources.as_file(item) as path:
+                mode = "code" if item.name.startswith("code") else "agent"
+                report = ingest_file(engine, Path(path), fmt="openai", user_id="demo",
+                                     project="shop-api" if mode == "code" else None, mode=mode,
+                                     max_message_bytes=settings.max_message_bytes)
+                out.print(f"ingested {item.name}: {sum(r.added for r in report.sessions)} new message(s)", markup=False)
         with session_scope(engine) as s:
             ids = [sid for sid in s.exec(select(Session.id).where(Session.user_id == "demo")).all()]
         run = dream_pass(rt, trigger="demo", session_ids=ids, force=True)

@@ -11,8 +11,9 @@ from sqlmodel import select
 
 from dreamer import reprocess as rp
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
-from dreamer.cli.records import open_store
-from dreamer.db import session_scope
+from dreamer.cli.records import open_store, require_sessions
+from dreamer.db import redact_url, session_scope
+from dreamer.errors import ConfigError
 from dreamer.models import Cursor, Session
 
 checkpoints_app = typer.Typer(no_args_is_help=True, help="Session cursors: how far each session was dreamed over.")
@@ -35,7 +36,9 @@ def run(
 
     if executor not in (None, "inline", "celery"):
         raise typer.BadParameter("use inline or celery", param_hint="--executor")
-    raise typer.Exit(run_daemon(settings_of(ctx), executor=executor))
+    settings = settings_of(ctx)
+    open_store(settings).dispose()  # a store `dreamer init` never made is refused, not created empty
+    raise typer.Exit(run_daemon(settings, executor=executor))
 
 
 @app.command()
@@ -60,6 +63,7 @@ def reprocess(
         quarantined=quarantined, everything=everything,
     )
     engine = open_store(settings)
+    require_sessions(engine, list(sel.session_ids), None)
     with session_scope(engine) as s:
         ids = rp.select_ids(s, sel)
         est = rp.estimate(s, ids, settings)
@@ -72,6 +76,9 @@ def reprocess(
         return
     done = _run_inline(settings, engine, ids)
     _print_done(done, as_json)
+    if done.failed:
+        err.print(f"error: {done.failed} session(s) failed: see `dreamer checkpoints ls --status failed`", markup=False)
+        raise typer.Exit(1)
 
 
 def _confirm(question: str, yes: bool) -> None:
@@ -111,9 +118,14 @@ def _print_plan(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool, 
 
 
 def _enqueue(settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None:
+    from kombu.exceptions import OperationalError
+
     from workers.celery_app import make_app
 
-    result = make_app(settings).send_task("dreamer.reprocess", args=[sel.to_dict()], queue=settings.celery_queue)
+    try:
+        result = make_app(settings).send_task("dreamer.reprocess", args=[sel.to_dict()], queue=settings.celery_queue)
+    except OperationalError as exc:
+        raise ConfigError(f"cannot reach the broker {redact_url(settings.broker_url)}: {exc}") from exc
     if as_json:
         print_json({"task_id": result.id, "sessions": len(ids), "queue": settings.celery_queue})
         return
@@ -126,22 +138,24 @@ def _run_inline(settings, engine, ids: list[int]) -> rp.Progress:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("sessions"),
                TextColumn("{task.fields[messages]} messages, {task.fields[memories]} memories touched"),
                TimeElapsedColumn())
-    with open_shared_runtime(settings, engine=engine) as rt, Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task("reprocessing", total=len(ids), messages=0, memories=0)
+    with open_shared_runtime(settings, engine=engine) as rt:
+        rt.index.count()  # taken before the bar shows: an index out of reach is the one line said
+        with Progress(*columns, console=err, transient=False) as bar:
+            task = bar.add_task("reprocessing", total=len(ids), messages=0, memories=0)
 
-        def step(_session_id: int, done: rp.Progress) -> None:
-            bar.update(task, completed=done.sessions, messages=done.messages, memories=done.memories_touched)
+            def step(_session_id: int, done: rp.Progress) -> None:
+                bar.update(task, completed=done.sessions, messages=done.messages, memories=done.memories_touched)
 
-        return rp.reprocess(rt, ids, on_session=step)
+            return rp.reprocess(rt, ids, on_session=step)
 
 
 def _print_done(done: rp.Progress, as_json: bool) -> None:
     if as_json:
         print_json({"sessions": done.sessions, "messages": done.messages, "added": done.added,
-                    "merged": done.merged, "runs": done.runs})
+                    "merged": done.merged, "failed": done.failed, "runs": done.runs})
         return
     out.print(f"reprocessed {done.sessions} session(s), {done.messages} message(s): "
-              f"{done.added} memories added, {done.merged} merged", markup=False)
+              f"{done.added} memories added, {done.merged} merged, {done.failed} failed", markup=False)
 
 
 @checkpoints_app.command("ls")

@@ -32,6 +32,25 @@ def open_store(settings: Settings, *, check: bool = True):
     return engine
 
 
+def require_sessions(engine, ids: list[int], user: str | None) -> None:
+    """Refuse a pass over sessions that are not there: a mistyped id or user is not an empty pass."""
+    if not ids and user is None:
+        return
+    q = select(Session.id)
+    if ids:
+        q = q.where(Session.id.in_(ids))
+    if user is not None:
+        q = q.where(Session.user_id == user)
+    with session_scope(engine) as s:
+        found = set(s.exec(q).all())
+    missing = sorted(set(ids) - found)
+    if missing:
+        owner = f" of user {user}" if user is not None else ""
+        raise NotFound(f"no session {', '.join(map(str, missing))}{owner}")
+    if not found:
+        raise NotFound(f"no sessions of user {user}")
+
+
 def prepare(settings: Settings):
     """Create the data directory and bring the schema to head."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
