@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dreamer.days import zone
@@ -84,8 +84,8 @@ class Settings(BaseSettings):
     dreams_cap: int = Field(50, ge=0)
 
     # --- consolidation ------------------------------------------------------
-    dup_threshold: float = 0.90
-    ambiguous_low: float = 0.75
+    dup_threshold: float = Field(0.90, ge=0, le=1)
+    ambiguous_low: float = Field(0.75, ge=0, le=1)  # at most dup_threshold (_not_above_dup_threshold)
     neighbours: int = Field(5, ge=1)
 
     # --- recall and context ---------------------------------------------------
@@ -117,6 +117,14 @@ class Settings(BaseSettings):
     @classmethod
     def _known_zone(cls, value: str) -> str:
         zone(value)
+        return value
+
+    @field_validator("ambiguous_low")
+    @classmethod
+    def _not_above_dup_threshold(cls, value: float, info: ValidationInfo) -> float:
+        dup = info.data.get("dup_threshold")  # declared first: absent only when it was refused itself
+        if dup is not None and value > dup:
+            raise ValueError(f"must be at most DREAMER_DUP_THRESHOLD ({dup}), got {value}")
         return value
 
     @field_validator("data_dir", mode="before")

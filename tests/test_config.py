@@ -33,6 +33,33 @@ def test_a_bad_value_names_its_variable(monkeypatch, variable, value, message):
     assert str(caught.value) == message
 
 
+@pytest.mark.parametrize(("dup", "low", "message"), [
+    ("-1", "-2", "DREAMER_DUP_THRESHOLD: Input should be greater than or equal to 0; "
+                 "DREAMER_AMBIGUOUS_LOW: Input should be greater than or equal to 0"),
+    ("1.5", "0.5", "DREAMER_DUP_THRESHOLD: Input should be less than or equal to 1"),
+    ("0.9", "2", "DREAMER_AMBIGUOUS_LOW: Input should be less than or equal to 1"),
+    ("nan", "0.5", "DREAMER_DUP_THRESHOLD: Input should be less than or equal to 1"),
+    ("0.6", "0.8", "DREAMER_AMBIGUOUS_LOW: Value error, must be at most DREAMER_DUP_THRESHOLD (0.6), got 0.8"),
+    ("x", "0.95", "DREAMER_DUP_THRESHOLD: Input should be a valid number, unable to parse string as a number"),
+])
+def test_similarity_thresholds_lie_in_0_1_with_the_ambiguous_band_below_the_merge(monkeypatch, dup, low, message):
+    monkeypatch.setenv("DREAMER_DUP_THRESHOLD", dup)
+    monkeypatch.setenv("DREAMER_AMBIGUOUS_LOW", low)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == message
+
+
+def test_the_ambiguous_band_may_be_empty_but_not_inverted(monkeypatch):
+    monkeypatch.setenv("DREAMER_DUP_THRESHOLD", "0.8")
+    monkeypatch.setenv("DREAMER_AMBIGUOUS_LOW", "0.8")
+    st = load_settings()
+    assert (st.dup_threshold, st.ambiguous_low) == (0.8, 0.8)
+    monkeypatch.setenv("DREAMER_AMBIGUOUS_LOW", "0.81")
+    with pytest.raises(ConfigError):
+        load_settings()
+
+
 def test_several_bad_values_are_listed_up_to_three(monkeypatch):
     for name in ("RECALL_K", "CHUNK_TOKENS", "NEIGHBOURS", "MAX_ATTEMPTS"):
         monkeypatch.setenv(f"DREAMER_{name}", "0")
