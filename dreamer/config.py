@@ -16,6 +16,10 @@ MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_REC
 MAX_CONTEXT_BUDGET = 100_000  # the largest context block, in tokens
 CENTURY_DAYS = 100 * 366  # the longest duration a setting may name: dates past it overflow
 CENTURY_SECONDS = CENTURY_DAYS * 86_400
+MAX_COUNT = 10**15  # the most tokens, bytes, characters, messages or sessions a setting names (sums fit SQL integers)
+MAX_RETRIES = 1000  # the most retries, attempts or failures in a row a setting may name
+MAX_THREADS = 1024  # the most threads a setting may start
+MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 
 
 class Settings(BaseSettings):
@@ -40,11 +44,11 @@ class Settings(BaseSettings):
     llm_api_key: str = "none"
     llm_model: str = "gpt-4o-mini"
     llm_timeout: float = Field(60.0, gt=0, le=CENTURY_SECONDS)
-    llm_max_retries: int = Field(4, ge=0)
+    llm_max_retries: int = Field(4, ge=0, le=MAX_RETRIES)
     llm_retry_base: float = Field(1.0, ge=0, le=CENTURY_SECONDS)
     llm_retry_cap: float = Field(30.0, ge=0, le=CENTURY_SECONDS)
-    llm_pass_token_budget: int = Field(2_000_000, ge=0)
-    llm_breaker_threshold: int = Field(3, ge=0)
+    llm_pass_token_budget: int = Field(2_000_000, ge=0, le=MAX_COUNT)
+    llm_breaker_threshold: int = Field(3, ge=0, le=MAX_RETRIES)
     llm_breaker_cooldown_seconds: float = Field(
         300, ge=0, le=CENTURY_SECONDS,
         description="Seconds background flushes stop calling the LLM after llm_breaker_threshold failures in a row",
@@ -56,8 +60,8 @@ class Settings(BaseSettings):
     embed_base_url: str = Field("", description="OpenAI-compatible /v1/embeddings; empty = llm_base_url")
     embed_api_key: str = Field("", description="API key of the embeddings endpoint; empty = llm_api_key")
     embed_model: str = "text-embedding-3-small"
-    embed_dim: int = Field(384, ge=1)
-    embed_batch: int = Field(64, ge=1)
+    embed_dim: int = Field(384, ge=1, le=MAX_EMBED_DIM)
+    embed_batch: int = Field(64, ge=1, le=10_000)
 
     # --- the dream pass ---------------------------------------------------------
     dream_interval_seconds: float = Field(4 * 3600, gt=0, le=CENTURY_SECONDS)
@@ -65,45 +69,45 @@ class Settings(BaseSettings):
     busy_window_seconds: float = Field(60, ge=0, le=CENTURY_SECONDS)
     backoff_base_seconds: float = Field(60, ge=0, le=CENTURY_SECONDS)
     backoff_cap_seconds: float = Field(30 * 60, ge=0, le=CENTURY_SECONDS)
-    max_sessions_per_pass: int = Field(10, ge=1)
-    min_rounds: int = Field(4, ge=0)
+    max_sessions_per_pass: int = Field(10, ge=1, le=MAX_COUNT)
+    min_rounds: int = Field(4, ge=0, le=MAX_COUNT)
     max_age_days: float = Field(30, ge=0, le=CENTURY_DAYS)
     quiet_period_seconds: float = Field(0, ge=0, le=CENTURY_SECONDS)
-    tokens_per_session_pass: int = Field(30_000, ge=1)
-    chunk_tokens: int = Field(6_000, ge=1)
-    overlap_messages: int = Field(2, ge=0)
-    entries_per_session: int = Field(5, ge=0)
+    tokens_per_session_pass: int = Field(30_000, ge=1, le=MAX_COUNT)
+    chunk_tokens: int = Field(6_000, ge=1, le=MAX_COUNT)
+    overlap_messages: int = Field(2, ge=0, le=1000)
+    entries_per_session: int = Field(5, ge=0, le=MAX_COUNT)
     sessions_per_call: int = Field(
         8, ge=1, le=1000,
         description="Most consecutive due sessions of one owner whose new messages share extraction calls "
         "(short sessions are packed into one transcript up to chunk_tokens; 1: a call never spans sessions)",
     )
-    max_attempts: int = Field(3, ge=1)
+    max_attempts: int = Field(3, ge=1, le=MAX_RETRIES)
     lease_seconds: float = Field(600, gt=0, le=CENTURY_SECONDS)
     triage: bool = True
-    dreams_cap: int = Field(50, ge=0)
+    dreams_cap: int = Field(50, ge=0, le=MAX_COUNT)
 
     # --- consolidation ------------------------------------------------------
     dup_threshold: float = Field(0.90, ge=0, le=1)
     ambiguous_low: float = Field(0.75, ge=0, le=1)  # at most dup_threshold (_not_above_dup_threshold)
-    neighbours: int = Field(5, ge=1)
+    neighbours: int = Field(5, ge=1, le=1000)
 
     # --- recall and context ---------------------------------------------------
     dense_weight: float = Field(0.7, ge=0)
     text_weight: float = Field(0.3, ge=0)
-    candidate_multiplier: int = Field(4, ge=1)
+    candidate_multiplier: int = Field(4, ge=1, le=1000)
     recall_k: int = Field(5, ge=1, le=MAX_RECALL_K)
     context_budget: int = Field(800, ge=0, le=MAX_CONTEXT_BUDGET)
 
     # --- online flush ---------------------------------------------------------
-    context_window: int = Field(128_000, ge=1)
-    reserve_floor: int = Field(20_000, ge=0)
-    soft_threshold: int = 4_000  # checked with the other flush settings (validate_flush_settings)
-    flush_every_messages: int = 200  # ditto
-    tool_result_chars: int = Field(2_000, ge=0)
+    context_window: int = Field(128_000, ge=1, le=MAX_COUNT)
+    reserve_floor: int = Field(20_000, ge=0, le=MAX_COUNT)
+    soft_threshold: int = Field(4_000, le=MAX_COUNT)  # checked with the other flush settings (validate_flush_settings)
+    flush_every_messages: int = Field(200, le=MAX_COUNT)  # ditto
+    tool_result_chars: int = Field(2_000, ge=0, le=MAX_COUNT)
 
     # --- ingest ---------------------------------------------------------------
-    max_message_bytes: int = Field(1_000_000, ge=1)
+    max_message_bytes: int = Field(1_000_000, ge=1, le=MAX_COUNT)
     timezone: str = Field(
         "UTC", description="IANA time zone the user's days are counted in (day headings, daily notes, evidence days)",
     )
@@ -161,10 +165,10 @@ class Settings(BaseSettings):
     api_tokens: str = Field(
         "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
     )
-    api_max_body_bytes: int = Field(2_000_000, ge=1)
-    flush_max_tokens: int = Field(30_000, description="most transcript tokens one flush sends to the model")
-    flush_max_notes: int = 8  # the flush counts are checked together (validate_flush_settings)
-    flush_workers: int = 2
+    api_max_body_bytes: int = Field(2_000_000, ge=1, le=MAX_COUNT)
+    flush_max_tokens: int = Field(30_000, le=MAX_COUNT, description="most transcript tokens one flush sends to the model")
+    flush_max_notes: int = Field(8, le=1000)  # the flush counts are checked together (validate_flush_settings)
+    flush_workers: int = Field(2, le=MAX_THREADS)
 
     # --- scheduler and workers
     busy_backend: Literal["sql", "redis"] = Field("sql", description="Where activity is counted")
@@ -175,7 +179,7 @@ class Settings(BaseSettings):
     index_wait_seconds: float = Field(600, ge=0, le=CENTURY_SECONDS, description="How long a worker waits for the embedded index")
     celery_queue: str = "dreamer"
     celery_visibility_timeout_seconds: float = Field(3600, gt=0, le=CENTURY_SECONDS, description="Redis broker: redeliver unacked after")
-    task_max_retries: int = Field(8, ge=0)
+    task_max_retries: int = Field(8, ge=0, le=MAX_RETRIES)
     task_retry_base_seconds: float = Field(5, ge=0, le=CENTURY_SECONDS)
     task_retry_cap_seconds: float = Field(600, ge=0, le=CENTURY_SECONDS)
 
@@ -184,11 +188,12 @@ class Settings(BaseSettings):
         "hybrid", description="Recall signals: dense + BM25 with the speaker, date and passage signals, or one search alone"
     )
     speaker_weight: float = Field(0.3, ge=0, description="Added when a memory rests on the one speaker a query names")
-    context_radius: int = Field(2, ge=0, description="Messages each side of the evidence in a memory's BM25 document")
-    context_line_chars: int = Field(600, ge=1, description="Longest message text shown in a memory's BM25 document")
-    recall_candidates: int = Field(100, ge=1, description="Fewest candidates each search of a recall returns")
+    context_radius: int = Field(2, ge=0, le=1000, description="Messages each side of the evidence in a memory's BM25 document")
+    context_line_chars: int = Field(600, ge=1, le=MAX_COUNT, description="Longest message text shown in a memory's BM25 document")
+    recall_candidates: int = Field(100, ge=1, le=10_000, description="Fewest candidates each search of a recall returns")
     serve_torch_threads: int = Field(
-        1, ge=0, description="Intra-op threads of the local embedder in `dreamer serve` (one query at a time); 0 = torch's default"
+        1, ge=0, le=MAX_THREADS,
+        description="Intra-op threads of the local embedder in `dreamer serve` (one query at a time); 0 = torch's default",
     )
     repeat_penalty: float = Field(
         0.3, ge=0, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"
@@ -196,12 +201,12 @@ class Settings(BaseSettings):
     passage_weight: float = Field(
         0.2, ge=0, description="Added to a recall candidate resting on messages near those of the best candidates (0: off)"
     )
-    passage_top: int = Field(2, ge=0, description="How many of the best recall candidates set the passage")
+    passage_top: int = Field(2, ge=0, le=1000, description="How many of the best recall candidates set the passage")
     passage_window: int = Field(4, ge=0, le=100, description="Messages each side of their evidence that count as near")
     date_weight: float = Field(
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
-    date_slack_days: int = Field(7, ge=0, description="Days either side of a day a query names that still count")
+    date_slack_days: int = Field(7, ge=0, le=CENTURY_DAYS, description="Days either side of a day a query names that still count")
 
 
 def load_settings(**overrides) -> Settings:

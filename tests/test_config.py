@@ -60,6 +60,37 @@ def test_the_ambiguous_band_may_be_empty_but_not_inverted(monkeypatch):
         load_settings()
 
 
+HUGE = "99999999999999999999999"
+
+
+@pytest.mark.parametrize(("variable", "largest"), [
+    ("DREAMER_RECALL_CANDIDATES", 10_000),
+    ("DREAMER_CANDIDATE_MULTIPLIER", 1000),
+    ("DREAMER_MAX_SESSIONS_PER_PASS", 10**15),
+    ("DREAMER_NEIGHBOURS", 1000),
+    ("DREAMER_CONTEXT_RADIUS", 1000),
+    ("DREAMER_SOFT_THRESHOLD", 10**15),
+    ("DREAMER_FLUSH_WORKERS", 1024),
+    ("DREAMER_DATE_SLACK_DAYS", 36600),
+])
+def test_a_huge_count_is_refused_and_the_largest_taken(monkeypatch, variable, largest):
+    monkeypatch.setenv(variable, HUGE)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == f"{variable}: Input should be less than or equal to {largest}"
+    monkeypatch.setenv(variable, str(largest))
+    assert getattr(load_settings(), variable.removeprefix("DREAMER_").lower()) == largest
+
+
+def test_every_integer_setting_has_a_largest_value_below_2_to_the_62():
+    largest = {name: _largest(field) for name, field in Settings.model_fields.items() if field.annotation is int}
+    assert {name for name, value in largest.items() if value is None or value >= 2**62} == set()
+
+
+def _largest(field):
+    return next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+
+
 def test_several_bad_values_are_listed_up_to_three(monkeypatch):
     for name in ("RECALL_K", "CHUNK_TOKENS", "NEIGHBOURS", "MAX_ATTEMPTS"):
         monkeypatch.setenv(f"DREAMER_{name}", "0")
