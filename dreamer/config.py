@@ -211,12 +211,36 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides) -> Settings:
     """The settings from the environment (and `.env`) with `overrides` on top; a bad value is a
-    `ConfigError` naming its variable, not a validation traceback."""
+    `ConfigError` naming its variable, and a `.env` that is not UTF-8 one naming the file, not a
+    traceback."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(validation_summary(exc, where=_variable)) from None
+    except UnicodeDecodeError:
+        raise ConfigError(_not_utf8(_env_files(overrides))) from None
 
 
 def _variable(loc: tuple) -> str:
     return "DREAMER_" + "_".join(map(str, loc)).upper()
+
+
+def _env_files(overrides: dict) -> list[Path]:
+    """The `.env` files the settings are read from (`_env_file` overrides the configured one)."""
+    named = overrides.get("_env_file", Settings.model_config.get("env_file"))
+    if named is None:
+        return []
+    names = [named] if isinstance(named, (str, Path)) else list(named)
+    return [Path(name).expanduser() for name in names]
+
+
+def _not_utf8(files: list[Path]) -> str:
+    """Which of `files` is not UTF-8, and at which byte."""
+    for path in files:
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return f"cannot read settings from {path.resolve()}: not valid UTF-8 (byte offset {bad.start})"
+        except OSError:
+            continue
+    return "cannot read settings: a .env file is not valid UTF-8"

@@ -100,5 +100,24 @@ def test_several_bad_values_are_listed_up_to_three(monkeypatch):
     assert str(caught.value).endswith(" (and 1 more)")
 
 
+def test_a_dot_env_that_is_not_utf8_is_named(monkeypatch, tmp_path):
+    (tmp_path / ".env").write_bytes(b"DREAMER_RECALL_K=\xff\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    where = (tmp_path / ".env").resolve()
+    assert str(caught.value) == f"cannot read settings from {where}: not valid UTF-8 (byte offset 17)"
+
+
+def test_of_several_env_files_the_one_that_is_not_utf8_is_named(tmp_path):
+    good, bad = tmp_path / "good.env", tmp_path / "bad.env"
+    good.write_text("DREAMER_RECALL_K=7\n", encoding="utf-8")
+    bad.write_bytes(b"# caf\xe9\nDREAMER_RECALL_K=8\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(_env_file=(good, tmp_path / "missing.env", bad))
+    assert str(caught.value) == f"cannot read settings from {bad.resolve()}: not valid UTF-8 (byte offset 5)"
+    assert load_settings(_env_file=good).recall_k == 7
+
+
 def test_the_defaults_pass_their_own_bounds():
     assert load_settings() == Settings()
