@@ -61,3 +61,12 @@ def test_unknown_format_and_missing_file(tmp_path):
         detect.parse_path(tmp_path / "missing.jsonl")
     with pytest.raises(IngestError, match="cannot read"):
         detect.parse_path(tmp_path / "missing.json", "locomo")
+
+
+def test_a_line_nested_too_deeply_is_not_judged(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "s1.jsonl"
+    path.write_text('{"type": "user", "sessionId": "s1", "message": {"role": "user", "content": ' + deep + "}}\n"
+                    + json.dumps({"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}})
+                    + "\n", encoding="utf-8")
+    assert detect.detect_format(path) == "claude-code"

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["max_message_bytes"].default
 MAX_FIELD_CHARS = 255  # name, tool_call_id and external ids fit a VARCHAR(255)
 UNSTORABLE = "a NUL character or an unpaired surrogate"  # what `storable` refuses
+TOO_DEEP = "JSON nested too deeply"  # past the interpreter's recursion limit: refused like malformed JSON
 _EPOCH_MS_THRESHOLD = 100_000_000_000  # numbers above this are epoch milliseconds
 
 
@@ -117,6 +118,9 @@ def iter_json_lines(path: Path, rejections: list[Rejection]) -> Iterator[tuple[i
         except json.JSONDecodeError as exc:
             rejections.append(Rejection(where, lineno, f"invalid JSON: {exc.msg} at column {exc.colno}"))
             continue
+        except RecursionError:
+            rejections.append(Rejection(where, lineno, TOO_DEEP))
+            continue
         yield lineno, value
 
 
@@ -215,7 +219,15 @@ def to_json_text(value: Any) -> str:
     """Tool-call arguments as JSON text (strings are kept as they are)."""
     if isinstance(value, str):
         return clean_text(value)
-    return clean_text(json.dumps(value, ensure_ascii=False, default=str))
+    return clean_text(json_text(value))
+
+
+def json_text(value: Any) -> str:
+    """`value` as JSON text; `LineRejected` when it is nested too deeply to write."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:
+        raise LineRejected(TOO_DEEP) from None
 
 
 def message_size(message: ParsedMessage) -> int:

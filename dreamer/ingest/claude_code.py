@@ -9,7 +9,6 @@ each ``tool_result`` becomes its own ``tool`` message. The project is the basena
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +25,7 @@ from dreamer.ingest.base import (
     check_message,
     clean_text,
     iter_json_lines,
+    json_text,
     optional_text,
     parse_timestamp,
     project_name,
@@ -182,7 +182,7 @@ def _tool_call(block: dict, state: _State) -> dict:
 
 
 def _render_tool_use(name: str, tool_input: Any) -> str:
-    rendered = json.dumps(tool_input, ensure_ascii=False, default=str)
+    rendered = json_text(tool_input)
     if len(rendered) > TOOL_INPUT_CHARS:
         rendered = safe_cut(rendered, TOOL_INPUT_CHARS) + "..."
     return f"[tool_use {name}: {rendered}]"
@@ -198,7 +198,7 @@ def _tool_result(
     elif content is None:
         text = ""
     else:
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        text = content if isinstance(content, str) else json_text(content)
     return ParsedMessage(
         role="tool",
         content=clean_text(text),

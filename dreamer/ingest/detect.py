@@ -52,7 +52,7 @@ def detect_format(path: Path) -> str:
 def _judge_line(raw: bytes) -> str | None:
     try:
         value: Any = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(value, dict):
         return None

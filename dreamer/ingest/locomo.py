@@ -19,6 +19,7 @@ from typing import Any
 
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    TOO_DEEP,
     LineRejected,
     ParsedMessage,
     ParsedSession,
@@ -77,6 +78,8 @@ def load_document(data: bytes) -> list:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LineRejected(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError:
+        raise LineRejected(TOO_DEEP) from None
     if isinstance(document, dict):
         document = [document]
     if not isinstance(document, list):
