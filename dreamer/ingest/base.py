@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -20,6 +21,13 @@ MAX_FIELD_CHARS = 255  # name, tool_call_id and external ids fit a VARCHAR(255)
 UNSTORABLE = "a NUL character or an unpaired surrogate"  # what `storable` refuses
 TOO_DEEP = "JSON nested too deeply"  # past the interpreter's recursion limit: refused like malformed JSON
 _EPOCH_MS_THRESHOLD = 100_000_000_000  # numbers above this are epoch milliseconds
+NOT_FILES = (  # what a path names instead of a regular file
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 @dataclass
@@ -125,12 +133,22 @@ def iter_json_lines(path: Path, rejections: list[Rejection]) -> Iterator[tuple[i
 
 
 def check_readable(path: Path) -> None:
-    """Raise `IngestError` unless `path` is a file that can be opened for reading."""
+    """Raise `IngestError` unless `path` is a regular file that can be opened for reading; anything
+    else (a directory, a FIFO, a device) is refused before it is opened."""
+    path = Path(path)
     try:
-        with open(path, "rb"):
-            pass
+        mode = path.stat().st_mode
+        if stat.S_ISREG(mode):
+            with open(path, "rb"):
+                return
     except OSError as exc:
-        raise IngestError(_unreadable(Path(path), exc)) from exc
+        raise IngestError(_unreadable(path, exc)) from exc
+    raise IngestError(f"cannot read {path}: it is {not_a_file(mode)}")
+
+
+def not_a_file(mode: int) -> str:
+    """What a file mode names instead of a regular file ("a FIFO")."""
+    return next((what for test, what in NOT_FILES if test(mode)), "not a regular file")
 
 
 def _unreadable(path: Path, exc: OSError) -> str:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from dreamer.errors import IngestError
 from dreamer.ingest import claude_code, locomo, openai_jsonl, openclaw
-from dreamer.ingest.base import DEFAULT_MAX_MESSAGE_BYTES, ParseResult, iter_raw_lines
+from dreamer.ingest.base import DEFAULT_MAX_MESSAGE_BYTES, ParseResult, check_readable, iter_raw_lines
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,12 @@ def _judge_line(raw: bytes) -> str | None:
 
 
 def resolve_format(path: Path, fmt: str = "auto") -> str:
-    """`fmt` itself when it names a format, the detected one for ``auto``."""
-    if fmt == "auto":
-        return detect_format(path)
-    if fmt not in PARSERS:
+    """`fmt` itself when it names a format, the detected one for ``auto``; `IngestError` for an
+    unknown format or a path that is not a readable regular file (`check_readable`)."""
+    if fmt != "auto" and fmt not in PARSERS:
         raise IngestError(f"unknown format {fmt!r}: use auto or one of {', '.join(FORMATS)}")
-    return fmt
+    check_readable(path)
+    return detect_format(path) if fmt == "auto" else fmt
 
 
 def parse_path(

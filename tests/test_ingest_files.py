@@ -1,0 +1,61 @@
+"""Which paths ingest reads: regular files only, refused before anything is opened or stored."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from dreamer.db import session_scope
+from dreamer.errors import IngestError
+from dreamer.ingest.base import check_readable
+from dreamer.ingest.detect import parse_path
+from dreamer.ingest.store import ingest_file
+from dreamer.models import Session
+
+
+@contextmanager
+def fifo_with_a_writer(path: Path):
+    """A FIFO whose write end is open, so opening it to read would not block."""
+    os.mkfifo(path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        yield path
+    finally:
+        os.close(writer)
+        os.close(reader)
+
+
+def sessions(engine) -> int:
+    with session_scope(engine) as s:
+        return s.exec(select(func.count()).select_from(Session)).scalar_one()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_only_a_regular_file_is_readable(tmp_path):
+    with fifo_with_a_writer(tmp_path / "pipe.jsonl") as fifo:
+        with pytest.raises(IngestError) as caught:
+            check_readable(fifo)
+    assert str(caught.value) == f"cannot read {fifo}: it is a FIFO"
+    with pytest.raises(IngestError) as caught:
+        check_readable(Path(os.devnull))
+    assert str(caught.value) == f"cannot read {os.devnull}: it is a character device"
+    with pytest.raises(IngestError) as caught:
+        check_readable(tmp_path)
+    assert str(caught.value) == f"cannot read {tmp_path}: it is a directory"
+
+
+@pytest.mark.parametrize("fmt", ["auto", "openai", "locomo"])
+def test_a_device_is_neither_parsed_nor_ingested(engine, fmt):
+    refused = f"cannot read {os.devnull}: it is a character device"
+    with pytest.raises(IngestError) as caught:
+        parse_path(Path(os.devnull), fmt)
+    assert str(caught.value) == refused
+    with pytest.raises(IngestError) as caught:
+        ingest_file(engine, Path(os.devnull), fmt=fmt, user_id="u")
+    assert str(caught.value) == refused
+    assert sessions(engine) == 0
