@@ -1,4 +1,5 @@
-"""Which paths ingest reads: regular files only, refused before anything is opened or stored."""
+"""Which paths ingest reads: regular files under UTF-8 names, the others refused before anything is
+opened or stored."""
 
 from __future__ import annotations
 
@@ -57,5 +58,18 @@ def test_a_device_is_neither_parsed_nor_ingested(engine, fmt):
     assert str(caught.value) == refused
     with pytest.raises(IngestError) as caught:
         ingest_file(engine, Path(os.devnull), fmt=fmt, user_id="u")
+    assert str(caught.value) == refused
+    assert sessions(engine) == 0
+
+
+def test_a_file_name_that_is_not_utf8_is_named_and_refused(engine, tmp_path):
+    path = tmp_path / os.fsdecode(b"chat-\xff.jsonl")
+    path.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    refused = f"cannot import {tmp_path}/chat-\\xff.jsonl: its name is not valid UTF-8 (rename the file)"
+    with pytest.raises(IngestError) as caught:
+        check_readable(path)
+    assert str(caught.value) == refused
+    with pytest.raises(IngestError) as caught:
+        ingest_file(engine, path, user_id="u")
     assert str(caught.value) == refused
     assert sessions(engine) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -133,9 +134,12 @@ def iter_json_lines(path: Path, rejections: list[Rejection]) -> Iterator[tuple[i
 
 
 def check_readable(path: Path) -> None:
-    """Raise `IngestError` unless `path` is a regular file that can be opened for reading; anything
-    else (a directory, a FIFO, a device) is refused before it is opened."""
+    """Raise `IngestError` unless `path` is a regular file that can be opened for reading, under a
+    UTF-8 name (importers make session ids of names); anything else (a directory, a FIFO, a device)
+    is refused before it is opened."""
     path = Path(path)
+    if not utf8_name(path):
+        raise IngestError(f"cannot import {shown_path(path)}: its name is not valid UTF-8 (rename the file)")
     try:
         mode = path.stat().st_mode
         if stat.S_ISREG(mode):
@@ -149,6 +153,20 @@ def check_readable(path: Path) -> None:
 def not_a_file(mode: int) -> str:
     """What a file mode names instead of a regular file ("a FIFO")."""
     return next((what for test, what in NOT_FILES if test(mode)), "not a regular file")
+
+
+def utf8_name(path: Path) -> bool:
+    """Whether the file's name is valid UTF-8 (undecodable bytes are lone surrogates in `str`)."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: Path) -> str:
+    r"""`path` printable as it is: bytes that are not UTF-8 as escapes (``a\xffb.jsonl``)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _unreadable(path: Path, exc: OSError) -> str:
