@@ -73,3 +73,19 @@ def test_a_file_name_that_is_not_utf8_is_named_and_refused(engine, tmp_path):
         ingest_file(engine, path, user_id="u")
     assert str(caught.value) == refused
     assert sessions(engine) == 0
+
+
+def test_many_rejections_of_one_file_are_summarised(engine, tmp_path):
+    path = tmp_path / "noise.jsonl"
+    path.write_bytes(b'{"role": "user", "content": "hi"}\n' + b"\x00 not json\n" * 24 + b"\xff\xfe\n")
+    report = ingest_file(engine, path, user_id="u")
+    assert (report.added, len(report.rejections)) == (1, 25)
+    assert report.rejection_lines(shown=3) == [
+        f"rejected {path}:2: invalid JSON: Expecting value at column 1",
+        f"rejected {path}:3: invalid JSON: Expecting value at column 1",
+        f"rejected {path}:4: invalid JSON: Expecting value at column 1",
+        f"{path}: and 22 more rejected",
+    ]
+    assert len(report.rejection_lines()) == 11
+    assert report.rejection_lines(shown=25)[-1] == f"rejected {path}:26: not valid UTF-8 (byte offset 0)"
+    assert len(report.rejection_lines(shown=25)) == 25

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 INSERT_BATCH = 1000
 CHANGED_REASON = "transcript changed: earlier messages differ from the stored ones; not imported"
 CODE_FORMATS = ("claude-code",)
+REJECTIONS_SHOWN = 10  # a file's rejections printed one by one; the rest are counted
 
 
 @dataclass
@@ -68,6 +69,15 @@ class FileReport:
     @property
     def skipped(self) -> int:
         return sum(r.skipped for r in self.sessions)
+
+    def rejection_lines(self, shown: int = REJECTIONS_SHOWN) -> list[str]:
+        """The file's rejections as printed: "rejected <where>: <reason>" for the first `shown`,
+        then one line counting the rest (a binary file is rejected line by line)."""
+        lines = [f"rejected {r}" for r in self.rejections[:shown]]
+        more = len(self.rejections) - shown
+        if more > 0:
+            lines.append(f"{self.path}: and {more} more rejected")
+        return lines
 
 
 @dataclass
