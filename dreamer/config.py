@@ -136,6 +136,11 @@ class Settings(BaseSettings):
     def _names_a_folder(cls, value):
         if isinstance(value, str) and not value.strip():
             raise ValueError("must name a folder (empty would put the store in the working directory)")
+        if isinstance(value, (str, Path)):
+            try:
+                Path(value).resolve()
+            except (RuntimeError, OSError) as exc:  # a symbolic link loop
+                raise ValueError(f"cannot be followed to a folder: {exc}") from None
         return value
 
     # --- derived places ---------------------------------------------------------

@@ -281,3 +281,38 @@ def test_a_pass_whose_model_fails_exits_non_zero(store):
     assert dream.stderr.splitlines()[-1] == "error: the pass failed on 1 session(s): see `dreamer checkpoints ls --status failed`"
     assert again.stderr.splitlines()[-1] == "error: 1 session(s) failed: see `dreamer checkpoints ls --status failed`"
     assert "1 failed" in again.stdout
+
+
+def test_files_imported_together_are_all_stored_or_none(tmp_path):
+    """The second file cannot be imported as asked (no user for a chat): the first, a LoCoMo
+    file that names its own users, is not stored either."""
+    conversation = {"sample_id": "conv-1", "conversation": {
+        "speaker_a": "Caroline", "speaker_b": "Melanie", "session_1_date_time": "8:56 pm on 20 July, 2023",
+        "session_1": [{"speaker": "Caroline", "dia_id": "D1:1", "text": "Back from the lake!"}]}}
+    (tmp_path / "loco.json").write_text(json.dumps([conversation]))
+    write_chat(tmp_path / "chat.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
+
+    proc = run(tmp_path, "ingest", str(tmp_path / "loco.json"), str(tmp_path / "chat.jsonl"))
+
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == f"error: {tmp_path / 'chat.jsonl'}: no user id given and the openai format does not carry one"
+    assert not (tmp_path / "data").exists()
+    assert run(tmp_path, "ingest", str(tmp_path / "loco.json")).returncode == 0
+
+
+def test_many_rejected_lines_are_counted_not_listed(tmp_path):
+    lines = ['{"role": "user", "content": "I prefer tea."}'] + ["not json"] * 14
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    proc = run(tmp_path, "ingest", "--user", "bob", str(tmp_path / "a.jsonl"))
+    assert proc.returncode == 1
+    rejected = [f"rejected {tmp_path / 'a.jsonl'}:{n}: invalid JSON: Expecting value at column 1" for n in range(2, 12)]
+    assert proc.stderr.splitlines() == rejected + [f"{tmp_path / 'a.jsonl'}: and 4 more rejected"]
+
+
+def test_a_data_dir_in_a_symbolic_link_loop_is_one_line(tmp_path):
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    for command in ("status", "init"):
+        proc = run(tmp_path, "--data-dir", str(tmp_path / "loop1"), command)
+        assert_one_error_line(proc)
+        assert proc.stderr.startswith("error: DREAMER_DATA_DIR: Value error, cannot be followed to a folder: Symlink loop")

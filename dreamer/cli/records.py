@@ -82,7 +82,7 @@ def ingest(
 ) -> None:
     """Import transcripts; re-importing a file appends only what is new."""
     from dreamer.ingest.base import check_readable
-    from dreamer.ingest.store import ingest_file
+    from dreamer.ingest.store import plan_file, store_files
 
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -91,12 +91,12 @@ def ingest(
     for p in paths:  # every file first: one unreadable file must not leave the others half imported
         check_readable(p)
     settings = settings_of(ctx)
-    engine = prepare(settings)
-    reports = [
-        ingest_file(engine, p, fmt=fmt, user_id=user, agent_id=agent, project=project, mode=mode,
-                    max_message_bytes=settings.max_message_bytes)
+    planned = [  # every file parsed and its owners resolved before anything is written
+        plan_file(p, fmt=fmt, user_id=user, agent_id=agent, project=project, mode=mode,
+                  max_message_bytes=settings.max_message_bytes)
         for p in paths
     ]
+    reports = store_files(prepare(settings), planned)
     rejected = sum(len(r.rejections) for r in reports)
     if as_json:
         print_json([_report_json(r) for r in reports])
@@ -127,8 +127,8 @@ def _print_reports(reports) -> None:
             f"{j['path']}: {j['format']}, {j['sessions']} session(s), {j['added']} message(s) added, "
             f"{j['skipped']} already stored, {len(j['rejections'])} rejected", markup=False,
         )
-        for line in j["rejections"]:
-            err.print(f"rejected {line}", markup=False)
+        for line in r.rejection_lines():
+            err.print(line, markup=False)
 
 
 def _session_json(s: Session, c: Cursor | None) -> dict:

@@ -26,6 +26,7 @@ from dreamer.ingest.base import (
     UNSTORABLE,
     LineRejected,
     ParsedMessage,
+    ParseResult,
     ParsedSession,
     Rejection,
     as_utc,
@@ -172,24 +173,57 @@ def ingest_file(
     The importer's user id (LoCoMo) and project (Claude Code, OpenClaw) fill in for None
     arguments; `mode` None means ``code`` for Claude Code and ``agent`` otherwise.
     """
+    planned = plan_file(path, fmt=fmt, user_id=user_id, agent_id=agent_id, project=project, team=team, mode=mode,
+                        max_message_bytes=max_message_bytes)
+    return store_files(engine, [planned])[0]
+
+
+@dataclass
+class PlannedFile:
+    """A parsed file with the session each of its parsed sessions goes to; nothing stored yet."""
+
+    path: Path
+    format: str
+    parsed: ParseResult
+    targets: list["_Target"]
+
+
+def plan_file(
+    path: Path,
+    *,
+    fmt: str = "auto",
+    user_id: str | None,
+    agent_id: str | None = None,
+    project: str | None = None,
+    team: str | None = None,
+    mode: str | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> PlannedFile:
+    """Parse a file and resolve its sessions' owners, writing nothing: `IngestError` for a file
+    that cannot be imported as asked (see `ingest_file` for the arguments)."""
     path = Path(path)
     name = resolve_format(path, fmt)
     parsed = PARSERS[name](path, max_message_bytes=max_message_bytes)
-    report = FileReport(path=str(path), format=name, rejections=list(parsed.rejections))
-    targets = [
-        _session_target(ps, name, user_id, agent_id, project, team, mode, path) for ps in parsed.sessions
-    ]
+    targets = [_session_target(ps, name, user_id, agent_id, project, team, mode, path) for ps in parsed.sessions]
+    return PlannedFile(path, name, parsed, targets)
+
+
+def store_files(engine: Engine, files: Sequence[PlannedFile]) -> list[FileReport]:
+    """Store every planned file's sessions in one transaction: all of them or, on an error, none."""
+    reports = []
     with session_scope(engine) as s:
-        for ps, target in zip(parsed.sessions, targets):
-            result = _record(s, target, ps.messages)
-            report.sessions.append(result)
-            if result.changed:
-                report.rejections.append(Rejection(str(path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
-    log.info(
-        "ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
-        path, name, len(report.sessions), report.added, report.skipped, len(report.rejections),
-    )
-    return report
+        for f in files:
+            report = FileReport(path=str(f.path), format=f.format, rejections=list(f.parsed.rejections))
+            for ps, target in zip(f.parsed.sessions, f.targets):
+                result = _record(s, target, ps.messages)
+                report.sessions.append(result)
+                if result.changed:
+                    report.rejections.append(Rejection(str(f.path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
+            reports.append(report)
+    for r in reports:
+        log.info("ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
+                 r.path, r.format, len(r.sessions), r.added, r.skipped, len(r.rejections))
+    return reports
 
 
 def content_hash(role: str, name: str | None, content: str, tool_call_id: str | None) -> str:
