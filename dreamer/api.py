@@ -69,7 +69,7 @@ def _storable(value: str) -> str:
 
 def _worded(value: str) -> str:
     if len(normalise(value)) < 3:
-        raise ValueError("needs at least 3 letters or digits besides punctuation and spacing")
+        raise ValueError("has fewer than 3 characters once punctuation is set aside")
     return value
 
 
@@ -400,18 +400,32 @@ def validation_detail(errors: list[dict]) -> list[dict]:
     """The first `MAX_ERRORS_SHOWN` problems (then how many more), each echoing its input cut short
     and made JSON: NaN, infinities and undecodable bytes as text."""
     shown = [{**e, "input": _echo(e["input"])} if "input" in e else e for e in errors[:MAX_ERRORS_SHOWN]]
+    try:
+        encoded = jsonable_encoder(shown)
+    except RecursionError:  # an input nested deeper than a JSON encoder goes
+        encoded = jsonable_encoder([{k: v for k, v in e.items() if k not in ("input", "ctx")} for e in shown])
     if len(errors) > MAX_ERRORS_SHOWN:
-        shown.append({"type": "too_many_errors", "loc": [], "msg": f"{len(errors) - MAX_ERRORS_SHOWN} more not shown"})
-    return _encodable(jsonable_encoder(shown))
+        encoded.append({"type": "too_many_errors", "loc": [], "msg": f"{len(errors) - MAX_ERRORS_SHOWN} more not shown"})
+    return _encodable(encoded)
 
 
 def _echo(value: Any) -> Any:
-    value = _json_safe(value)
+    try:
+        value = _json_safe(value)
+    except RecursionError:
+        return "nested too deeply, not shown"
     if isinstance(value, str) and len(value) > MAX_ECHO_CHARS:
         return value[:MAX_ECHO_CHARS] + "..."
-    if isinstance(value, (list, dict)) and len(json.dumps(value, default=str)) > MAX_ECHO_CHARS:
+    if isinstance(value, (list, dict)) and len(_dumped(value)) > MAX_ECHO_CHARS:
         return f"{'an array' if isinstance(value, list) else 'an object'} of {len(value)} items, not shown"
     return value
+
+
+def _dumped(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except RecursionError:
+        return "x" * (MAX_ECHO_CHARS + 1)  # too deep to show is too long to show
 
 
 def _json_safe(value: Any) -> Any:
@@ -545,15 +559,16 @@ def _memory_json(m: Memory) -> dict:
 def _status(rt, g: Grant, runner: flushing.FlushRunner) -> dict:
     scope = g.scope
     with session_scope(rt.engine) as s:
-        ids = list(s.exec(_scoped(select(Session.id).where(Session.user_id == scope.user_id), Session, scope)).all())
-        messages = s.exec(select(func.count()).select_from(Message).where(Message.session_id.in_(ids))).one() if ids else 0
+        ids = _scoped(select(Session.id).where(Session.user_id == scope.user_id), Session, scope)
+        sessions = s.exec(select(func.count()).select_from(ids.subquery())).one()
+        messages = s.exec(select(func.count()).select_from(Message).where(Message.session_id.in_(ids))).one()
         by_status = _memory_counts(s, scope)
         notes = s.exec(select(func.count()).select_from(DailyNote).where(DailyNote.session_id.in_(ids))
-                       .where(DailyNote.position >= 0)).one() if ids else 0
+                       .where(DailyNote.position >= 0)).one()
         last = s.exec(select(DreamRun).order_by(DreamRun.id.desc()).limit(1)).first()
     return {
         "user_id": g.user_id, "agent_id": g.agent_id, "team": g.team, "role": g.role,
-        "sessions": len(ids), "messages": messages, "memories": by_status, "daily_notes": notes,
+        "sessions": sessions, "messages": messages, "memories": by_status, "daily_notes": notes,
         "flushes_pending": runner.pending, "flush_point": flushing.flush_point(rt.settings),
         "recall": "hybrid" if rt.embedder is not None else "text-only",
         "extractor": f"llm:{rt.llm.name}" if rt.llm is not None else "rules",

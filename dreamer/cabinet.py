@@ -19,6 +19,8 @@ from dreamer.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id,
 
 log = logging.getLogger(__name__)
 
+OWNER_FIELDS = ("agent_id", "project", "team")  # with user_id, who a memory belongs to
+
 
 def record_event(
     s: DBSession, memory_id: str, event: str, *, reason: str | None = None,
@@ -133,10 +135,10 @@ class Known:
 
 
 def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -> Known:
-    """One read of the user's memories with these content hashes: the current ones and which
-    hashes were forgotten. With an `owner` scope, only memories owned by exactly it count (its
-    None agent, project or team means none): one scope's memories, forgotten ones included, say
-    nothing about another's."""
+    """One read of the user's memories with these content hashes: the current ones (with an
+    `owner` scope, only those owned by exactly it; its None agent, project or team means none)
+    and which hashes were forgotten within what `owner` sees (its None means any): a forget in
+    one agent's or team's scope says nothing to another's."""
     if not hashes:
         return Known({}, frozenset())
     rows = s.exec(
@@ -147,13 +149,17 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -
         .where(Memory.status.in_((*CURRENT_STATUSES, "forgotten")))
         .order_by(Memory.created_at, Memory.id)
     ).all()
-    mine = [r for r in rows if _owned(r, owner)]
-    current = {r.content_hash: r for r in mine if r.status in CURRENT_STATUSES}
-    return Known(current, frozenset(r.content_hash for r in mine if r.status == "forgotten"))
+    current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and _owned(r, owner)}
+    return Known(current, frozenset(r.content_hash for r in rows if r.status == "forgotten" and _seen(r, owner)))
 
 
 def _owned(row, owner) -> bool:
-    return owner is None or all(getattr(row, f) == getattr(owner, f) for f in ("agent_id", "project", "team"))
+    return owner is None or all(getattr(row, f) == getattr(owner, f) for f in OWNER_FIELDS)
+
+
+def _seen(row, owner) -> bool:
+    """Whether `owner` sees the row: its None agent, project or team means any."""
+    return owner is None or all(getattr(owner, f) in (None, getattr(row, f)) for f in OWNER_FIELDS)
 
 
 def current_query(user_id: str, *columns):

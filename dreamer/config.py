@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -136,11 +138,8 @@ class Settings(BaseSettings):
     def _names_a_folder(cls, value):
         if isinstance(value, str) and not value.strip():
             raise ValueError("must name a folder (empty would put the store in the working directory)")
-        if isinstance(value, (str, Path)):
-            try:
-                Path(value).resolve()
-            except (RuntimeError, OSError) as exc:  # a symbolic link loop
-                raise ValueError(f"cannot be followed to a folder: {exc}") from None
+        if isinstance(value, (str, Path)) and _link_loop(Path(value)):
+            raise ValueError(f"cannot be followed to a folder: {value} is in a loop of symbolic links")
         return value
 
     # --- derived places ---------------------------------------------------------
@@ -212,6 +211,15 @@ class Settings(BaseSettings):
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
     date_slack_days: int = Field(7, ge=0, le=CENTURY_DAYS, description="Days either side of a day a query names that still count")
+
+
+def _link_loop(path: Path) -> bool:
+    """Whether following `path` runs in a loop of symbolic links (a missing path is not one)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def load_settings(**overrides) -> Settings:

@@ -116,6 +116,15 @@ def test_a_forget_holds_in_its_own_scope_and_says_nothing_to_another(rt):
         remember(rt, t1, "The user's salary is 90k.")
 
 
+def test_a_forget_holds_for_the_wider_scope_that_made_it(rt):
+    """A token that sees every team forgot a team's memory: it may not store the text again either."""
+    team, wide = Scope("alice", agent_id="main", team="t1"), Scope("alice", agent_id="main")
+    forget_memory(rt, wide, remember(rt, team, "The user's salary is 90k.").id, "private")
+
+    with pytest.raises(WriteRejected, match="forgot"):
+        remember(rt, wide, "The user's salary is 90k.")
+
+
 def test_forget_outside_the_scope_is_not_found(rt):
     m = remember(rt, Scope("bob"), "Bob prefers vim.")
     with pytest.raises(NotFound):

@@ -322,3 +322,19 @@ def test_a_token_whose_user_id_the_store_cannot_keep_is_a_config_error():
     with pytest.raises(ConfigError) as info:
         parse_tokens(raw)
     assert str(info.value) == f"api_tokens entry 0: user_id: {UNSTORABLE}"
+
+
+DEEP = {"type": "int_type", "loc": ["body", "k"], "msg": "Input should be a valid integer",
+        "input": "nested too deeply, not shown"}
+
+
+@pytest.mark.parametrize(("depth", "status", "detail"), [
+    (600, 422, [DEEP]),  # read, then too deep to echo
+    (5000, 400, "There was an error parsing the body"),  # too deep to read
+    (100_000, 400, "There was an error parsing the body"),
+])
+def test_a_body_nested_too_deeply_is_a_4xx(world, depth, status, detail):
+    before = stored(world.rt)
+    r = post_raw(world, "/v1/recall", b'{"query": "tea", "k": ' + b"[" * depth + b"]" * depth + b"}")
+    assert (r.status_code, r.json()) == (status, {"detail": detail})
+    assert stored(world.rt) == before

@@ -251,6 +251,7 @@ def test_a_database_of_a_newer_schema_is_named_as_such(store):
 
 @pytest.mark.parametrize(("args", "message"), [
     (("reprocess", "--session", "9999", "--yes"), "error: no session 9999"),
+    (("reprocess", "--user", "nosuch", "--yes"), "error: no sessions of user nosuch"),
     (("reprocess", "--since", "9999-12-31T23:59:59-01:00", "--dry-run"),
      "error: --since wants an ISO date such as 2024-05-01, got '9999-12-31T23:59:59-01:00'"),
 ])
@@ -315,4 +316,12 @@ def test_a_data_dir_in_a_symbolic_link_loop_is_one_line(tmp_path):
     for command in ("status", "init"):
         proc = run(tmp_path, "--data-dir", str(tmp_path / "loop1"), command)
         assert_one_error_line(proc)
-        assert proc.stderr.startswith("error: DREAMER_DATA_DIR: Value error, cannot be followed to a folder: Symlink loop")
+        assert proc.stderr.strip() == (f"error: DREAMER_DATA_DIR: Value error, cannot be followed to a folder: "
+                                       f"{tmp_path / 'loop1'} is in a loop of symbolic links")
+
+
+def test_text_the_output_cannot_show_names_the_encoding(store):
+    mid = stored_memory(store, text="The user likes café au lait.")
+    proc = run(store, "memories", "show", mid, env={"PYTHONIOENCODING": "ascii"})
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == "error: '\\xe9' cannot be shown in the output's encoding (ascii): set PYTHONIOENCODING=utf-8"

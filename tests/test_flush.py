@@ -157,6 +157,22 @@ def test_the_meter_counts_stored_tokens_then_takes_the_agents_figure(make_rt):
     assert append(rt, ALICE, "s1", []).tokens == 650 + count_tokens("Noted, flights next.")
 
 
+def test_the_meter_is_read_in_two_statements(make_rt):
+    """The session's marks, then one row with the rest, however long the session is."""
+    from sqlalchemy import event
+
+    from dreamer.flush import read_meter
+
+    rt = make_rt(llm=False)
+    meter = append(rt, ALICE, "s1", chat(*[f"message {n}" for n in range(40)]), context_tokens=500)
+    statements: list[str] = []
+    event.listen(rt.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+
+    again = read_meter(rt, meter.session_id)
+
+    assert (again.tokens, again.last_seq, len(statements)) == (500, 40, 2)
+
+
 def test_flush_fires_once_per_cycle_at_the_point_and_not_before(make_rt):
     rt = make_rt(llm=False)
     runner = FlushRunner(rt)

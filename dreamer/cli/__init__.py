@@ -62,13 +62,20 @@ def main() -> None:
         logging.getLogger("dreamer.cli").debug("database error", exc_info=True)
         err.print(f"error: the database refused: {database_problem(exc)}", markup=False)
         sys.exit(1)
-    except UnicodeEncodeError as exc:  # an argument (or file name) with bytes that are not UTF-8
-        err.print(f"error: {exc.object[exc.start:exc.end]!a} is not UTF-8 text, which dreamer can neither store "
-                  "nor show: give names and text in UTF-8", markup=False)
+    except UnicodeEncodeError as exc:
+        err.print(f"error: {unencodable(exc)}", markup=False)
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(130)
+
+
+def unencodable(exc: UnicodeEncodeError) -> str:
+    """An argument (or file name) with bytes that are not UTF-8, or text the output cannot show."""
+    what = f"{exc.object[exc.start:exc.end]!a}"
+    if exc.reason == "surrogates not allowed":  # how undecodable bytes of an argument reach Python
+        return f"{what} is not UTF-8 text, which dreamer can neither store nor show: give names and text in UTF-8"
+    return f"{what} cannot be shown in the output's encoding ({exc.encoding}): set PYTHONIOENCODING=utf-8"
 
 
 def database_problem(exc: SQLAlchemyError) -> str:

@@ -45,8 +45,8 @@ def dream(
     with runtime(ctx, engine) as rt:
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)
-    if run.failed_sessions or run.status == "failed":
-        err.print(f"error: the pass failed on {run.failed_sessions or 'its'} session(s): "
+    if run.failed_sessions:
+        err.print(f"error: the pass failed on {run.failed_sessions} session(s): "
                   "see `dreamer checkpoints ls --status failed`", markup=False)
         raise typer.Exit(1)
 

@@ -63,7 +63,7 @@ def reprocess(
         quarantined=quarantined, everything=everything,
     )
     engine = open_store(settings)
-    require_sessions(engine, list(sel.session_ids), None)
+    require_sessions(engine, list(sel.session_ids), sel.user_id)
     with session_scope(engine) as s:
         ids = rp.select_ids(s, sel)
         est = rp.estimate(s, ids, settings)

@@ -81,17 +81,14 @@ def ingest(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Import transcripts; re-importing a file appends only what is new."""
-    from dreamer.ingest.base import check_readable
     from dreamer.ingest.store import plan_file, store_files
 
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if mode not in (None, "agent", "code"):
         raise IngestError(f"unknown mode {mode!r}; choose agent or code")
-    for p in paths:  # every file first: one unreadable file must not leave the others half imported
-        check_readable(p)
     settings = settings_of(ctx)
-    planned = [  # every file parsed and its owners resolved before anything is written
+    planned = [  # every file read, parsed and its owners resolved before anything is written
         plan_file(p, fmt=fmt, user_id=user, agent_id=agent, project=project, mode=mode,
                   max_message_bytes=settings.max_message_bytes)
         for p in paths

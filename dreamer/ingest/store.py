@@ -209,21 +209,22 @@ def plan_file(
 
 
 def store_files(engine: Engine, files: Sequence[PlannedFile]) -> list[FileReport]:
-    """Store every planned file's sessions in one transaction: all of them or, on an error, none."""
-    reports = []
+    """Store the planned files' sessions, each file in one transaction (a write lock held for one
+    file at a time; storing a file again adds only what it lacks)."""
+    return [_store_file(engine, f) for f in files]
+
+
+def _store_file(engine: Engine, f: PlannedFile) -> FileReport:
+    report = FileReport(path=str(f.path), format=f.format, rejections=list(f.parsed.rejections))
     with session_scope(engine) as s:
-        for f in files:
-            report = FileReport(path=str(f.path), format=f.format, rejections=list(f.parsed.rejections))
-            for ps, target in zip(f.parsed.sessions, f.targets):
-                result = _record(s, target, ps.messages)
-                report.sessions.append(result)
-                if result.changed:
-                    report.rejections.append(Rejection(str(f.path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
-            reports.append(report)
-    for r in reports:
-        log.info("ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
-                 r.path, r.format, len(r.sessions), r.added, r.skipped, len(r.rejections))
-    return reports
+        for ps, target in zip(f.parsed.sessions, f.targets):
+            result = _record(s, target, ps.messages)
+            report.sessions.append(result)
+            if result.changed:
+                report.rejections.append(Rejection(str(f.path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
+    log.info("ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
+             f.path, f.format, len(report.sessions), report.added, report.skipped, len(report.rejections))
+    return report
 
 
 def content_hash(role: str, name: str | None, content: str, tool_call_id: str | None) -> str:
