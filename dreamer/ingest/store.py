@@ -156,26 +156,10 @@ def append_messages(
         return RecordResult(row.id, target.external_id, added=len(parsed), skipped=0)  # type: ignore[arg-type]
 
 
-def ingest_file(
-    engine: Engine,
-    path: Path,
-    *,
-    fmt: str = "auto",
-    user_id: str | None,
-    agent_id: str | None = None,
-    project: str | None = None,
-    team: str | None = None,
-    mode: str | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> FileReport:
-    """Parse one file and store all its sessions in one transaction.
-
-    The importer's user id (LoCoMo) and project (Claude Code, OpenClaw) fill in for None
-    arguments; `mode` None means ``code`` for Claude Code and ``agent`` otherwise.
-    """
-    planned = plan_file(path, fmt=fmt, user_id=user_id, agent_id=agent_id, project=project, team=team, mode=mode,
-                        max_message_bytes=max_message_bytes)
-    return store_files(engine, [planned])[0]
+def ingest_file(engine: Engine, path: Path, **options: Any) -> FileReport:
+    """Parse one file (`options` as `plan_file` takes them) and store all its sessions in one
+    transaction."""
+    return _store_file(engine, plan_file(path, **options))
 
 
 @dataclass
@@ -200,7 +184,9 @@ def plan_file(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> PlannedFile:
     """Parse a file and resolve its sessions' owners, writing nothing: `IngestError` for a file
-    that cannot be imported as asked (see `ingest_file` for the arguments)."""
+    that cannot be imported as asked. The importer's user id (LoCoMo) and project (Claude Code,
+    OpenClaw) fill in for None arguments; `mode` None means ``code`` for Claude Code and
+    ``agent`` otherwise."""
     path = Path(path)
     name = resolve_format(path, fmt)
     parsed = PARSERS[name](path, max_message_bytes=max_message_bytes)
