@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, SQLAlchemyError
 from sqlmodel import Session as DBSession
 from sqlmodel import create_engine
 
@@ -92,6 +92,13 @@ def require_sqlite_file(url: str) -> None:
     path = parsed.database if parsed.get_backend_name() == "sqlite" else None
     if path and path != ":memory:" and not path.startswith("file:") and not Path(path).exists():
         raise StoreError(f"no database at {path}: run `dreamer init`")
+
+
+def database_problem(exc: SQLAlchemyError) -> str:
+    """The driver's own first line ("attempt to write a readonly database"), without SQL or parameters."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc.__cause__ or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def redact_url(url: str) -> str:

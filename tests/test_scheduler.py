@@ -217,6 +217,51 @@ def test_the_daemon_backs_off_while_busy_and_runs_as_soon_as_the_agent_is_idle(s
     assert set(statuses[:-1]) == {"skipped_busy"}
 
 
+class Clock:
+    """The scheduler's clock, moved by the test."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_a_tick_the_database_refuses_changes_nothing_and_is_tried_again(settings, sqlite_engine):
+    """The schedule cannot be saved at the slot (its table is out of reach): nothing runs, the
+    daemon is not left thinking a pass runs, and the retry after the backoff base runs it."""
+    from dreamer.busy import AlwaysIdle
+    from dreamer.runtime import Runtime
+
+    st = settings.model_copy(update={"warmup_seconds": 120, "backoff_base_seconds": 60, "embedder": "none"})
+    rt = Runtime.open(st, engine=sqlite_engine, llm=None, embedder=None, busy=AlwaysIdle())
+    ran: list[int] = []
+    clock = Clock(T0)
+    daemon = DreamScheduler(rt, lambda stop: ran.append(1) or 7, clock=clock, rand=lambda: 0.5)
+    clock.now = T0 + timedelta(seconds=120)
+    with sqlite_engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE scheduler_state RENAME TO scheduler_state_away")
+
+    refused = daemon.tick()
+
+    assert (refused.kind, refused.at, refused.reason) == (BACKOFF, T0 + timedelta(seconds=180), "the database refused")
+    assert (daemon.state.running, ran) == (False, [])
+    with sqlite_engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE scheduler_state_away RENAME TO scheduler_state")
+    clock.now = refused.at
+    assert (daemon.tick().kind, ran, daemon.state.running, daemon.state.last_run_id) == (RUN, [1], False, 7)
+    rt.close()
+
+
+def test_a_broker_out_of_reach_is_one_error_the_daemon_logs(settings):
+    from dreamer.errors import Retryable
+    from workers.scheduler import CeleryExecutor
+
+    executor = CeleryExecutor(settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}))
+    with pytest.raises(Retryable, match=r"^cannot reach the broker redis://127\.0\.0\.1:1/0: "):
+        executor(lambda: False)
+
+
 def _state_row(engine, ok):
     with session_scope(engine) as s:
         row = s.get(SchedulerState, "dream")

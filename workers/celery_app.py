@@ -24,6 +24,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 
 from dreamer.busy import compute_backoff
 from dreamer.config import Settings, load_settings
+from dreamer.db import redact_url
 from dreamer.errors import Busy, Retryable
 from dreamer.runtime import Runtime, settle
 
@@ -66,6 +67,17 @@ def make_app(settings: Settings) -> Celery:
     app.dreamer_runtime = ProcessRuntime(settings)  # type: ignore[attr-defined]
     _register(app, settings, app.dreamer_runtime)  # type: ignore[attr-defined]
     return app
+
+
+def enqueue(app: Celery, settings: Settings, task: str, **options: Any):
+    """`app.send_task(task, **options)` on the settings' queue; `Retryable` naming the broker when
+    it cannot be reached (not kombu's traceback)."""
+    from kombu.exceptions import OperationalError
+
+    try:
+        return app.send_task(task, queue=settings.celery_queue, **options)
+    except OperationalError as exc:
+        raise Retryable(f"cannot reach the broker {redact_url(settings.broker_url)}: {exc}") from exc
 
 
 def _config(settings: Settings) -> dict:

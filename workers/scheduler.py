@@ -14,15 +14,17 @@ import logging
 import random
 import signal
 import threading
-from datetime import timezone
+from datetime import timedelta, timezone
 from typing import Callable, Protocol
 
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy.exc import SQLAlchemyError
 
 from dreamer.config import Settings
+from dreamer.db import database_problem
 from dreamer.errors import DreamerError, Retryable
 from dreamer.models import utcnow
 from dreamer.runtime import Runtime, settle
@@ -76,10 +78,13 @@ class CeleryExecutor:
 
             app = make_app(settings)
         self.app = app
+        self.settings = settings
         self.queue = settings.celery_queue
 
     def __call__(self, stop: Callable[[], bool]) -> int | None:
-        result = self.app.send_task("dreamer.dream_pass", kwargs={"trigger": "scheduler"}, queue=self.queue)
+        from workers.celery_app import enqueue
+
+        result = enqueue(self.app, self.settings, "dreamer.dream_pass", kwargs={"trigger": "scheduler"})
         log.info("enqueued dream pass as task %s on queue %s", result.id, self.queue)
         return None
 
@@ -109,18 +114,31 @@ class DreamScheduler:
         now = self.clock()
         with self._lock:
             action = next_action(self.state, now, self._busy_reason(now), policy=self.policy, rand=self.rand())
+            state = self.state
             if action.kind == BACKOFF:
-                self.state = on_backoff(self.state, action, now, self.policy)
-                record_skip(self.rt.engine, "scheduler", action.reason or "busy")
-                log.info("agent busy (%s): retry in %.1f s", action.reason, action.delay)
+                state = on_backoff(state, action, now, self.policy)
             elif action.kind == RUN:
-                self.state = on_start(self.state, now, self.policy)
-            save_state(self.rt.engine, self.state)
+                state = on_start(state, now, self.policy)
+            try:  # stored first, then taken: a tick the database refused changes nothing
+                if action.kind == BACKOFF:
+                    record_skip(self.rt.engine, "scheduler", action.reason or "busy")
+                save_state(self.rt.engine, state)
+            except SQLAlchemyError as exc:
+                return self._unsaved(now, exc)
+            self.state = state
+            if action.kind == BACKOFF:
+                log.info("agent busy (%s): retry in %.1f s", action.reason, action.delay)
         if action.kind == RUN:
             if before_run is not None:
                 before_run()
             self._run()
         return action
+
+    def _unsaved(self, now, exc: SQLAlchemyError) -> Action:
+        """The tick is retried after the backoff base: nothing ran and nothing was recorded."""
+        delay = self.policy.backoff_base
+        log.error("the schedule could not be saved (%s): trying again in %g s", database_problem(exc), delay)
+        return Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason="the database refused")
 
     def _busy_reason(self, now) -> str | None:
         try:
@@ -136,8 +154,11 @@ class DreamScheduler:
             log.error("dream pass failed: %s", exc)
         finally:
             with self._lock:
-                self.state = on_finish(self.state, self.clock(), run_id)
-                save_state(self.rt.engine, self.state)
+                self.state = on_finish(self.state, self.clock(), run_id)  # not running, saved or not
+                try:
+                    save_state(self.rt.engine, self.state)
+                except SQLAlchemyError as exc:
+                    log.error("the finished pass could not be recorded in the schedule (%s)", database_problem(exc))
 
     # -- the APScheduler shell
 

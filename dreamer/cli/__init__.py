@@ -12,6 +12,7 @@ from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
 from dreamer.config import Settings, load_settings
+from dreamer.db import database_problem
 from dreamer.errors import ConfigError, DreamerError, os_reason
 
 ID_MAX = 2**63 - 1  # the largest SQL integer: ids, limits and budgets above it cannot be stored or asked for
@@ -76,13 +77,6 @@ def unencodable(exc: UnicodeEncodeError) -> str:
     if exc.reason == "surrogates not allowed":  # how undecodable bytes of an argument reach Python
         return f"{what} is not UTF-8 text, which dreamer can neither store nor show: give names and text in UTF-8"
     return f"{what} cannot be shown in the output's encoding ({exc.encoding}): set PYTHONIOENCODING=utf-8"
-
-
-def database_problem(exc: SQLAlchemyError) -> str:
-    """The driver's own first line ("attempt to write a readonly database"), without SQL or parameters."""
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc.__cause__ or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def os_problem(exc: OSError) -> str:

@@ -12,8 +12,7 @@ from sqlmodel import select
 from dreamer import reprocess as rp
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store, require_sessions
-from dreamer.db import redact_url, session_scope
-from dreamer.errors import ConfigError
+from dreamer.db import session_scope
 from dreamer.models import Cursor, Session
 
 checkpoints_app = typer.Typer(no_args_is_help=True, help="Session cursors: how far each session was dreamed over.")
@@ -118,14 +117,9 @@ def _print_plan(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool, 
 
 
 def _enqueue(settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None:
-    from kombu.exceptions import OperationalError
+    from workers.celery_app import enqueue, make_app
 
-    from workers.celery_app import make_app
-
-    try:
-        result = make_app(settings).send_task("dreamer.reprocess", args=[sel.to_dict()], queue=settings.celery_queue)
-    except OperationalError as exc:
-        raise ConfigError(f"cannot reach the broker {redact_url(settings.broker_url)}: {exc}") from exc
+    result = enqueue(make_app(settings), settings, "dreamer.reprocess", args=[sel.to_dict()])
     if as_json:
         print_json({"task_id": result.id, "sessions": len(ids), "queue": settings.celery_queue})
         return
