@@ -400,10 +400,7 @@ def validation_detail(errors: list[dict]) -> list[dict]:
     """The first `MAX_ERRORS_SHOWN` problems (then how many more), each echoing its input cut short
     and made JSON: NaN, infinities and undecodable bytes as text."""
     shown = [{**e, "input": _echo(e["input"])} if "input" in e else e for e in errors[:MAX_ERRORS_SHOWN]]
-    try:
-        encoded = jsonable_encoder(shown)
-    except RecursionError:  # an input nested deeper than a JSON encoder goes
-        encoded = jsonable_encoder([{k: v for k, v in e.items() if k not in ("input", "ctx")} for e in shown])
+    encoded = jsonable_encoder(shown)  # every input is short by now, however deep it came
     if len(errors) > MAX_ERRORS_SHOWN:
         encoded.append({"type": "too_many_errors", "loc": [], "msg": f"{len(errors) - MAX_ERRORS_SHOWN} more not shown"})
     return _encodable(encoded)
@@ -416,16 +413,9 @@ def _echo(value: Any) -> Any:
         return "nested too deeply, not shown"
     if isinstance(value, str) and len(value) > MAX_ECHO_CHARS:
         return value[:MAX_ECHO_CHARS] + "..."
-    if isinstance(value, (list, dict)) and len(_dumped(value)) > MAX_ECHO_CHARS:
+    if isinstance(value, (list, dict)) and len(json.dumps(value, default=str)) > MAX_ECHO_CHARS:
         return f"{'an array' if isinstance(value, list) else 'an object'} of {len(value)} items, not shown"
     return value
-
-
-def _dumped(value: Any) -> str:
-    try:
-        return json.dumps(value, default=str)
-    except RecursionError:
-        return "x" * (MAX_ECHO_CHARS + 1)  # too deep to show is too long to show
 
 
 def _json_safe(value: Any) -> Any:

@@ -190,7 +190,7 @@ def _require_known_revision(engine: Engine) -> str | None:
     if rev is None or rev == HEAD:
         return rev
     known = {s.revision for s in ScriptDirectory.from_config(alembic_config(engine)).walk_revisions()}
-    if rev is not None and rev not in known:
+    if rev not in known:
         raise StoreError(f"database {redact_url(str(engine.url))} is at schema {rev}, which this version of dreamer "
                          "does not know (a newer one made it): run that version, or upgrade dreamer")
     return rev

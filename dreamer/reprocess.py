@@ -177,7 +177,7 @@ def reprocess(
     per session would cost more than the sessions."""
     from dreamer.jobs import run_session
 
-    rt.index.count()  # the index is taken (or found unreachable) before any cursor is rewound
+    rt.index_ready()  # before any cursor is rewound
     reset_cursors(rt.engine, session_ids)
     done = Progress()
     for session_id in session_ids:

@@ -73,6 +73,11 @@ class Runtime:
             self._owned.append(self._index)
         return self._index
 
+    def index_ready(self) -> None:
+        """Open the index now (an embedded one is taken, a server is reached): a command that
+        writes SQL and then the index fails here, before it has written anything."""
+        self.index.count()
+
     @property
     def busy(self):
         if self._busy is _UNSET:

@@ -29,7 +29,7 @@ from dreamer.errors import DreamerError, Retryable
 from dreamer.models import utcnow
 from dreamer.runtime import Runtime, settle
 from dreamer.schedule import (
-    BACKOFF, RUN, Action, Policy, load_state, next_action, on_backoff, on_finish, on_start,
+    BACKOFF, RUN, Action, Policy, SchedState, load_state, next_action, on_backoff, on_finish, on_start,
     record_skip, save_state,
 )
 from dreamer.shared_index import end_turn
@@ -114,25 +114,27 @@ class DreamScheduler:
         now = self.clock()
         with self._lock:
             action = next_action(self.state, now, self._busy_reason(now), policy=self.policy, rand=self.rand())
-            state = self.state
-            if action.kind == BACKOFF:
-                state = on_backoff(state, action, now, self.policy)
-            elif action.kind == RUN:
-                state = on_start(state, now, self.policy)
+            state = self._after(action, now)
             try:  # stored first, then taken: a tick the database refused changes nothing
                 if action.kind == BACKOFF:
                     record_skip(self.rt.engine, "scheduler", action.reason or "busy")
+                    log.info("agent busy (%s): retry in %.1f s", action.reason, action.delay)
                 save_state(self.rt.engine, state)
             except SQLAlchemyError as exc:
                 return self._unsaved(now, exc)
             self.state = state
-            if action.kind == BACKOFF:
-                log.info("agent busy (%s): retry in %.1f s", action.reason, action.delay)
         if action.kind == RUN:
             if before_run is not None:
                 before_run()
             self._run()
         return action
+
+    def _after(self, action: Action, now) -> SchedState:
+        if action.kind == BACKOFF:
+            return on_backoff(self.state, action, now, self.policy)
+        if action.kind == RUN:
+            return on_start(self.state, now, self.policy)
+        return self.state
 
     def _unsaved(self, now, exc: SQLAlchemyError) -> Action:
         """The tick is retried after the backoff base: nothing ran and nothing was recorded."""

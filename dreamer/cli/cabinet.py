@@ -156,7 +156,7 @@ def memories_forget(
     settings = settings_of(ctx)
     engine = open_store(settings)
     with Runtime.open(settings, engine=engine) as rt:
-        rt.index.count()  # the index first: a forget it cannot take is not made
+        rt.index_ready()
         with session_scope(engine) as s:
             m = cab.forget(s, _find(s, memory_id).id, reason=reason)
         outbox.drain(rt, users=[m.user_id])  # indexes the change and renders the user's view
@@ -220,7 +220,7 @@ def demo(ctx: typer.Context) -> None:
     engine = prepare(settings)
     examples = resources.files("dreamer") / "examples"
     with Runtime.open(settings, engine=engine) as rt:
-        rt.index.count()  # the index first: nothing is ingested for a demo that cannot run
+        rt.index_ready()
         for item in sorted(examples.iterdir(), key=lambda p: p.name):
             if not item.name.endswith(".jsonl"):
                 continue

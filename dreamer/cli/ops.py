@@ -133,7 +133,7 @@ def _run_inline(settings, engine, ids: list[int]) -> rp.Progress:
                TextColumn("{task.fields[messages]} messages, {task.fields[memories]} memories touched"),
                TimeElapsedColumn())
     with open_shared_runtime(settings, engine=engine) as rt:
-        rt.index.count()  # taken before the bar shows: an index out of reach is the one line said
+        rt.index_ready()  # before the bar shows: an index out of reach is the one line said
         with Progress(*columns, console=err, transient=False) as bar:
             task = bar.add_task("reprocessing", total=len(ids), messages=0, memories=0)
 
