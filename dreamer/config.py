@@ -22,13 +22,15 @@ MAX_COUNT = 10**15  # the most tokens, bytes, characters, messages or sessions a
 MAX_RETRIES = 1000  # the most retries, attempts or failures in a row a setting may name
 MAX_THREADS = 1024  # the most threads a setting may start
 MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
 class Settings(BaseSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
     model_config = SettingsConfigDict(
-        env_prefix="DREAMER_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="DREAMER_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
+        allow_inf_nan=False,  # an infinite weight or timeout would pass every lower bound
     )
 
     # --- places -------------------------------------------------------------
@@ -118,6 +120,13 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = "redis://127.0.0.1:6379/1"
     result_backend: str = "redis://127.0.0.1:6379/2"
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str) -> str:
+        if not value.lower().startswith(REDIS_SCHEMES):  # checked now, not at the first busy signal
+            raise ValueError(f"must be a {', '.join(REDIS_SCHEMES[:-1])} or {REDIS_SCHEMES[-1]} URL")
+        return value
 
     @field_validator("timezone")
     @classmethod

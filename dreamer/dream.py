@@ -33,6 +33,7 @@ from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
 
 log = logging.getLogger(__name__)
+BECAME_BUSY = "the agent became busy"  # how a run row says the pass stopped for a busy agent
 
 LOAD_BATCH = 256  # messages fetched at a time while a session's new messages are read
 
@@ -66,12 +67,14 @@ class Tally:
 
 def dream_pass(
     rt, *, trigger: str = "manual", session_ids: list[int] | None = None, user_id: str | None = None,
-    force: bool = False, now: datetime | None = None, stop=None,
+    force: bool = False, busy_checked: bool = False, now: datetime | None = None, stop=None,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions."""
+    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions, and
+    (unless `force`) whether the agent is busy: at the start, unless the caller has just found
+    it idle at `now` (`busy_checked`), and between sessions."""
     started = utcnow()
     now = now or started
-    if not force and (reason := rt.busy.busy_reason(now)):
+    if not (force or busy_checked) and (reason := rt.busy.busy_reason(now)):
         return _finish_skipped(rt, trigger, reason)
     leases.sweep_abandoned_runs(rt.engine)
     llm = _guarded(rt)
@@ -115,9 +118,14 @@ def _halted(rt, run: DreamRun, stop, busy_at: datetime | None) -> bool:
         run.error = "stopped on request"
         return True
     if busy_at is not None and (reason := rt.busy.busy_reason(busy_at)):
-        run.status, run.error = "stopped", f"the agent became busy: {reason}"
+        run.status, run.error = "stopped", f"{BECAME_BUSY}: {reason}"
         return True
     return False
+
+
+def stopped_busy(run: DreamRun) -> bool:
+    """Whether the pass stopped before its last session because the agent became busy."""
+    return run.status == "stopped" and (run.error or "").startswith(BECAME_BUSY)
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,15 @@ def requests_per_session(server) -> Counter:
     return found
 
 
-def wait_for(check, timeout: float, what: str):
+def wait_for(check, timeout: float, what: str, workers: "Workers | None" = None):
+    """`check()`'s first true value within `timeout` seconds; else an AssertionError that carries
+    the end of every worker's log, so a timeout in CI says what the workers were doing."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := check():
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (workers.tails() if workers else ""))
 
 
 @pytest.fixture(params=list(BROKERS))
@@ -111,6 +113,10 @@ class Workers:
 
     def log(self, name: str) -> str:
         return self.logs[name].read_text(errors="replace")
+
+    def tails(self, lines: int = 40) -> str:
+        return "".join(f"\n--- worker {name}, last {lines} lines:\n" + "\n".join(self.log(name).splitlines()[-lines:])
+                       for name in self.logs)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs[name]

@@ -8,6 +8,9 @@ turns (`dreamer.shared_index`): extraction runs in both at once, consolidation o
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 
 from dreamer.ingest.store import record_messages
@@ -32,9 +35,9 @@ def test_two_workers_dream_every_session_exactly_once(celery_setup, store, serve
 
     for _ in range(2):  # the same due sessions, fanned out twice
         app.send_task("dreamer.dream_pass", kwargs={"trigger": "test"}, queue=queue)
-    wait_for(lambda: all_done(store), 90, "every session dreamed")
+    wait_for(lambda: all_done(store), 90, "every session dreamed", workers)
     wait_for(lambda: sum(workers.log(w).count("dreamer.dream_session[") for w in ("w1", "w2")) >= 4 * len(names),
-             60, "every fanned-out task to finish")
+             60, "every fanned-out task to finish", workers)
 
     assert requests_per_session(server) == Counter({name: 1 for name in names})
     assert sorted(m.text for m in memories(store)) == sorted(
@@ -44,7 +47,7 @@ def test_two_workers_dream_every_session_exactly_once(celery_setup, store, serve
         assert "dreamer.dream_session[" in workers.log(w) and "succeeded" in workers.log(w)
 
     app.send_task("dreamer.reprocess", args=[{"user_id": "bob"}], queue=queue)
-    wait_for(lambda: events(store)["merge"] == 4 and all_done(store), 60, "bob's sessions reprocessed")
+    wait_for(lambda: events(store)["merge"] == 4 and all_done(store), 60, "bob's sessions reprocessed", workers)
     assert requests_per_session(server) == Counter({n: (2 if n in ("s05", "s06", "s07") else 1) for n in names})
     assert len(memories(store)) == 7
     assert "Traceback" not in workers.log("w1") + workers.log("w2")
@@ -65,15 +68,23 @@ def test_a_task_whose_worker_dies_is_redelivered_and_still_counted_once(celery_s
     workers.start("doomed")
     workers.wait_ready("doomed")
     app.send_task("dreamer.dream_session", args=[rec.session_id], kwargs={"trigger": "test"}, queue=queue)
-    wait_for(lambda: calls["s00"] == 1, 60, "the first worker to be mid-call")
+    wait_for(lambda: calls["s00"] == 1, 60, "the first worker to be mid-call", workers)
 
     workers.start("survivor")
     workers.wait_ready("survivor")
     workers.kill("doomed")
-    wait_for(lambda: all_done(store), 90, "the redelivered task")
+    wait_for(lambda: all_done(store), 90, "the redelivered task", workers)
 
     assert calls["s00"] == 2  # one request died with its worker, one was answered
     [m] = memories(store)
     assert m.text == "The user prefers aisle seats."
     assert events(store) == Counter({"add": 1})
     assert "dreamer.dream_session[" in workers.log("survivor")
+
+
+def test_a_worker_started_with_a_bad_setting_says_which_in_one_line_and_exits_1(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
+    env["DREAMER_LEASE_SECONDS"] = "0"
+    done = subprocess.run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "unused"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: DREAMER_LEASE_SECONDS: Input should be greater than 0\n")

@@ -23,6 +23,10 @@ def test_load_settings_takes_the_environment_and_overrides(monkeypatch, tmp_path
     ("DREAMER_DATA_DIR", "", "DREAMER_DATA_DIR: Value error, must name a folder (empty would put the store in the working directory)"),
     ("DREAMER_MAX_AGE_DAYS", "1000000", "DREAMER_MAX_AGE_DAYS: Input should be less than or equal to 36600"),
     ("DREAMER_CHUNK_TOKENS", "0", "DREAMER_CHUNK_TOKENS: Input should be greater than or equal to 1"),
+    ("DREAMER_DENSE_WEIGHT", "inf", "DREAMER_DENSE_WEIGHT: Input should be a finite number"),
+    ("DREAMER_DATE_WEIGHT", "nan", "DREAMER_DATE_WEIGHT: Input should be a finite number"),
+    ("DREAMER_REDIS_URL", "127.0.0.1:6379",
+     "DREAMER_REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
     ("DREAMER_TIMEZONE", "Mars/Base",
      "DREAMER_TIMEZONE: Value error, unknown time zone 'Mars/Base' (an IANA name such as UTC or Europe/Oslo)"),
 ])
@@ -38,7 +42,7 @@ def test_a_bad_value_names_its_variable(monkeypatch, variable, value, message):
                  "DREAMER_AMBIGUOUS_LOW: Input should be greater than or equal to 0"),
     ("1.5", "0.5", "DREAMER_DUP_THRESHOLD: Input should be less than or equal to 1"),
     ("0.9", "2", "DREAMER_AMBIGUOUS_LOW: Input should be less than or equal to 1"),
-    ("nan", "0.5", "DREAMER_DUP_THRESHOLD: Input should be less than or equal to 1"),
+    ("nan", "0.5", "DREAMER_DUP_THRESHOLD: Input should be a finite number"),
     ("0.6", "0.8", "DREAMER_AMBIGUOUS_LOW: Value error, must be at most DREAMER_DUP_THRESHOLD (0.6), got 0.8"),
     ("x", "0.95", "DREAMER_DUP_THRESHOLD: Input should be a valid number, unable to parse string as a number"),
 ])

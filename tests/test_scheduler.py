@@ -17,15 +17,16 @@ from dreamer import db
 from dreamer.busy import SqlBusySignal
 from dreamer.db import session_scope
 from dreamer.ingest.store import record_messages
-from dreamer.models import Cursor, DreamRun, Memory, SchedulerState, Session
+from dreamer.llm import build_llm
+from dreamer.models import Cursor, DreamRun, Memory, SchedulerState, Session, utcnow
 from dreamer.schedule import (
-    BACKOFF, OVERLAP, RUN, WAIT, Policy, initial_state, next_action, on_backoff, on_finish, on_start,
+    BACKOFF, OVERLAP, RUN, WAIT, Policy, initial_state, next_action, on_backoff, on_cut_short, on_finish, on_start,
     scheduler_status, slot_after,
 )
 from dreamer.scripted import Reply, ScriptedServer
 from dreamer.shared_index import open_shared_runtime
 from dreamkit import extraction_script
-from workers.scheduler import DreamScheduler, InlineExecutor
+from workers.scheduler import DreamScheduler, InlineExecutor, Ran
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 POLICY = Policy(interval=3600, warmup=120, backoff_base=60, backoff_cap=1800)
@@ -117,6 +118,23 @@ def test_a_pass_longer_than_the_interval_is_followed_at_once_by_one_more():
     assert trace == [(0, RUN), (150, RUN), (300, RUN)]
 
 
+def test_a_pass_cut_short_by_a_busy_agent_is_retried_after_the_backoff_then_backs_off_doubling():
+    state = on_start(initial_state(T0, POLICY), at(120), POLICY)
+    state = on_cut_short(on_finish(state, at(400), 5), at(400), "the agent became busy: 1 request(s) in flight",
+                         policy=POLICY, rand=0.5)
+    assert (state.running, state.last_run_id, state.due_at, state.consecutive_skips) == (False, 5, at(460), 1)
+    assert state.last_skip_reason == "the agent became busy: 1 request(s) in flight"
+    again = next_action(state, at(460), "busy", policy=POLICY, rand=0.5)
+    assert (again.kind, again.at) == (BACKOFF, at(580))
+    assert next_action(state, at(460), None, policy=POLICY, rand=0.5).kind == RUN
+
+
+def test_a_cut_short_retry_never_waits_past_the_next_regular_slot():
+    state = on_start(initial_state(T0, POLICY), at(120), POLICY)
+    state = on_cut_short(on_finish(state, at(3700), 5), at(3700), "busy", policy=POLICY, rand=0.5)
+    assert state.due_at == at(3720)
+
+
 def test_slot_after():
     assert slot_after(at(120), 3600, at(0)) == at(120)
     assert slot_after(at(120), 3600, at(120)) == at(3720)
@@ -161,8 +179,9 @@ def fast(settings, **extra):
 def shell(settings, sqlite_engine):
     daemons = []
 
-    def start(st, busy):
-        rt = open_shared_runtime(st, engine=sqlite_engine, embedder=None, llm=None, busy=busy)
+    def start(st, busy, **parts):
+        parts = {"embedder": None, "llm": None, **parts}  # no model unless asked: the built-in extractor
+        rt = open_shared_runtime(st, engine=sqlite_engine, busy=busy, **parts)
         daemon = DreamScheduler(rt, InlineExecutor(rt), rand=lambda: 0.5)
         daemons.append((daemon, rt))
         daemon.start()
@@ -217,6 +236,33 @@ def test_the_daemon_backs_off_while_busy_and_runs_as_soon_as_the_agent_is_idle(s
     assert set(statuses[:-1]) == {"skipped_busy"}
 
 
+def test_the_daemon_retries_a_pass_the_agent_cut_short_once_idle_not_an_interval_later(settings, sqlite_engine, shell):
+    st = fast(settings, dream_interval_seconds=3600, warmup_seconds=0.1, quiet_period_seconds=0)
+    recs = [record_messages(sqlite_engine, f"s{i}", session_with(f"I prefer tea number {i}."), user_id=f"u{i}")
+            for i in range(2)]
+    busy = SqlBusySignal(sqlite_engine, window_seconds=st.busy_window_seconds)
+    script = extraction_script()
+    calls = []
+
+    def busy_from_the_first_call(body):
+        if not calls:
+            busy.begin("agent:a")
+        calls.append(1)
+        return script(body)
+
+    with ScriptedServer(embed_dim=64) as server:
+        server.set_script(busy_from_the_first_call)
+        st = st.model_copy(update={"llm_base_url": server.url})
+        shell(st, busy, llm=build_llm(st))
+        wait_for(lambda: _state_row(sqlite_engine, lambda r: r.consecutive_skips >= 1), what="the pass cut short")
+        assert [cursors(sqlite_engine)[r.session_id][1] for r in recs] == [8, 0]
+        busy.end("agent:a")
+        wait_for(lambda: cursors(sqlite_engine)[recs[1].session_id][1] == 8, what="the rest, once idle")
+    with session_scope(sqlite_engine) as s:
+        runs = [(r.status, r.sessions) for r in s.exec(select(DreamRun).where(DreamRun.status != "skipped_busy"))]
+    assert (runs[0], runs[-1]) == (("stopped", 1), ("ok", 1))
+
+
 class Clock:
     """The scheduler's clock, moved by the test."""
 
@@ -237,7 +283,7 @@ def test_a_tick_the_database_refuses_changes_nothing_and_is_tried_again(settings
     rt = Runtime.open(st, engine=sqlite_engine, llm=None, embedder=None, busy=AlwaysIdle())
     ran: list[int] = []
     clock = Clock(T0)
-    daemon = DreamScheduler(rt, lambda stop: ran.append(1) or 7, clock=clock, rand=lambda: 0.5)
+    daemon = DreamScheduler(rt, lambda stop: ran.append(1) or Ran(7), clock=clock, rand=lambda: 0.5)
     clock.now = T0 + timedelta(seconds=120)
     with sqlite_engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE scheduler_state RENAME TO scheduler_state_away")
@@ -251,6 +297,49 @@ def test_a_tick_the_database_refuses_changes_nothing_and_is_tried_again(settings
     clock.now = refused.at
     assert (daemon.tick().kind, ran, daemon.state.running, daemon.state.last_run_id) == (RUN, [1], False, 7)
     rt.close()
+
+
+def test_a_pass_the_agent_cuts_short_stops_between_sessions_and_its_rest_runs_after_the_backoff(settings, sqlite_engine):
+    """The daemon's pass keeps asking whether the agent is busy between sessions (it used to
+    run as forced, to the end), and what it left is retried after the backoff base rather than
+    at the next regular run."""
+    from dreamer.runtime import Runtime
+
+    st = settings.model_copy(update={"warmup_seconds": 120, "backoff_base_seconds": 60, "embedder": "none",
+                                     "busy_window_seconds": 0.0, "quiet_period_seconds": 0})
+    recs = [record_messages(sqlite_engine, f"s{i}", session_with(f"I prefer colour number {i}."), user_id=f"u{i}")
+            for i in range(3)]
+    busy = SqlBusySignal(sqlite_engine, window_seconds=0.0)
+    script = extraction_script()
+
+    def busy_from_the_first_call(body):
+        busy.begin("agent:a")  # a request arrives while the first session is being extracted
+        return script(body)
+
+    with ScriptedServer(embed_dim=64) as server:
+        server.set_script(busy_from_the_first_call)
+        rt = Runtime.open(st.model_copy(update={"llm_base_url": server.url}), engine=sqlite_engine, embedder=None,
+                          busy=busy)
+        clock = Clock(utcnow())  # the sessions' messages are stamped by the real clock
+        daemon = DreamScheduler(rt, InlineExecutor(rt, clock=clock), clock=clock, rand=lambda: 0.5)
+        clock.now += timedelta(seconds=120)
+        try:
+            assert daemon.tick().kind == RUN
+            first = cursors(sqlite_engine)
+            assert [first[r.session_id][1] for r in recs] == [8, 0, 0]
+            with session_scope(sqlite_engine) as s:
+                run = s.exec(select(DreamRun).order_by(DreamRun.id.desc())).first()
+            assert (run.status, run.sessions, run.error) == ("stopped", 1, "the agent became busy: 1 request(s) in flight")
+            assert (daemon.state.due_at, daemon.state.consecutive_skips) == (clock.now + timedelta(seconds=60), 1)
+
+            busy.end("agent:a")
+            server.set_script(script)
+            clock.now = daemon.state.due_at
+            assert daemon.tick().kind == RUN
+            assert [cursors(sqlite_engine)[r.session_id][1] for r in recs] == [8, 8, 8]
+            assert (daemon.state.retry_at, daemon.state.consecutive_skips) == (None, 0)
+        finally:
+            rt.close()
 
 
 def test_a_broker_out_of_reach_is_one_error_the_daemon_logs(settings):

@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import random
+import sys
 import threading
 from typing import Any, Callable
 
@@ -25,7 +26,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from dreamer.busy import compute_backoff
 from dreamer.config import Settings, load_settings
 from dreamer.db import redact_url
-from dreamer.errors import Busy, Retryable
+from dreamer.errors import Busy, ConfigError, Retryable
 from dreamer.runtime import Runtime, settle
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,12 @@ def _worker_app() -> Celery:
     """The app `celery -A workers.celery_app` finds, built from the environment on first use."""
     global _app
     if _app is None:
-        _app = make_app(load_settings())  # a bad DREAMER_ value: one ConfigError naming it
+        try:
+            settings = load_settings()
+        except ConfigError as exc:  # `celery -A workers.celery_app ...` with a bad DREAMER_ value: one line
+            sys.stderr.write(f"error: {exc}\n")
+            raise SystemExit(1) from None
+        _app = make_app(settings)
         process = _app.dreamer_runtime  # type: ignore[attr-defined]
         worker_process_init.connect(process.open, weak=False)
         worker_process_shutdown.connect(process.close, weak=False)

@@ -5,7 +5,8 @@ One interval job (first run `warmup_seconds` after start, `max_instances=1`, coa
 a misfire grace) calls `DreamScheduler.tick()`. A pass skipped because the agent is busy
 schedules a one-off retry after the backoff instead of waiting a whole interval. SIGTERM and
 SIGINT set a stop flag that the running pass polls between sessions, so the session in hand
-commits its checkpoint before the process exits 0.
+commits its checkpoint before the process exits 0. The pass also stops between sessions when
+the agent turns busy, and its rest is retried after the backoff.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import random
 import signal
 import threading
+from dataclasses import dataclass
 from datetime import timedelta, timezone
 from typing import Callable, Protocol
 
@@ -29,7 +31,7 @@ from dreamer.errors import DreamerError, Retryable
 from dreamer.models import utcnow
 from dreamer.runtime import Runtime, settle
 from dreamer.schedule import (
-    BACKOFF, RUN, Action, Policy, SchedState, load_state, next_action, on_backoff, on_finish, on_start,
+    BACKOFF, RUN, Action, Policy, SchedState, load_state, next_action, on_backoff, on_cut_short, on_finish, on_start,
     record_skip, save_state,
 )
 from dreamer.shared_index import end_turn
@@ -40,11 +42,20 @@ JOB_ID = "dream"
 RETRY_JOB_ID = "dream-retry"
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What an executor reports: the pass's `dream_runs` id when known, and, when the pass
+    stopped before its last session because the agent became busy, why."""
+
+    run_id: int | None = None
+    busy: str | None = None
+
+
 class Executor(Protocol):
     name: str
 
-    def __call__(self, stop: Callable[[], bool]) -> int | None:
-        """Run (or hand off) one pass; the id of its `dream_runs` row when known."""
+    def __call__(self, stop: Callable[[], bool]) -> Ran:
+        """Run (or hand off) one pass."""
 
 
 class InlineExecutor:
@@ -56,15 +67,15 @@ class InlineExecutor:
         self.rt = rt
         self.clock = clock
 
-    def __call__(self, stop: Callable[[], bool]) -> int | None:
-        from dreamer.dream import dream_pass
+    def __call__(self, stop: Callable[[], bool]) -> Ran:
+        from dreamer.dream import dream_pass, stopped_busy
 
-        try:
-            run = dream_pass(self.rt, trigger="scheduler", force=True, now=self.clock(), stop=stop)
+        try:  # the tick found the agent idle at its now; the pass still stops if it turns busy
+            run = dream_pass(self.rt, trigger="scheduler", busy_checked=True, now=self.clock(), stop=stop)
         finally:
             end_turn(self.rt)
         log.info("pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged)
-        return run.id
+        return Ran(run.id, run.error if stopped_busy(run) else None)
 
 
 class CeleryExecutor:
@@ -81,12 +92,12 @@ class CeleryExecutor:
         self.settings = settings
         self.queue = settings.celery_queue
 
-    def __call__(self, stop: Callable[[], bool]) -> int | None:
+    def __call__(self, stop: Callable[[], bool]) -> Ran:
         from workers.celery_app import enqueue
 
         result = enqueue(self.app, self.settings, "dreamer.dream_pass", kwargs={"trigger": "scheduler"})
         log.info("enqueued dream pass as task %s on queue %s", result.id, self.queue)
-        return None
+        return Ran()
 
 
 class DreamScheduler:
@@ -142,6 +153,14 @@ class DreamScheduler:
         log.error("the schedule could not be saved (%s): trying again in %g s", database_problem(exc), delay)
         return Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason="the database refused")
 
+    def _finished(self, ran: Ran) -> SchedState:
+        now = self.clock()
+        state = on_finish(self.state, now, ran.run_id)
+        if ran.busy and not self.stop.is_set():
+            state = on_cut_short(state, now, ran.busy, policy=self.policy, rand=self.rand())
+            log.info("%s: the rest of the pass is retried at %s", ran.busy, state.due_at.isoformat())
+        return state
+
     def _busy_reason(self, now) -> str | None:
         try:
             return self.rt.busy.busy_reason(now)
@@ -149,14 +168,14 @@ class DreamScheduler:
             return str(exc)
 
     def _run(self) -> None:
-        run_id = None
+        ran = Ran()
         try:
-            run_id = self.executor(self.stop.is_set)
+            ran = self.executor(self.stop.is_set)
         except DreamerError as exc:  # recorded on the run row by the pass; the schedule goes on
             log.error("dream pass failed: %s", exc)
         finally:
             with self._lock:
-                self.state = on_finish(self.state, self.clock(), run_id)  # not running, saved or not
+                self.state = self._finished(ran)  # not running, saved or not
                 try:
                     save_state(self.rt.engine, self.state)
                 except SQLAlchemyError as exc:
@@ -188,16 +207,17 @@ class DreamScheduler:
             if self.stop.is_set():
                 return
             action = self.tick(before_run=self._cancel_retry)
-            if action.kind == BACKOFF and not self.stop.is_set():
-                self._schedule_retry(action)
+            retry_at = action.at if action.kind == BACKOFF else self.state.retry_at if action.kind == RUN else None
+            if retry_at is not None and not self.stop.is_set():  # a busy skip, or a pass the agent cut short
+                self._schedule_retry(retry_at)
         finally:
             self._firing.release()
 
-    def _schedule_retry(self, action: Action) -> None:
+    def _schedule_retry(self, at) -> None:
         if self._scheduler is None:
             return
         self._scheduler.add_job(
-            self._fire, DateTrigger(run_date=action.at, timezone=timezone.utc), id=RETRY_JOB_ID,
+            self._fire, DateTrigger(run_date=at, timezone=timezone.utc), id=RETRY_JOB_ID,
             replace_existing=True, max_instances=1, misfire_grace_time=self._grace(),
         )
 

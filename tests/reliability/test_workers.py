@@ -52,18 +52,18 @@ def test_four_workers_with_two_killed_extract_every_message_once(celery_setup, s
     workers.start("w1")
     workers.wait_ready("w1")
     app.send_task("dreamer.dream_session", args=[ids[DOOMED]], kwargs={"trigger": "test"}, queue=queue)
-    wait_for(lambda: calls[DOOMED] == 1, 60, "w1 to be inside the doomed session's call")
+    wait_for(lambda: calls[DOOMED] == 1, 60, "w1 to be inside the doomed session's call", workers)
     for w in ("w2", "w3", "w4"):
         workers.start(w)
     workers.wait_ready("w2", "w3", "w4")
     for _ in range(2):  # the same due sessions, fanned out twice
         app.send_task("dreamer.dream_pass", kwargs={"trigger": "test"}, queue=queue)
     workers.kill("w1")
-    wait_for(lambda: sum(calls.values()) >= SESSIONS // 2, 120, "half of the sessions to be called")
+    wait_for(lambda: sum(calls.values()) >= SESSIONS // 2, 120, "half of the sessions to be called", workers)
     workers.kill("w2")  # wherever it is: inside a call, between tasks, applying a result
     workers.start("w5")
     workers.wait_ready("w5")
-    wait_for(lambda: all_done(store), 240, "every session dreamed")
+    wait_for(lambda: all_done(store), 240, "every session dreamed", workers)
 
     per_session = requests_per_session(server)
     again = sorted(n for n, c in per_session.items() if c > 1)
