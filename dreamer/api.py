@@ -16,6 +16,7 @@ import re
 import time
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -34,7 +35,7 @@ from dreamer import flush as flushing
 from dreamer.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory, remember
 from dreamer.busy import CoalescedBusy, activity_key
 from dreamer.consolidate import normalise
-from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K
+from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K, Settings
 from dreamer.db import session_scope
 from dreamer.errors import (
     ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired, TooLarge,
@@ -483,7 +484,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
     def flush_now(session_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS), g: Grant = Depends(writer)) -> dict:
         """Flush the session's content since its last flush now, and return the notes."""
         _storable_path("session_id", session_id)
-        return flushing.flush_session(rt, _own_session(rt, g, session_id).id).as_json()
+        return _flush_answer(flushing.flush_session(rt, _own_session(rt, g, session_id).id), session_id, rt.settings)
 
     @app.post("/v1/recall", tags=["memory"])
     def recall_memories(body: RecallIn, g: Grant = Depends(grant)) -> dict:
@@ -515,6 +516,24 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
     def status(g: Grant = Depends(grant)) -> dict:
         """Counts for the token's scope, the last dream run, and how recall and flush run."""
         return _status(rt, g, runner)
+
+
+def _flush_answer(result: flushing.FlushResult, session_id: str, settings: Settings) -> dict:
+    """A flush as a client sees it: its own session id (not the store's row number) and the
+    note's file relative to the workspace (not where the server keeps it)."""
+    data = result.as_json()
+    data["session_id"] = session_id
+    data["path"] = _in_workspace(result.path, settings.workspace_dir)
+    return data
+
+
+def _in_workspace(path: str | None, workspace: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve().relative_to(workspace.resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 def _storable_path(name: str, value: str) -> None:

@@ -99,6 +99,8 @@ def test_the_agent_loop(world):
     flushed = c.post("/v1/sessions/loop-1/flush", headers=h).json()
     assert (flushed["status"], flushed["extractor"], flushed["notes"]) == (
         "flushed", "rules", ["The user prefers answers in French."])
+    # the client's own session id and a path inside the workspace, not the server's row or folders
+    assert (flushed["session_id"], flushed["path"]) == ("loop-1", f"alice-2bd806c97f0e/memory/{flushed['day']}.md")
 
     gone = c.delete(f"/v1/memories/{mid}", headers=h, params={"reason": "changed their mind"})
     assert (gone.status_code, gone.json()["status"]) == (200, "forgotten")
