@@ -95,7 +95,7 @@ def fresh_store(settings: Settings, data_dir: Path, **overrides) -> tuple[Settin
 
 
 def local_embedder(settings: Settings):
-    embedder = MiniLMEmbedder(batch=settings.embed_batch)
+    embedder = MiniLMEmbedder(batch=settings.embed_batch, cache_dir=settings.model_cache)
     embedder.embed(["warm up"])
     return embedder
 

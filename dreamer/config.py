@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     embed_model: str = "text-embedding-3-small"
     embed_dim: int = Field(384, ge=1, le=MAX_EMBED_DIM)
     embed_batch: int = Field(64, ge=1, le=10_000)
+    model_cache_dir: str = Field(
+        default_factory=lambda: _default_model_cache(),  # defined below the class
+        description="Where the local model's ONNX export for one-query embeddings is kept; empty = torch only",
+    )
 
     # --- the dream pass ---------------------------------------------------------
     dream_interval_seconds: float = Field(4 * 3600, gt=0, le=CENTURY_SECONDS)
@@ -163,6 +167,10 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'dreamer.db').resolve()}"
 
     @property
+    def model_cache(self) -> Path | None:
+        return Path(self.model_cache_dir).expanduser() if self.model_cache_dir else None
+
+    @property
     def index_dir(self) -> Path:
         return self.data_dir / "index"
 
@@ -220,6 +228,12 @@ class Settings(BaseSettings):
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
     date_slack_days: int = Field(7, ge=0, le=CENTURY_DAYS, description="Days either side of a day a query names that still count")
+
+
+def _default_model_cache() -> str:
+    """The user's cache folder for dreamer (XDG_CACHE_HOME, else ~/.cache), as the model hubs keep theirs."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dreamer")
 
 
 def _link_loop(path: Path) -> bool:

