@@ -21,7 +21,7 @@ from dreamer.consolidate import (
 from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions, session_groups
 from dreamer.days import local_day
-from dreamer.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError
+from dreamer.errors import BudgetExceeded, CircuitOpen, EndpointUnusable, LeaseLost, LLMError
 from dreamer.extract import (
     Candidate, Chunk, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
     worth_a_call,
@@ -614,11 +614,14 @@ def _target(target: str | None, planned: list[Planned], stored: dict[str, Memory
 
 
 def _record_failure(rt, session_id: int, exc: Exception) -> None:
+    """The cursor stays and says why. Only what the model made of this session counts toward
+    its quarantine: an endpoint that serves no request (`EndpointUnusable`) would otherwise
+    quarantine every session it was asked about, each Celery beat, for as long as it lasts."""
     with session_scope(rt.engine) as s:
         cursor = s.get(Cursor, session_id)
         if cursor is None:
             return
-        cursor.attempts += 1
+        cursor.attempts += 0 if isinstance(exc, EndpointUnusable) else 1
         cursor.last_error = f"{type(exc).__name__}: {exc}"[:2000]
         cursor.status = "quarantined" if cursor.attempts >= rt.settings.max_attempts else "failed"
         cursor.updated_at = utcnow()

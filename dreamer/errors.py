@@ -63,7 +63,13 @@ class Retryable(DreamerError):
         self.delay = delay
 
 
-class TransientLLMError(Retryable, LLMError):
+class EndpointUnusable(LLMError):
+    """The model endpoint serves no request now (an outage that outlasted the retries, a key it
+    refuses, a model it does not know): not the fault of what was asked, so it does not count
+    toward a session's quarantine."""
+
+
+class TransientLLMError(Retryable, EndpointUnusable):
     """429, 5xx, timeouts and dropped connections."""
 
 

@@ -15,7 +15,9 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from dreamer.breaker import Breaker
-from dreamer.errors import BudgetExceeded, LLMError, LLMInvalidOutput, TransientLLMError, validation_summary
+from dreamer.errors import (
+    BudgetExceeded, EndpointUnusable, LLMError, LLMInvalidOutput, TransientLLMError, validation_summary,
+)
 from dreamer.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+REFUSES_EVERY_REQUEST = frozenset({401, 403, 404})  # a bad key, no permission, an unknown model or path
 REPAIR_PROMPT = (
     "Your previous reply was not valid: {problem}. "
     "Reply again with only the corrected JSON object, matching the required schema."
@@ -254,7 +257,10 @@ def _error_message(exc: openai.APIStatusError) -> str:
 
 
 def _rejected(exc: openai.APIStatusError) -> LLMError:
-    return LLMError(f"LLM request rejected, {_describe(exc)}")
+    """A refusal of this request (400, 413, 422: counts toward its session's quarantine), or of
+    every request (401, 403, 404: a key or model to fix, not the session's fault)."""
+    kind = EndpointUnusable if exc.status_code in REFUSES_EVERY_REQUEST else LLMError
+    return kind(f"LLM request rejected, {_describe(exc)}")
 
 
 def _rejects_response_format(exc: openai.BadRequestError) -> bool:

@@ -146,16 +146,17 @@ def test_a_contradicting_preference_supersedes_the_old_one(settings, engine, ser
         rt.close()
 
 
-FAULTS = [
-    Reply.error(500).times(3), Reply.error(503, retry_after=0.01).times(3), Reply.error(429).times(3),
-    Reply.malformed().times(2), Reply.truncated({"memories": []}).times(2), Reply.empty_choices().times(2),
-    Reply.refusal("no").times(2), Reply.json({"memories": [{"kind": "nonsense"}]}).times(2),
-    Reply.error(400), Reply.drop().times(3),
-]
+OUTAGES = [Reply.error(500).times(3), Reply.error(503, retry_after=0.01).times(3), Reply.error(429).times(3),
+           Reply.drop().times(3), Reply.error(401), Reply.error(404)]  # the endpoint serves no request
+ANSWERS = [Reply.malformed().times(2), Reply.truncated({"memories": []}).times(2), Reply.empty_choices().times(2),
+           Reply.refusal("no").times(2), Reply.json({"memories": [{"kind": "nonsense"}]}).times(2),
+           Reply.error(400)]  # what the model made of this session
+FAULTS = [(f, 0) for f in OUTAGES] + [(f, 1) for f in ANSWERS]
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=lambda r: r.kind)
-def test_a_fault_leaves_the_cursor_and_the_pass_goes_on(settings, sqlite_engine, server, tmp_path, fault):
+@pytest.mark.parametrize(("fault", "counted"), FAULTS, ids=lambda v: v.kind if isinstance(v, Reply) else str(v))
+def test_a_fault_leaves_the_cursor_and_the_pass_goes_on(settings, sqlite_engine, server, tmp_path, fault, counted):
+    """Only a fault of this session's request counts toward its quarantine, not an outage."""
     rt = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
     try:
         bad = record_messages(rt.engine, "bad", session_with("I prefer red."), user_id="alice")
@@ -166,7 +167,7 @@ def test_a_fault_leaves_the_cursor_and_the_pass_goes_on(settings, sqlite_engine,
 
         assert (run.status, run.sessions, run.failed_sessions) == ("partial", 1, 1)
         c = cursor(rt, bad.session_id)
-        assert (c.processed_seq, c.status, c.attempts) == (0, "failed", 1)
+        assert (c.processed_seq, c.status, c.attempts) == (0, "failed", counted)
         assert c.last_error
         assert cursor(rt, good.session_id).processed_seq == 8
         assert [m.text for m in memories(rt)] == ["The user prefers blue."]
@@ -442,7 +443,27 @@ def test_circuit_breaker_stops_the_pass_and_keeps_cursors(settings, sqlite_engin
         assert "consecutive" in run.error
         assert run.failed_sessions == 2
         assert [cursor(rt, r.session_id).processed_seq for r in recs] == [0, 0, 0, 0]
-        assert [cursor(rt, r.session_id).attempts for r in recs] == [1, 1, 0, 0]
+        assert [cursor(rt, r.session_id).attempts for r in recs] == [0, 0, 0, 0]  # a bad key is no session's fault
+        assert [cursor(rt, r.session_id).status for r in recs] == ["failed", "failed", "ok", "ok"]
+    finally:
+        rt.close()
+
+
+def test_an_outage_as_long_as_any_quarantines_nothing_and_the_session_is_dreamed_after_it(
+    settings, sqlite_engine, server, tmp_path,
+):
+    rt = make_runtime(settings.model_copy(update={"max_attempts": 2}), sqlite_engine, server, make_index("edge", tmp_path))
+    try:
+        rec = record_messages(rt.engine, "s", session_with("I prefer red."), user_id="alice")
+        for _ in range(5):
+            server.push(Reply.error(503).times(3))
+            assert dream_pass(rt).failed_sessions == 1
+        c = cursor(rt, rec.session_id)
+        assert (c.status, c.attempts, c.processed_seq) == ("failed", 0, 0)
+        assert "HTTP 503" in c.last_error
+        after = dream_pass(rt)
+        assert (after.sessions, cursor(rt, rec.session_id).processed_seq) == (1, 8)
+        assert [m.text for m in memories(rt)] == ["The user prefers red."]
     finally:
         rt.close()
 

@@ -1,7 +1,9 @@
 """The LLM fault matrix, through the scripted server and the real openai client: for each fault
-the client retries as its policy says, the cursor stays put on the final failure, the session
-is quarantined after `max_attempts`, the circuit breaker stops the pass and says why, the token
-budget holds, and nothing is written from an invalid response."""
+the client retries as its policy says, the cursor stays put on the final failure, a session
+whose request the model cannot answer is quarantined after `max_attempts` while an outage
+quarantines nothing (the session is dreamed once the endpoint is back), the circuit breaker
+stops the pass and says why, the token budget holds, and nothing is written from an invalid
+response."""
 
 from __future__ import annotations
 
@@ -43,6 +45,11 @@ class Fault:
     @property
     def requests_per_attempt(self) -> int:
         return MAX_RETRIES + 1 if self.transient else 2
+
+    @property
+    def counted(self) -> int:
+        """What one failed pass adds to the session's attempts: an outage is not its fault."""
+        return 0 if self.transient else 1
 
 
 FAULTS = [
@@ -111,8 +118,8 @@ def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict
         server.push(fault.reply.times(n))
         run = dream_pass(rt)
         c = kit.cursor(engine, bad)
-        assert (c.processed_seq, c.attempts) == (0, attempt), "a failed call leaves the cursor where it was"
-        assert c.status == ("quarantined" if attempt == MAX_ATTEMPTS else "failed")
+        assert (c.processed_seq, c.attempts) == (0, attempt * fault.counted), "a failed call leaves the cursor where it was"
+        assert c.status == ("quarantined" if c.attempts == MAX_ATTEMPTS else "failed")
         assert fault.says in c.last_error, c.last_error
         assert (run.status, run.failed_sessions) == ("partial", 1)
         assert run.prompt_tokens + run.completion_tokens <= BUDGET
@@ -123,9 +130,13 @@ def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict
     assert [m.text for m in kit.memories(engine, "bob")] == ["The user prefers blue."]
     before = chat_count(server)
     quiet = dream_pass(rt)
-    assert (quiet.sessions, quiet.llm_calls, chat_count(server) - before) == (0, 0, 0), "quarantine holds"
+    if fault.counted:
+        assert (quiet.sessions, quiet.llm_calls, chat_count(server) - before) == (0, 0, 0), "quarantine holds"
+    else:
+        assert (quiet.sessions, quiet.llm_calls, chat_count(server) - before) == (1, 1, 1), "dreamed after the outage"
+        assert [m.text for m in kit.memories(engine, "alice")] == ["The user prefers red."]
     return {"requests/attempt": n, "waits": [round(w, 2) for w in sleeps[:MAX_RETRIES]],
-            "quarantined after": MAX_ATTEMPTS, "written": 0}
+            "quarantined after": MAX_ATTEMPTS if fault.counted else "never", "written": 0 if fault.counted else 1}
 
 
 def _check_waits(fault: Fault, waits: list[float]) -> None:
@@ -151,7 +162,7 @@ def _breaker(rt, server, fault: Fault) -> str:
     assert run.status == "stopped"
     assert f"{BREAKER} consecutive LLM failures" in run.error and fault.says in run.error, run.error
     assert chat_count(server) - before == fault.requests_per_attempt * BREAKER, "no call after the breaker opens"
-    assert [kit.cursor(engine, i).attempts for i in ids] == [1] * BREAKER + [0]
+    assert [kit.cursor(engine, i).attempts for i in ids] == [fault.counted] * BREAKER + [0]
     assert all(kit.cursor(engine, i).processed_seq == 0 for i in ids)
     assert server.pending == 0
     return run.error.split("last: ", 1)[-1][:70]
