@@ -41,7 +41,7 @@ from dreamer.errors import (
     ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired, TooLarge,
 )
 from dreamer.index import Scope
-from dreamer.ingest.base import MAX_FIELD_CHARS, UNSTORABLE, as_utc, clean_text, storable
+from dreamer.ingest.base import MAX_FIELD_CHARS, as_utc, clean_text, identifier_problem
 from dreamer.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
 from dreamer.recall import context, recall
 
@@ -62,9 +62,9 @@ def _clean(value: Any) -> Any:
     return clean_text(value) if isinstance(value, str) else value
 
 
-def _storable(value: str) -> str:
-    if not storable(value):
-        raise ValueError(f"contains {UNSTORABLE}")
+def _identifier(value: str) -> str:
+    if problem := identifier_problem(value):
+        raise ValueError(f"contains {problem}")
     return value
 
 
@@ -88,8 +88,8 @@ def _iso_time(value: Any) -> Any:
 Text = Annotated[str, BeforeValidator(_clean)]
 ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_clean)]
 # Identifiers: refused, never altered, when the store could not keep them as they are.
-Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_storable)]
-GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_storable)]
+Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
+GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
 Time = Annotated[datetime, BeforeValidator(_iso_time)]
 
 
@@ -538,8 +538,8 @@ def _in_workspace(path: str | None, workspace: Path) -> str | None:
 
 def _storable_path(name: str, value: str) -> None:
     """A path id is not a pydantic field: checked as `Ident` checks it."""
-    if not storable(value):
-        raise HTTPException(422, f"{name} contains {UNSTORABLE}")
+    if problem := identifier_problem(value):
+        raise HTTPException(422, f"{name} contains {problem}")
 
 
 def _same_scope(body: AppendIn, g: Grant) -> None:

@@ -172,6 +172,26 @@ def test_a_body_that_is_not_utf8_is_422_not_500(world):
     assert only_error(r) == (422, "model_attributes_type", ["body"], "\ufffd\ufffd")
 
 
+@pytest.mark.parametrize(("path", "body", "field", "given"), [
+    ("/v1/sessions/kept/messages", {"agent_id": "ma\x1bin", "messages": chat("hi")}, "agent_id", "ma\x1bin"),
+    ("/v1/memories", {"text": "The user likes tea.", "session_id": "s\n1"}, "session_id", "s\n1"),
+])
+def test_a_control_character_in_an_identifier_is_422(world, path, body, field, given):
+    before = stored(world.rt)
+    r = send(world, path, body)
+    assert (r.status_code, r.json()) == (422, {"detail": [
+        {"type": "value_error", "loc": ["body", field], "msg": "Value error, contains a control character or a line break",
+         "input": given, "ctx": {"error": {}}}]})
+    assert stored(world.rt) == before
+
+
+def test_a_line_break_in_a_session_path_is_422(world):
+    before = stored(world.rt)
+    r = world.client.post("/v1/sessions/a%0Ab/messages", json={"messages": chat("hi")}, headers=bearer(ALICE_WRITER))
+    assert (r.status_code, r.json()) == (422, {"detail": "session_id contains a control character or a line break"})
+    assert stored(world.rt) == before
+
+
 @pytest.mark.parametrize("path", ["/v1/sessions/a%00b/messages", "/v1/sessions/a%00b/flush"])
 def test_a_nul_in_a_session_path_is_422(world, path):
     before = stored(world.rt)
@@ -300,6 +320,7 @@ def test_an_empty_append_to_a_known_session_reads_the_meter(world):
 @pytest.mark.parametrize(("user", "problem"), [
     ("u" * 300, "String should have at most 255 characters"),
     ("ada\x00", UNSTORABLE),
+    ("ada\r", "Value error, contains a control character or a line break"),
     ("ada\udcff", UNICODE),
 ])
 def test_an_insecure_single_user_id_is_validated_like_a_token(world, user, problem):

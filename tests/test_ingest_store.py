@@ -140,6 +140,21 @@ def test_parsed_messages_and_validation(engine):
     assert counts(engine) == (1, 1, 1)
 
 
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("external_id", "s\x1b[2J", "a control character or a line break"),
+    ("user_id", "ada\nbob", "a control character or a line break"),
+    ("agent_id", "main\u2028", "a control character or a line break"),
+    ("team", "a\tb", "a control character or a line break"),
+    ("project", "p\x00", "a NUL character or an unpaired surrogate"),
+])
+def test_an_identifier_holds_no_control_character_nor_line_break(engine, field, value, problem):
+    ids = {"external_id": "s1", "user_id": "u1", field: value}
+    with pytest.raises(IngestError) as caught:
+        record_messages(engine, ids.pop("external_id"), CHAT[:1], **ids)
+    assert str(caught.value) == f"{field} contains {problem}"
+    assert counts(engine) == (0, 0, 0)
+
+
 def test_nul_characters_are_stored_safely(engine):
     result = record_messages(engine, "nul", [{"role": "tool", "content": "bin\x00ary", "tool_call_id": "c"}],
                              user_id="u1")

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["max_message_bytes"].default
 MAX_FIELD_CHARS = 255  # name, tool_call_id and external ids fit a VARCHAR(255)
 UNSTORABLE = "a NUL character or an unpaired surrogate"  # what `storable` refuses
+CONTROL = "a control character or a line break"  # what an identifier may not hold besides (`identifier_problem`)
 TOO_DEEP = "JSON nested too deeply"  # past the interpreter's recursion limit: refused like malformed JSON
 _EPOCH_MS_THRESHOLD = 100_000_000_000  # numbers above this are epoch milliseconds
 NOT_FILES = (  # what a path names instead of a regular file
@@ -176,6 +178,16 @@ def _unreadable(path: Path, exc: OSError) -> str:
 
 
 # --- values -------------------------------------------------------------------
+
+
+def identifier_problem(value: str) -> str | None:
+    """Why `value` cannot be an identifier (of a user, agent, team, project, session or memory),
+    or None: the store keeps an identifier as it is, and listings and logs show it on one line."""
+    if not storable(value):
+        return UNSTORABLE
+    if any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in value):
+        return CONTROL
+    return None
 
 
 def storable(value: str) -> bool:

@@ -23,7 +23,6 @@ from dreamer.errors import IngestError, TooLarge
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_FIELD_CHARS,
-    UNSTORABLE,
     LineRejected,
     ParsedMessage,
     ParseResult,
@@ -32,7 +31,7 @@ from dreamer.ingest.base import (
     as_utc,
     check_message,
     clean_text,
-    storable,
+    identifier_problem,
 )
 from dreamer.ingest import openai_jsonl
 from dreamer.ingest.detect import PARSERS, resolve_format
@@ -289,8 +288,8 @@ def _target(
             raise IngestError(f"{what} must be a string")
         if len(value) > MAX_FIELD_CHARS:
             raise IngestError(f"{what} longer than {MAX_FIELD_CHARS} characters")
-        if not storable(value):
-            raise IngestError(f"{what} contains {UNSTORABLE}")
+        if problem := identifier_problem(value):
+            raise IngestError(f"{what} contains {problem}")
     if mode not in MODES:
         raise IngestError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
     return _Target(

@@ -197,8 +197,9 @@ HOSTILE_IDS = [
     "../x", "../../etc/passwd", "/etc/passwd", "/", ".", "..", "a/../../b", "C:\\Windows\\system32", "\\\\server\\share",
     "~root", "%2e%2e%2fx", "x" * 255, "alice", "ALICE", "Alice", "alice ", " alice", "аlice", "alicе",  # Cyrillic a / e
     "ａｌｉｃｅ", "alice\u200b", "ali\u0301ce", "alíce", "al\u0131ce", "x" * 254 + "/", ".hidden", "CON", "nul",
-    "a:b", "a*b?", "<script>", "user\nname", "tab\tname", "emoji-😀", "rtl-\u202eecila",
+    "a:b", "a*b?", "<script>", "emoji-😀", "rtl-\u202eecila",
 ]
+REFUSED_IDS = ["a\x00b", "\ud800x", "user\nname", "tab\tname", "bell\x07", "esc\x1b[2J"]  # never stored
 
 
 @given(st.text(min_size=1, max_size=300))
@@ -230,7 +231,7 @@ def test_hostile_user_ids_end_to_end(settings, db_url, tmp_path, figures):
             for i, user in enumerate(HOSTILE_IDS):
                 record_messages(engine, f"s{i}", kit.session_with(f"I prefer item {i}, it fixed the bug."), user_id=user,
                                 project="../../../../tmp/evil" if i % 3 == 0 else None, mode="code" if i % 3 == 0 else "agent")
-            for bad in ("a\x00b", "\ud800x"):
+            for bad in REFUSED_IDS:
                 with pytest.raises(IngestError):
                     record_messages(engine, "nul", kit.session_with("I prefer x."), user_id=bad)
             while dream_pass(rt).sessions:
