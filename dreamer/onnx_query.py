@@ -42,7 +42,10 @@ class OnnxQuery:
         self.max_length = max_length
 
     def embed_one(self, text: str) -> list[float]:
-        tokens = self.tokenizer([text], truncation=True, max_length=self.max_length, return_tensors="np")
+        # sentence-transformers' own arguments: a fast tokenizer changes its state when they differ
+        # from the last call's, which two threads must not do at once
+        tokens = self.tokenizer([text], padding=True, truncation="longest_first", max_length=self.max_length,
+                                return_tensors="np")
         feed = {name: np.asarray(tokens[name], dtype=np.int64) for name in _INPUTS}
         return np.asarray(self.session.run(None, feed)[0][0], dtype=np.float32).tolist()
 

@@ -90,3 +90,25 @@ def test_the_cache_folder_comes_from_the_settings(tmp_path, monkeypatch):
     assert built.inner.cache_dir == tmp_path / "m"
     without = build_embedder(Settings(_env_file=None, embedder="local", model_cache_dir=""))
     assert without.inner.cache_dir is None
+
+
+def test_threads_embedding_one_text_and_batches_at_once_get_their_own_vectors(exported):
+    import threading
+
+    one = exported.embed([TEXTS[1]])[0]
+    batch = exported.embed(TEXTS[:2])
+    results, errors = [], []
+
+    def work(k):
+        try:
+            for i in range(15):
+                results.append(exported.embed([TEXTS[1]])[0] == one if (i + k) % 2 else exported.embed(TEXTS[:2]) == batch)
+        except Exception as exc:  # noqa: BLE001  (collected for the assertion below)
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (errors, len(results), all(results)) == ([], 60, True)
