@@ -5,10 +5,11 @@ memories), applies the plan in SQL and drains the outbox into the index. Two wri
 for the same user at once would not see each other's new memory and would both add it, so
 every writer holds the user's consolidation lock from planning until the drain has put its
 result in the index: a dream pass for each session, an agent's `remember` and
-`forget_memory`. The lock is a lease row named ``consolidate:<user id>`` (`leases`), so it
-holds across Celery workers, API servers and machines on one store; a writer waits for it at
-most `user_lock_wait_seconds`, then gives up with `UserLocked`, a `Retryable` (a Celery task
-tries again later, the API answers 503). A hold is one session's plan, apply and drain, far
+`forget_memory`. The lock is a lease row named ``consolidate:<sha-256 of the user id>``
+(`leases`; a user id may fill all 255 characters a lease name has), so it holds across Celery
+workers, API servers and machines on one store; a writer waits for it at most
+`user_lock_wait_seconds`, then gives up with `UserLocked`, a `Retryable` (a Celery task tries
+again later, the API answers 503). A hold is one session's plan, apply and drain, far
 shorter than `lease_seconds`; a holder that dies leaves the row to expire after that.
 
 An embedded index taken in turns (`TimeSharedIndex`) needs no lock: a process keeps the turn
@@ -21,6 +22,7 @@ turns (a Qdrant server, or an embedded index one process owns) gets `LeaseLocks`
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -51,7 +53,7 @@ class UserLocks(Protocol):
 
 
 def lock_name(user_id: str) -> str:
-    return f"consolidate:{user_id}"
+    return "consolidate:" + hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def wait_for(

@@ -73,7 +73,7 @@ def test_a_held_lock_is_waited_for_then_given_up_with_a_retryable_error_naming_t
     assert str(caught.value) == "user 'alice': another writer kept consolidating their memories; gave up after 2 s"
     assert isinstance(caught.value, Retryable) and caught.value.delay == 5.0
     assert slept == [0.5, 0.5, 0.5, 0.5]
-    assert holder(engine, "consolidate:alice") == ELSEWHERE
+    assert holder(engine, lock_name("alice")) == ELSEWHERE
 
 
 def test_the_lock_is_taken_once_its_holder_lets_go_and_given_back_after_the_block(engine):
@@ -87,15 +87,23 @@ def test_the_lock_is_taken_once_its_holder_lets_go_and_given_back_after_the_bloc
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
 
     with locks.hold("alice"):
-        assert holder(engine, "consolidate:alice") not in (None, ELSEWHERE)
+        assert holder(engine, lock_name("alice")) not in (None, ELSEWHERE)
         with locks.hold("bob"):  # another user's lock is another row
-            assert holder(engine, "consolidate:bob") not in (None, holder(engine, "consolidate:alice"))
+            assert holder(engine, lock_name("bob")) not in (None, holder(engine, lock_name("alice")))
     with pytest.raises(ValueError):
         with locks.hold("alice"):
             raise ValueError("the block failed")
 
     assert slept == [0.5]
-    assert (holder(engine, "consolidate:alice"), holder(engine, "consolidate:bob")) == (None, None)
+    assert (holder(engine, lock_name("alice")), holder(engine, lock_name("bob"))) == (None, None)
+
+
+def test_a_user_id_of_255_characters_has_a_lock_of_its_own(engine):
+    longest, other = "x" * 255, "x" * 254 + "y"
+    locks = LeaseLocks(engine, ttl_seconds=600, wait_seconds=0, clock=ManualClock(), sleep=lambda s: None)
+    with locks.hold(longest), locks.hold(other):
+        assert len(lock_name(longest)) == len("consolidate:") + 64
+        assert None not in (holder(engine, lock_name(longest)), holder(engine, lock_name(other)))
 
 
 # --------------------------------------------------------------------------- the race it closes
@@ -191,7 +199,7 @@ def test_two_passes_over_sessions_of_one_user_at_once_add_one_memory(settings, e
     assert (m.text, m.status) == ("The user prefers green tea in the morning.", "verified")
     assert sorted((r.status, r.sessions, r.added, r.merged) for r in runs) == [("ok", 1, 0, 1), ("ok", 1, 1, 0)]
     assert count == 1 and index.lock_waits > 0
-    assert holder(engine, "consolidate:alice") is None
+    assert holder(engine, lock_name("alice")) is None
 
 
 # --------------------------------------------------------------------------- which runtimes lock
@@ -211,7 +219,7 @@ def test_with_the_index_taken_in_turns_a_pass_takes_no_user_lock(settings, engin
             end_turn(rt)
 
     assert (run.status, run.sessions, run.added) == ("ok", 1, 1)
-    assert holder(engine, "consolidate:alice") == ELSEWHERE
+    assert holder(engine, lock_name("alice")) == ELSEWHERE
 
 
 def test_with_an_index_not_taken_in_turns_a_pass_waits_for_the_users_lock(settings, engine, server, tmp_path):
