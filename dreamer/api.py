@@ -38,7 +38,7 @@ from dreamer.consolidate import normalise
 from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K, Settings
 from dreamer.db import session_scope
 from dreamer.errors import (
-    ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, ScopeRequired, TooLarge,
+    ConfigError, DreamerError, IndexInUse, IngestError, LLMError, NotFound, Retryable, ScopeRequired, TooLarge,
 )
 from dreamer.index import Scope
 from dreamer.ingest.base import MAX_FIELD_CHARS, as_utc, clean_text, identifier_problem
@@ -379,7 +379,7 @@ def create_app(rt, *, insecure_user: str | None = None) -> FastAPI:
 
 
 _STATUS = ((NotFound, 404), (TooLarge, 413), (IngestError, 422), (WriteRejected, 409), (ScopeRequired, 400),
-           (IndexInUse, 503), (LLMError, 502), (DreamerError, 500))
+           (IndexInUse, 503), (LLMError, 502), (Retryable, 503), (DreamerError, 500))
 
 
 def _errors(app: FastAPI) -> None:

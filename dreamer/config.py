@@ -198,6 +198,9 @@ class Settings(BaseSettings):
     scheduler_executor: Literal["inline", "celery"] = "inline"
     scheduler_misfire_grace_seconds: float = Field(300, ge=0, le=CENTURY_SECONDS)
     index_wait_seconds: float = Field(600, ge=0, le=CENTURY_SECONDS, description="How long a worker waits for the embedded index")
+    user_lock_wait_seconds: float = Field(
+        600, ge=0, le=CENTURY_SECONDS, description="How long a writer waits while another consolidates the same user",
+    )
     celery_queue: str = "dreamer"
     celery_visibility_timeout_seconds: float = Field(3600, gt=0, le=CENTURY_SECONDS, description="Redis broker: redeliver unacked after")
     task_max_retries: int = Field(8, ge=0, le=MAX_RETRIES)

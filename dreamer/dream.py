@@ -174,29 +174,38 @@ def _lease_and_load(rt, sess: Session, owner: str, held: dict[int, leases.HeldLe
 
 def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, held: leases.HeldLease) -> None:
     """Plan and apply one session's extraction (`found`: its candidates and those over the cap,
-    or the error that stopped its extraction)."""
+    or the error that stopped its extraction), holding its user's consolidation lock from the
+    plan until the result is in the index (`user_locks`)."""
     sess = work.session
-    try:
-        if isinstance(found, Exception):
-            raise found
-        candidates, over_cap = found
-        _still_held(held)
-        planned = _plan(rt, work, candidates, llm)
-    except LeaseLost:
-        log.warning("session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id)
+    if isinstance(found, Exception):
+        _failed(rt, sess, found, run)
         return
-    except (CircuitOpen, BudgetExceeded):
-        raise
-    except LLMError as exc:
-        _record_failure(rt, sess.id, exc)
-        run.failed_sessions += 1
-        return
-    _apply(rt, work, planned, run, tally)
+    candidates, over_cap = found
+    with rt.user_locks.hold(sess.user_id):
+        try:
+            _still_held(held)
+            planned = _plan(rt, work, candidates, llm)
+        except (LeaseLost, LLMError) as exc:
+            _failed(rt, sess, exc, run)
+            return
+        _apply(rt, work, planned, run, tally)
+        outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
+        # its Markdown is rendered once, by the drain at the end of the pass
     tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
-    outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
-    # its Markdown is rendered once, by the drain at the end of the pass
     run.sessions += 1
     run.messages += work.new_messages
+
+
+def _failed(rt, sess: Session, exc: Exception, run: DreamRun) -> None:
+    """A session whose lease was lost is dropped; one the model failed on is recorded failed.
+    The breaker and the budget stop the whole pass."""
+    if isinstance(exc, LeaseLost):
+        log.warning("session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id)
+        return
+    if isinstance(exc, (CircuitOpen, BudgetExceeded)) or not isinstance(exc, LLMError):
+        raise exc
+    _record_failure(rt, sess.id, exc)
+    run.failed_sessions += 1
 
 
 def _load_work(rt, sess: Session) -> Work | None:

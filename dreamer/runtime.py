@@ -1,5 +1,5 @@
 """The small context object a process builds once: settings, store, and lazily the index,
-embedder, LLM and busy signal. Constructors accept ready-made parts, so tests hand in real
+embedder, LLM, busy signal and user locks. Constructors accept ready-made parts, so tests hand in real
 local ones instead of patching."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Runtime:
     _embedder: Any = _UNSET
     _index: Any = _UNSET
     _busy: Any = _UNSET
+    _user_locks: Any = _UNSET
     _owned: list = field(default_factory=list)
 
     @classmethod
@@ -39,12 +40,13 @@ class Runtime:
         embedder: Any = _UNSET,
         index: Any = _UNSET,
         busy: Any = _UNSET,
+        user_locks: Any = _UNSET,
         check_schema: bool = True,
     ) -> "Runtime":
         eng = engine or db.make_engine(settings.resolved_database_url())
         if check_schema:
             db.require_schema(eng)
-        return cls(settings, eng, llm, embedder, index, busy)
+        return cls(settings, eng, llm, embedder, index, busy, user_locks)
 
     @property
     def llm(self):
@@ -85,6 +87,15 @@ class Runtime:
 
             self._busy = build_busy_signal(self.settings, self.engine)
         return self._busy
+
+    @property
+    def user_locks(self):
+        """What a writer holds while it consolidates a user (`dreamer.user_locks`)."""
+        if self._user_locks is _UNSET:
+            from dreamer.user_locks import build_user_locks
+
+            self._user_locks = build_user_locks(self.settings, self.engine, self.index)
+        return self._user_locks
 
     def close(self) -> None:
         for part in self._owned:

@@ -6,8 +6,11 @@ first use and closes it at `release()` (the end of a task or a pass), after wait
 a lock file beside the folder. The parallel part of a pass (loading sessions, LLM extraction)
 never touches the index, so it runs in every worker at once; consolidation (neighbour search,
 apply, outbox drain) holds the turn and is therefore serialised, which is also what keeps two
-workers from adding the same new memory for one user. With a Qdrant server
-(`DREAMER_QDRANT_URL`) no turns are needed and every process keeps its own client.
+workers from adding the same new memory for one user: such an index `takes_turns`, and its
+runtime takes no per-user consolidation lock (`dreamer.user_locks`; waiting for one while
+holding the turn could deadlock). With a Qdrant server (`DREAMER_QDRANT_URL`) there are no
+turns: every process keeps its own client, and a writer holds its user's consolidation lock
+(a lease row in SQL) from planning until its result is in the index instead.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ class IndexBusy(Retryable, IndexInUse):
 
 class TimeSharedIndex:
     """A `MemoryIndex` that opens the real one on first use and gives it back at `release()`."""
+
+    takes_turns = True  # consolidation is one process at a time already (see `user_locks`)
 
     def __init__(
         self, factory: Callable[[], MemoryIndex], turn_file: Path, *, dim: int,

@@ -12,7 +12,7 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from dreamer import db
+from dreamer import db, leases
 from dreamer.api import create_app, parse_tokens
 from dreamer.config import Settings
 from dreamer.db import session_scope
@@ -20,6 +20,7 @@ from dreamer.errors import ConfigError
 from dreamer.index import EdgeIndex
 from dreamer.models import Activity, Memory, Session
 from dreamer.scripted import Reply, ScriptedServer
+from dreamer.user_locks import lock_name
 from dreamkit import EMBED_DIM, make_index
 from onlinekit import (
     ALICE_READER, ALICE_WRITER, BOB_WRITER, TOKENS, LiveServer, bearer, chat, online_runtime, online_settings,
@@ -335,6 +336,22 @@ def test_insecure_single_user_mode(settings, sqlite_engine, tmp_path):
                 assert httpx.get(f"{live.url}/v1/status", timeout=60).json()["user_id"] == "solo"
         finally:
             rt.close()
+
+
+def test_a_write_that_cannot_get_its_users_consolidation_lock_is_503(settings, sqlite_engine, tmp_path):
+    quick = online_settings(settings, api_tokens="", user_lock_wait_seconds=0)
+    assert leases.acquire(sqlite_engine, lock_name("solo"), "a dream pass elsewhere", 600)
+    with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
+        index = make_index("edge", tmp_path)
+        rt = online_runtime(quick, sqlite_engine, scripted, index, llm=False)
+        try:
+            with LiveServer(create_app(rt, insecure_user="solo")) as live:
+                r = httpx.post(f"{live.url}/v1/memories", json={"text": "The user prefers tea."}, timeout=60)
+        finally:
+            rt.close()
+            index.close()
+    assert r.status_code == 503
+    assert r.json()["detail"].startswith("user 'solo': another writer kept consolidating their memories; gave up after")
 
 
 @pytest.mark.parametrize(("raw", "problem"), [
