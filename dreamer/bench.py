@@ -135,6 +135,7 @@ def bench_recall(settings: Settings, tmp: Path, sizes, seed: int, queries: int =
         engine.dispose()
     ratios = {str(n): _ratio(rows, n) for n in sizes}
     return {"rows": rows, "reference_p95_over_edge_p95": ratios, "torch_threads": threads,
+            "query_embedding": "onnxruntime" if embedder._query is not None else "torch",
             "goal": "edge p95 <= 25 ms at the largest size"}
 
 
@@ -345,12 +346,14 @@ def _consolidate_run(settings: Settings, folder: Path, raw, n: int, seed: int, b
 
 
 def _consolidate_batch(rt, scope: Scope, texts: list[str]) -> None:
-    """One session's worth of candidates: planned against the scope, applied, indexed."""
+    """One session's worth of candidates, under the user's consolidation lock as in a pass:
+    planned against the scope, applied, indexed."""
     cands = [Candidate(kind="preference", text=t, seqs=[1]) for t in texts]
-    planned = plan_candidates(rt, scope, scope.user_id, cands, None, exact=True)
-    with session_scope(rt.engine) as s:
-        apply_all(s, planned, scope, source="dream", evidence=[[{"session_id": None, "seqs": [1]}]] * len(planned))
-    outbox.drain(rt, render=False)  # as a pass does after each session; the views are rendered at its end
+    with rt.user_locks.hold(scope.user_id):
+        planned = plan_candidates(rt, scope, scope.user_id, cands, None, exact=True)
+        with session_scope(rt.engine) as s:
+            apply_all(s, planned, scope, source="dream", evidence=[[{"session_id": None, "seqs": [1]}]] * len(planned))
+        outbox.drain(rt, render=False)  # as a pass does after each session; the views are rendered at its end
 
 
 # --------------------------------------------------------------------------- flush meter
