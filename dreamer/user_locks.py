@@ -1,23 +1,26 @@
-"""One consolidation of a user at a time, across processes and machines.
+"""One consolidation of a user at a time, across threads, processes and machines.
 
 A writer plans against what the index holds (`plan_candidates`: the user's nearest current
 memories), applies the plan in SQL and drains the outbox into the index. Two writers planning
 for the same user at once would not see each other's new memory and would both add it, so
 every writer holds the user's consolidation lock from planning until the drain has put its
 result in the index: a dream pass for each session, an agent's `remember` and
-`forget_memory`. The lock is a lease row named ``consolidate:<sha-256 of the user id>``
-(`leases`; a user id may fill all 255 characters a lease name has), so it holds across Celery
-workers, API servers and machines on one store; a writer waits for it at most
-`user_lock_wait_seconds`, then gives up with `UserLocked`, a `Retryable` (a Celery task tries
-again later, the API answers 503). A hold is one session's plan, apply and drain, far
-shorter than `lease_seconds`; a holder that dies leaves the row to expire after that.
+`forget_memory`. A writer waits for it at most `user_lock_wait_seconds`, then gives up with
+`UserLocked`, a `Retryable` (a Celery task tries again later, the API answers 503).
 
-An embedded index taken in turns (`TimeSharedIndex`) needs no lock: a process keeps the turn
-from its first index call until the end of its task or pass, so consolidation is already one
-process at a time. Taking the lock there could even deadlock: a pass holding the turn (after a
-session of user X) would wait for user Y's lock while the holder of that lock waits for the
-turn. So the runtime of such an index gets `Unlocked`, and only an index that is not taken in
-turns (a Qdrant server, or an embedded index one process owns) gets `LeaseLocks`.
+Which locks a runtime gets depends on who else can write to its index:
+* a Qdrant server (`DREAMER_QDRANT_URL`): any process on any machine, so `LeaseLocks`, a lease
+  row named ``consolidate:<sha-256 of the user id>`` (`leases`; a user id may fill all 255
+  characters a lease name has) on the shared store. A hold is one session's plan, apply and
+  drain, far shorter than `lease_seconds`; a holder that dies leaves the row to expire then;
+* an embedded index one process owns (Qdrant Edge and qdrant-client's local mode lock their
+  folder): only this process's threads (`dreamer serve`'s API writes and its hosted passes), so
+  `ProcessLocks`, a lock per user in memory, without a write to the store for each session;
+* an embedded index taken in turns (`TimeSharedIndex`): none, `Unlocked`. A process keeps the
+  turn from its first index call until the end of its task or pass, so consolidation is already
+  one process at a time. A lock there could even deadlock: a pass holding the turn (after a
+  session of user X) would wait for user Y's lock while the holder of that lock waits for the
+  turn.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, ContextManager, Iterator, Protocol
@@ -88,12 +92,48 @@ class LeaseLocks:
         waited = wait_for(lambda: leases.acquire(self.engine, name, owner, self.ttl),
                           self.wait_seconds, self.poll_seconds, self.clock, self.sleep)
         if waited is not None:
-            raise UserLocked(f"user {user_id!r}: another writer kept consolidating their memories; "
-                             f"gave up after {waited:g} s", delay=RETRY_DELAY)
+            raise _gave_up(user_id, waited)
         try:
             yield
         finally:
             leases.release(self.engine, name, owner)
+
+
+def _gave_up(user_id: str, waited: float) -> UserLocked:
+    return UserLocked(f"user {user_id!r}: another writer kept consolidating their memories; gave up after {waited:g} s",
+                      delay=RETRY_DELAY)
+
+
+class ProcessLocks:
+    """Consolidation locks of this process: one per user, shared by every runtime the process
+    opens (they share the one index it owns), waited for as `LeaseLocks` wait."""
+
+    def __init__(
+        self, *, wait_seconds: float, poll_seconds: float = POLL_SECONDS,
+        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.wait_seconds, self.poll_seconds, self.clock, self.sleep = wait_seconds, poll_seconds, clock, sleep
+
+    @contextmanager
+    def hold(self, user_id: str) -> Iterator[None]:
+        lock = _process_lock(user_id)
+        waited = wait_for(lambda: lock.acquire(blocking=False), self.wait_seconds, self.poll_seconds,
+                          self.clock, self.sleep)
+        if waited is not None:
+            raise _gave_up(user_id, waited)
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+def _process_lock(user_id: str) -> threading.Lock:
+    with _PROCESS_LOCKS_GUARD:
+        return _PROCESS_LOCKS.setdefault(user_id, threading.Lock())
 
 
 class Unlocked:
@@ -105,14 +145,17 @@ class Unlocked:
 
 
 def build_user_locks(settings: Settings, engine: Engine, index) -> UserLocks:
-    """`Unlocked` when the index is taken in turns, else lease locks on the store."""
+    """`Unlocked` when the index is taken in turns, lease locks on the store with a Qdrant
+    server, else the locks of this process."""
     if getattr(index, "takes_turns", False):
         return Unlocked()
-    return LeaseLocks(engine, ttl_seconds=settings.lease_seconds, wait_seconds=settings.user_lock_wait_seconds)
+    if settings.qdrant_url:
+        return LeaseLocks(engine, ttl_seconds=settings.lease_seconds, wait_seconds=settings.user_lock_wait_seconds)
+    return ProcessLocks(wait_seconds=settings.user_lock_wait_seconds)
 
 
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-__all__ = ["LeaseLocks", "Unlocked", "UserLocked", "UserLocks", "build_user_locks", "lock_name", "wait_for"]
+__all__ = ["LeaseLocks", "ProcessLocks", "Unlocked", "UserLocked", "UserLocks", "build_user_locks", "lock_name", "wait_for"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from dreamer import cabinet, leases
+from dreamer import cabinet
 from dreamer.agent_writes import WriteRejected, forget_memory, remember
 from dreamer.db import session_scope
 from dreamer.errors import NotFound
@@ -15,7 +15,7 @@ from dreamer.index import Scope
 from dreamer.models import Memory, MemoryEvent
 from dreamer.recall import recall
 from dreamer.scripted import ScriptedServer
-from dreamer.user_locks import UserLocked, lock_name
+from dreamer.user_locks import ProcessLocks, UserLocked
 from dreamkit import chat_bodies, extraction_script, make_index, make_runtime
 from onlinekit import chat
 
@@ -94,21 +94,26 @@ def test_a_contradiction_judged_by_the_model_supersedes(settings, sqlite_engine,
 
 
 def test_a_write_holds_its_users_consolidation_lock_and_stores_nothing_without_it(settings, sqlite_engine, server, tmp_path):
+    """The embedded index this process owns: the lock is the process's own (a hosted pass of
+    `dreamer serve` holding it is stood in for by this thread)."""
     quick = settings.model_copy(update={"user_lock_wait_seconds": 0})
     index = make_index("edge", tmp_path)
     rt = make_runtime(quick, sqlite_engine, server, index, llm=False)
+    elsewhere = ProcessLocks(wait_seconds=0)
     try:
-        assert leases.acquire(rt.engine, lock_name("alice"), "a dream pass elsewhere", 600)
-        with pytest.raises(UserLocked, match="^user 'alice': another writer kept consolidating their memories"):
-            remember(rt, ALICE, "The user prefers short answers.")
+        assert isinstance(rt.user_locks, ProcessLocks)
+        with elsewhere.hold("alice"):
+            with pytest.raises(UserLocked, match="^user 'alice': another writer kept consolidating their memories"):
+                remember(rt, ALICE, "The user prefers short answers.")
         assert current(rt) == []
-        leases.release(rt.engine, lock_name("alice"), "a dream pass elsewhere")
 
         m = remember(rt, ALICE, "The user prefers short answers.")
-        assert leases.acquire(rt.engine, lock_name("alice"), "a dream pass elsewhere", 600)
-        with pytest.raises(UserLocked):
-            forget_memory(rt, ALICE, m.id, "asked to")
+        with elsewhere.hold("alice"):
+            with pytest.raises(UserLocked):
+                forget_memory(rt, ALICE, m.id, "asked to")
         assert [c.id for c in current(rt)] == [m.id]
+        with elsewhere.hold("bob"):  # another user's lock is another lock
+            assert remember(rt, ALICE, "The user prefers tea.").text == "The user prefers tea."
     finally:
         rt.close()
         index.close()

@@ -339,7 +339,8 @@ def test_insecure_single_user_mode(settings, sqlite_engine, tmp_path):
 
 
 def test_a_write_that_cannot_get_its_users_consolidation_lock_is_503(settings, sqlite_engine, tmp_path):
-    quick = online_settings(settings, api_tokens="", user_lock_wait_seconds=0)
+    """A deployment with a Qdrant server (the index here handed in): the lock is a lease row."""
+    quick = online_settings(settings, api_tokens="", user_lock_wait_seconds=0, qdrant_url="http://127.0.0.1:1")
     assert leases.acquire(sqlite_engine, lock_name("solo"), "a dream pass elsewhere", 600)
     with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
         index = make_index("edge", tmp_path)

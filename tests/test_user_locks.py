@@ -19,7 +19,7 @@ from dreamer.ingest.store import record_messages
 from dreamer.models import Cursor, DreamRun, Lease, Memory, MemoryEvent
 from dreamer.scripted import ScriptedServer
 from dreamer.shared_index import end_turn, open_shared_runtime
-from dreamer.user_locks import LeaseLocks, Unlocked, UserLocked, lock_name
+from dreamer.user_locks import LeaseLocks, ProcessLocks, Unlocked, UserLocked, lock_name
 from dreamkit import ManualClock, extraction_script, make_index, make_runtime
 
 ELSEWHERE = "another worker"
@@ -123,7 +123,7 @@ class Rendezvous:
         self.lock_waits = 0
 
     def lock_sleep(self, seconds: float) -> None:
-        """The `sleep` of the writers' `LeaseLocks`: one of them waits for the lock."""
+        """The `sleep` of the writers' locks: one of them waits for the lock."""
         with self._met:
             self.lock_waits += 1
             self._met.notify_all()
@@ -169,12 +169,18 @@ class Rendezvous:
         return self._call("close")
 
 
-def test_two_passes_over_sessions_of_one_user_at_once_add_one_memory(settings, engine, server, tmp_path):
+LOCKS = {
+    "lease": lambda engine, sleep: LeaseLocks(engine, ttl_seconds=600, wait_seconds=60, poll_seconds=0.01, sleep=sleep),
+    "process": lambda engine, sleep: ProcessLocks(wait_seconds=60, poll_seconds=0.01, sleep=sleep),
+}
+
+
+@pytest.mark.parametrize("kind", list(LOCKS))
+def test_two_passes_over_sessions_of_one_user_at_once_add_one_memory(settings, engine, server, tmp_path, kind):
     index = Rendezvous(make_index("qdrant-client", tmp_path))
     ids = [record_messages(engine, f"s{n}", session_with("I prefer green tea in the morning."), user_id="alice").session_id
            for n in (1, 2)]
-    runtimes = [make_runtime(settings, engine, server, index, user_locks=LeaseLocks(
-        engine, ttl_seconds=600, wait_seconds=60, poll_seconds=0.01, sleep=index.lock_sleep)) for _ in ids]
+    runtimes = [make_runtime(settings, engine, server, index, user_locks=LOCKS[kind](engine, index.lock_sleep)) for _ in ids]
     runs, errors = [], []
 
     def dream(rt, session_id: int) -> None:
@@ -222,10 +228,10 @@ def test_with_the_index_taken_in_turns_a_pass_takes_no_user_lock(settings, engin
     assert holder(engine, lock_name("alice")) == ELSEWHERE
 
 
-def test_with_an_index_not_taken_in_turns_a_pass_waits_for_the_users_lock(settings, engine, server, tmp_path):
+def test_with_a_qdrant_server_a_pass_waits_for_the_users_lease(settings, engine, server, tmp_path):
     session_id = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
-    quick = settings.model_copy(update={"user_lock_wait_seconds": 0})
+    quick = settings.model_copy(update={"user_lock_wait_seconds": 0, "qdrant_url": "http://127.0.0.1:1"})  # index handed in
     index = make_index("edge", tmp_path)
     rt = make_runtime(quick, engine, server, index)
     try:
@@ -240,3 +246,17 @@ def test_with_an_index_not_taken_in_turns_a_pass_waits_for_the_users_lock(settin
         run = s.exec(select(DreamRun)).one()
         assert (run.status, s.get(Cursor, session_id).processed_seq) == ("failed", 0)
     assert memories(engine) == []
+
+
+def test_with_the_embedded_index_a_runtime_takes_the_locks_of_its_process(settings, engine, tmp_path):
+    from dreamer.runtime import Runtime
+
+    index = make_index("edge", tmp_path)
+    with Runtime.open(settings, engine=engine, llm=None, embedder=None, index=index) as rt:
+        assert isinstance(rt.user_locks, ProcessLocks)
+        with rt.user_locks.hold("alice"):
+            assert holder(engine, lock_name("alice")) is None  # nothing written to the store
+            with pytest.raises(UserLocked, match=r"^user 'alice': .* gave up after 0 s$"):
+                with ProcessLocks(wait_seconds=0, clock=ManualClock()).hold("alice"):  # another runtime of the process
+                    pass
+    index.close()
