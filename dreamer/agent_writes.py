@@ -9,8 +9,9 @@ Markdown is rendered again.
 A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
 from the plan until the result is in the index, so two concurrent writes, or a write and a
 dream pass, never both add the same new preference; a forget holds it too, so a plan made
-before it never brings the forgotten memory back. Within a process, writes of one user also
-queue on `user_lock` first (the daily-note flush uses it as well).
+before it never brings the forgotten memory back. Within a process, writes of one user then
+queue on `user_lock` (the daily-note flush uses it as well); the consolidation lock is taken
+first, so a write waits at most `user_lock_wait_seconds` for it, never behind other writes.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def remember(
     """Store what the agent was told to remember; a duplicate merges into the existing memory."""
     candidate = _candidate(text, kind, importance)
     evidence = _evidence(rt, scope, session_id)
-    with user_lock(scope.user_id), rt.user_locks.hold(scope.user_id):
+    with rt.user_locks.hold(scope.user_id), user_lock(scope.user_id):  # the bounded wait first
         planned = plan_candidates(rt, scope, scope.user_id, [candidate], rt.llm, exact=True)
         p = planned[0]
         if p.decision.action == "reject":
@@ -75,7 +76,7 @@ def remember(
 
 def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
     """Forget a memory of the scope (kept for history); NotFound for any other memory."""
-    with user_lock(scope.user_id), rt.user_locks.hold(scope.user_id):
+    with rt.user_locks.hold(scope.user_id), user_lock(scope.user_id):  # the bounded wait first
         with session_scope(rt.engine) as s:
             m = s.get(Memory, memory_id)
             if m is None or not in_scope(m, scope):

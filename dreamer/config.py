@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
-        if not value.lower().startswith(REDIS_SCHEMES):  # checked now, not at the first busy signal
+        if value and not value.lower().startswith(REDIS_SCHEMES):  # checked now, not at the first busy signal
             raise ValueError(f"must be a {', '.join(REDIS_SCHEMES[:-1])} or {REDIS_SCHEMES[-1]} URL")
         return value
 
@@ -168,7 +168,7 @@ class Settings(BaseSettings):
 
     @property
     def model_cache(self) -> Path | None:
-        return Path(self.model_cache_dir).expanduser() if self.model_cache_dir else None
+        return Path(os.path.expanduser(self.model_cache_dir)) if self.model_cache_dir else None  # never raises
 
     @property
     def index_dir(self) -> Path:
@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     scheduler_misfire_grace_seconds: float = Field(300, ge=0, le=CENTURY_SECONDS)
     index_wait_seconds: float = Field(600, ge=0, le=CENTURY_SECONDS, description="How long a worker waits for the embedded index")
     user_lock_wait_seconds: float = Field(
-        600, ge=0, le=CENTURY_SECONDS, description="How long a writer waits while another consolidates the same user",
+        60, ge=0, le=CENTURY_SECONDS, description="How long a writer waits while another consolidates the same user",
     )
     celery_queue: str = "dreamer"
     celery_visibility_timeout_seconds: float = Field(3600, gt=0, le=CENTURY_SECONDS, description="Redis broker: redeliver unacked after")

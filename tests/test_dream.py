@@ -557,3 +557,26 @@ def test_number_lines_numbers_each_session_on_from_the_last_and_split_seqs_maps_
         (5, "a", True), (6, "b", False), (7, "c", False), (8, "d", False), (9, "e", False)]
     assert where == {5: (0, 5), 6: (0, 6), 7: (0, 7), 8: (1, 1), 9: (1, 2)}
     assert split_seqs([9, 6, 8, 6, 42], where) == {0: [6], 1: [1, 2]}
+
+
+def test_a_busy_signal_out_of_reach_between_sessions_stops_the_pass_as_busy(settings, sqlite_engine, server, tmp_path):
+    """The daemon's pass (the tick found the agent idle) asks again between sessions; a Redis
+    that does not answer then counts as busy, as it does at the tick, instead of failing the pass."""
+    import redis
+
+    from dreamer.busy import RedisBusySignal
+    from dreamer.runtime import Runtime
+
+    unreachable = RedisBusySignal(redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5),
+                                  window_seconds=60)
+    probe = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
+    rt = Runtime.open(probe.settings, engine=sqlite_engine, llm=probe.llm, embedder=probe.embedder, index=probe.index,
+                      busy=unreachable)
+    try:
+        rec = record_messages(rt.engine, "s", session_with("I prefer red."), user_id="alice")
+        run = dream_pass(rt, busy_checked=True)
+        assert (run.status, run.sessions) == ("stopped", 0)
+        assert run.error.startswith("the agent became busy: ")
+        assert cursor(rt, rec.session_id).processed_seq == 0
+    finally:
+        probe.close()
