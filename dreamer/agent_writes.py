@@ -17,7 +17,6 @@ first, so a write waits at most `user_lock_wait_seconds` for it, never behind ot
 from __future__ import annotations
 
 import logging
-import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -31,14 +30,14 @@ from dreamer.extract import Candidate
 from dreamer.index import Scope
 from dreamer.models import Memory, Session, utcnow
 from dreamer.recall import in_scope, session_in_scope
+from dreamer.user_locks import KeyedLocks
 
 log = logging.getLogger(__name__)
 
 AGENT_WRITE_KINDS = ("preference", "profile", "focus", "root_cause", "interface_behavior", "design_decision")
 DEFAULT_IMPORTANCE = 0.6
 
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
+_WRITES = KeyedLocks()  # `user_lock`'s
 
 
 class WriteRejected(DreamerError):
@@ -48,9 +47,7 @@ class WriteRejected(DreamerError):
 @contextmanager
 def user_lock(user_id: str) -> Iterator[None]:
     """Serialise the cabinet writes of one user within this process."""
-    with _locks_guard:
-        lock = _locks.setdefault(user_id, threading.Lock())
-    with lock:
+    with _WRITES.get(user_id):
         yield
 
 

@@ -471,7 +471,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
 
         Without messages it reads (or reports a figure to) the meter of an existing session.
         """
-        _storable_path("session_id", session_id)
+        _path_identifier("session_id", session_id)
         _same_scope(body, g)
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
         if not messages and not body.compacted:
@@ -483,7 +483,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
     @app.post("/v1/sessions/{session_id}/flush", tags=["sessions"])
     def flush_now(session_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS), g: Grant = Depends(writer)) -> dict:
         """Flush the session's content since its last flush now, and return the notes."""
-        _storable_path("session_id", session_id)
+        _path_identifier("session_id", session_id)
         return _flush_answer(flushing.flush_session(rt, _own_session(rt, g, session_id).id), session_id, rt.settings)
 
     @app.post("/v1/recall", tags=["memory"])
@@ -509,7 +509,7 @@ def _routes(app: FastAPI, rt, runner: flushing.FlushRunner, metrics: Metrics, au
                reason: str = Query("forgotten by the agent", min_length=1, max_length=500),
                g: Grant = Depends(writer)) -> dict:
         """Forget one of the token's memories (kept for history, never returned by default)."""
-        _storable_path("memory_id", memory_id)
+        _path_identifier("memory_id", memory_id)
         return _memory_json(forget_memory(rt, g.scope, memory_id, clean_text(reason)))
 
     @app.get("/v1/status", tags=["ops"])
@@ -536,7 +536,7 @@ def _in_workspace(path: str | None, workspace: Path) -> str | None:
         return None
 
 
-def _storable_path(name: str, value: str) -> None:
+def _path_identifier(name: str, value: str) -> None:
     """A path id is not a pydantic field: checked as `Ident` checks it."""
     if problem := identifier_problem(value):
         raise HTTPException(422, f"{name} contains {problem}")

@@ -25,6 +25,12 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
+def _default_model_cache() -> str:
+    """The user's cache folder for dreamer (XDG_CACHE_HOME, else ~/.cache), as the model hubs keep theirs."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dreamer")
+
+
 class Settings(BaseSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
@@ -67,8 +73,8 @@ class Settings(BaseSettings):
     embed_dim: int = Field(384, ge=1, le=MAX_EMBED_DIM)
     embed_batch: int = Field(64, ge=1, le=10_000)
     model_cache_dir: str = Field(
-        default_factory=lambda: _default_model_cache(),  # defined below the class
-        description="Where the local model's ONNX export for one-query embeddings is kept; empty = torch only",
+        default_factory=_default_model_cache,
+        description="Where the local model's ONNX export for single-text embeddings is kept; empty = torch only",
     )
 
     # --- the dream pass ---------------------------------------------------------
@@ -231,12 +237,6 @@ class Settings(BaseSettings):
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
     date_slack_days: int = Field(7, ge=0, le=CENTURY_DAYS, description="Days either side of a day a query names that still count")
-
-
-def _default_model_cache() -> str:
-    """The user's cache folder for dreamer (XDG_CACHE_HOME, else ~/.cache), as the model hubs keep theirs."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "dreamer")
 
 
 def _link_loop(path: Path) -> bool:

@@ -18,10 +18,11 @@ from dreamer.consolidate import (
     JUDGE_SYSTEM, Decision, JudgeRequest, Judgements, Neighbour, Thresholds, content_hash,
     decide, resolve, token_similarity, verdicts_by_pair,
 )
+from dreamer.busy import busy_or_unreachable
 from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions, session_groups
 from dreamer.days import local_day
-from dreamer.errors import BudgetExceeded, CircuitOpen, EndpointUnusable, LeaseLost, LLMError, Retryable
+from dreamer.errors import BudgetExceeded, CircuitOpen, EndpointUnusable, LeaseLost, LLMError
 from dreamer.extract import (
     Candidate, Chunk, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
     worth_a_call,
@@ -117,19 +118,10 @@ def _halted(rt, run: DreamRun, stop, busy_at: datetime | None) -> bool:
     if stop is not None and stop():
         run.error = "stopped on request"
         return True
-    if busy_at is not None and (reason := _busy_reason(rt, busy_at)):
+    if busy_at is not None and (reason := busy_or_unreachable(rt.busy, busy_at)):
         run.status, run.error = "stopped", f"{BECAME_BUSY}: {reason}"
         return True
     return False
-
-
-def _busy_reason(rt, at: datetime) -> str | None:
-    """Why the agent is busy at `at`; a busy signal out of reach counts as busy, as the daemon's
-    tick counts it."""
-    try:
-        return rt.busy.busy_reason(at)
-    except Retryable as exc:
-        return str(exc)
 
 
 def stopped_busy(run: DreamRun) -> bool:

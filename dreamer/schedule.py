@@ -112,8 +112,8 @@ def on_finish(state: SchedState, now: datetime, run_id: int | None) -> SchedStat
 def on_cut_short(state: SchedState, now: datetime, reason: str, *, policy: Policy, rand: float) -> SchedState:
     """A finished pass stopped early because the agent became busy: the rest is retried after
     the first backoff (before the next regular run when that is sooner), as a busy skip is."""
-    delay = compute_backoff(0, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
-    return replace(state, retry_at=now + timedelta(seconds=delay), consecutive_skips=1, last_skip_reason=reason)
+    delay = compute_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
+    return on_backoff(state, Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason=reason), now, policy)
 
 
 # --------------------------------------------------------------------------- persisted state

@@ -33,7 +33,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, ContextManager, Iterator, Protocol
+from typing import Any, Callable, ContextManager, Iterator, Protocol
 
 from sqlalchemy.engine import Engine
 
@@ -61,52 +61,36 @@ def lock_name(user_id: str) -> str:
 
 
 def wait_for(
-    take: Callable[[], bool], wait_seconds: float, poll_seconds: float,
+    take: Callable[[], Any], wait_seconds: float, poll_seconds: float,
     clock: Callable[[], float], sleep: Callable[[float], None],
-) -> float | None:
-    """Ask `take()` until it says yes, sleeping `poll_seconds` between tries, for at most
-    `wait_seconds` by `clock`. None when taken, else how long was waited."""
+) -> tuple[Any, float]:
+    """Ask `take()` until it gives something other than None, sleeping `poll_seconds` between
+    tries, for at most `wait_seconds` by `clock`: what it gave (None if it never did) and how
+    long was waited."""
     start = clock()
-    while not take():
+    while (token := take()) is None:
         waited = clock() - start
         if waited >= wait_seconds:
-            return waited
+            return None, waited
         sleep(poll_seconds)
-    return None
+    return token, clock() - start
 
 
-class LeaseLocks:
-    """Consolidation locks as lease rows: each hold has its own owner, so two threads of one
-    process exclude each other as two processes do."""
+class KeyedLocks:
+    """A `threading.Lock` per key of this process, made on first use."""
 
-    def __init__(
-        self, engine: Engine, *, ttl_seconds: float, wait_seconds: float, poll_seconds: float = POLL_SECONDS,
-        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.engine, self.ttl, self.wait_seconds, self.poll_seconds = engine, ttl_seconds, wait_seconds, poll_seconds
-        self.clock, self.sleep = clock, sleep
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
 
-    @contextmanager
-    def hold(self, user_id: str) -> Iterator[None]:
-        name, owner = lock_name(user_id), _owner()
-        waited = wait_for(lambda: leases.acquire(self.engine, name, owner, self.ttl),
-                          self.wait_seconds, self.poll_seconds, self.clock, self.sleep)
-        if waited is not None:
-            raise _gave_up(user_id, waited)
-        try:
-            yield
-        finally:
-            leases.release(self.engine, name, owner)
+    def get(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
 
 
-def _gave_up(user_id: str, waited: float) -> UserLocked:
-    return UserLocked(f"user {user_id!r}: another writer kept consolidating their memories; gave up after {waited:g} s",
-                      delay=RETRY_DELAY)
-
-
-class ProcessLocks:
-    """Consolidation locks of this process: one per user, shared by every runtime the process
-    opens (they share the one index it owns), waited for as `LeaseLocks` wait."""
+class _PolledLocks:
+    """`hold` for a lock taken by asking again and again: `_take(user_id)` gives a token, or
+    None while another writer holds it; `_give(token)` lets go."""
 
     def __init__(
         self, *, wait_seconds: float, poll_seconds: float = POLL_SECONDS,
@@ -116,24 +100,52 @@ class ProcessLocks:
 
     @contextmanager
     def hold(self, user_id: str) -> Iterator[None]:
-        lock = _process_lock(user_id)
-        waited = wait_for(lambda: lock.acquire(blocking=False), self.wait_seconds, self.poll_seconds,
-                          self.clock, self.sleep)
-        if waited is not None:
-            raise _gave_up(user_id, waited)
+        token, waited = wait_for(lambda: self._take(user_id), self.wait_seconds, self.poll_seconds, self.clock,
+                                 self.sleep)
+        if token is None:
+            raise UserLocked(f"user {user_id!r}: another writer kept consolidating their memories; "
+                             f"gave up after {waited:g} s", delay=RETRY_DELAY)
         try:
             yield
         finally:
-            lock.release()
+            self._give(token)
+
+    def _take(self, user_id: str):
+        raise NotImplementedError
+
+    def _give(self, token) -> None:
+        raise NotImplementedError
 
 
-_PROCESS_LOCKS: dict[str, threading.Lock] = {}
-_PROCESS_LOCKS_GUARD = threading.Lock()
+class LeaseLocks(_PolledLocks):
+    """Consolidation locks as lease rows: each hold has its own owner, so two threads of one
+    process exclude each other as two processes do."""
+
+    def __init__(self, engine: Engine, *, ttl_seconds: float, **waiting) -> None:
+        super().__init__(**waiting)
+        self.engine, self.ttl = engine, ttl_seconds
+
+    def _take(self, user_id: str) -> tuple[str, str] | None:
+        name, owner = lock_name(user_id), _owner()
+        return (name, owner) if leases.acquire(self.engine, name, owner, self.ttl) else None
+
+    def _give(self, token: tuple[str, str]) -> None:
+        leases.release(self.engine, *token)
 
 
-def _process_lock(user_id: str) -> threading.Lock:
-    with _PROCESS_LOCKS_GUARD:
-        return _PROCESS_LOCKS.setdefault(user_id, threading.Lock())
+class ProcessLocks(_PolledLocks):
+    """Consolidation locks of this process: one per user, shared by every runtime the process
+    opens (they share the one index it owns)."""
+
+    def _take(self, user_id: str) -> threading.Lock | None:
+        lock = _CONSOLIDATING.get(user_id)
+        return lock if lock.acquire(blocking=False) else None
+
+    def _give(self, token: threading.Lock) -> None:
+        token.release()
+
+
+_CONSOLIDATING = KeyedLocks()
 
 
 class Unlocked:
@@ -158,4 +170,4 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-__all__ = ["LeaseLocks", "ProcessLocks", "Unlocked", "UserLocked", "UserLocks", "build_user_locks", "lock_name", "wait_for"]
+__all__ = ["KeyedLocks", "LeaseLocks", "ProcessLocks", "Unlocked", "UserLocked", "UserLocks", "build_user_locks", "lock_name", "wait_for"]

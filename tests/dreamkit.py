@@ -83,7 +83,7 @@ def make_runtime(settings, engine, server, index, *, llm: bool = True, embed: bo
     client = build_openai_client(settings.model_copy(update={"llm_base_url": server.url}))
     model = OpenAILLM(client, model="scripted", max_retries=2, retry_base=0.01, retry_cap=0.02, sleep=lambda s: None) if llm else None
     embedder = CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=EMBED_DIM)) if embed else None
-    return Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index, busy=AlwaysIdle(), **parts)
+    return Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index, **{"busy": AlwaysIdle(), **parts})
 
 
 def chat_bodies(server) -> list[dict]:

@@ -565,13 +565,10 @@ def test_a_busy_signal_out_of_reach_between_sessions_stops_the_pass_as_busy(sett
     import redis
 
     from dreamer.busy import RedisBusySignal
-    from dreamer.runtime import Runtime
 
     unreachable = RedisBusySignal(redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5),
                                   window_seconds=60)
-    probe = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path))
-    rt = Runtime.open(probe.settings, engine=sqlite_engine, llm=probe.llm, embedder=probe.embedder, index=probe.index,
-                      busy=unreachable)
+    rt = make_runtime(settings, sqlite_engine, server, make_index("edge", tmp_path), busy=unreachable)
     try:
         rec = record_messages(rt.engine, "s", session_with("I prefer red."), user_id="alice")
         run = dream_pass(rt, busy_checked=True)
@@ -579,4 +576,4 @@ def test_a_busy_signal_out_of_reach_between_sessions_stops_the_pass_as_busy(sett
         assert run.error.startswith("the agent became busy: ")
         assert cursor(rt, rec.session_id).processed_seq == 0
     finally:
-        probe.close()
+        rt.close()

@@ -25,9 +25,10 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.exc import SQLAlchemyError
 
+from dreamer.busy import busy_or_unreachable
 from dreamer.config import Settings
 from dreamer.db import database_problem
-from dreamer.errors import DreamerError, Retryable
+from dreamer.errors import DreamerError
 from dreamer.models import utcnow
 from dreamer.runtime import Runtime, settle
 from dreamer.schedule import (
@@ -124,7 +125,7 @@ class DreamScheduler:
         """Decide at the clock's now; run the pass, or record a skip and the retry time."""
         now = self.clock()
         with self._lock:
-            action = next_action(self.state, now, self._busy_reason(now), policy=self.policy, rand=self.rand())
+            action = next_action(self.state, now, busy_or_unreachable(self.rt.busy, now), policy=self.policy, rand=self.rand())
             state = self._after(action, now)
             try:  # stored first, then taken: a tick the database refused changes nothing
                 if action.kind == BACKOFF:
@@ -160,12 +161,6 @@ class DreamScheduler:
             state = on_cut_short(state, now, ran.busy, policy=self.policy, rand=self.rand())
             log.info("%s: the rest of the pass is retried at %s", ran.busy, state.due_at.isoformat())
         return state
-
-    def _busy_reason(self, now) -> str | None:
-        try:
-            return self.rt.busy.busy_reason(now)
-        except Retryable as exc:
-            return str(exc)
 
     def _run(self) -> None:
         ran = Ran()
