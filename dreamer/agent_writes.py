@@ -58,11 +58,12 @@ def remember(
     """Store what the agent was told to remember; a duplicate merges into the existing memory."""
     candidate = _candidate(text, kind, importance)
     evidence = _evidence(rt, scope, session_id)
-    with rt.user_locks.hold(scope.user_id), user_lock(scope.user_id):  # the bounded wait first
+    with rt.user_locks.hold(scope.user_id) as lock, user_lock(scope.user_id):  # the bounded wait first
         planned = plan_candidates(rt, scope, scope.user_id, [candidate], rt.llm, exact=True)
         p = planned[0]
         if p.decision.action == "reject":
             raise WriteRejected(f"not stored: {p.decision.reason}")
+        lock.confirm()  # a lock that ran out while the model judged may have let another writer in
         with session_scope(rt.engine) as s:
             [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
             memory = s.get(Memory, p.memory_id)

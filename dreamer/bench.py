@@ -349,8 +349,9 @@ def _consolidate_batch(rt, scope: Scope, texts: list[str]) -> None:
     """One session's worth of candidates, under the user's consolidation lock as in a pass:
     planned against the scope, applied, indexed."""
     cands = [Candidate(kind="preference", text=t, seqs=[1]) for t in texts]
-    with rt.user_locks.hold(scope.user_id):
+    with rt.user_locks.hold(scope.user_id) as lock:
         planned = plan_candidates(rt, scope, scope.user_id, cands, None, exact=True)
+        lock.confirm()
         with session_scope(rt.engine) as s:
             apply_all(s, planned, scope, source="dream", evidence=[[{"session_id": None, "seqs": [1]}]] * len(planned))
         outbox.drain(rt, render=False)  # as a pass does after each session; the views are rendered at its end

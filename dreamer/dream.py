@@ -32,9 +32,11 @@ from dreamer.llm import GuardedLLM
 from dreamer.models import CURRENT_STATUSES, Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
 from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
+from dreamer.user_locks import UserLocked
 
 log = logging.getLogger(__name__)
 BECAME_BUSY = "the agent became busy"  # how a run row says the pass stopped for a busy agent
+LOCKED_OUT = "left due: another writer kept their user's consolidation lock"  # and sessions it left for that
 
 LOAD_BATCH = 256  # messages fetched at a time while a session's new messages are read
 
@@ -64,6 +66,7 @@ class Tally:
     merged: int = 0
     superseded: int = 0
     rejected: list[dict] = field(default_factory=list)
+    locked_out: int = 0  # sessions left due: another writer kept their user's consolidation lock
 
 
 def dream_pass(
@@ -105,7 +108,9 @@ def dream_pass(
         _save_run(rt, run, tally, llm)
         raise
     if run.status == "running":
-        run.status = "ok" if not run.failed_sessions else "partial"
+        run.status = "ok" if not (run.failed_sessions or tally.locked_out) else "partial"
+        if tally.locked_out:
+            run.error = f"{tally.locked_out} session(s) {LOCKED_OUT}"
     return _save_run(rt, run, tally, llm)
 
 
@@ -122,6 +127,11 @@ def _halted(rt, run: DreamRun, stop, busy_at: datetime | None) -> bool:
         run.status, run.error = "stopped", f"{BECAME_BUSY}: {reason}"
         return True
     return False
+
+
+def locked_out(run: DreamRun) -> bool:
+    """Whether the pass left sessions due because another writer kept their user's lock."""
+    return run.status == "partial" and (run.error or "").endswith(LOCKED_OUT)
 
 
 def stopped_busy(run: DreamRun) -> bool:
@@ -182,16 +192,22 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
         _failed(rt, sess, found, run)
         return
     candidates, over_cap = found
-    with rt.user_locks.hold(sess.user_id):
-        try:
-            _still_held(held)
-            planned = _plan(rt, work, candidates, llm)
-        except (LeaseLost, LLMError) as exc:
-            _failed(rt, sess, exc, run)
-            return
-        _apply(rt, work, planned, run, tally)
-        outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
-        # its Markdown is rendered once, by the drain at the end of the pass
+    try:
+        with rt.user_locks.hold(sess.user_id) as lock:
+            try:
+                _still_held(held)
+                planned = _plan(rt, work, candidates, llm)
+                lock.confirm()  # a lock that ran out while planning may have let another writer in
+            except (LeaseLost, LLMError) as exc:
+                _failed(rt, sess, exc, run)
+                return
+            _apply(rt, work, planned, run, tally)
+            outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
+            # its Markdown is rendered once, by the drain at the end of the pass
+    except UserLocked as exc:  # nothing applied: the session keeps its cursor, the pass goes on
+        log.warning("session %s left for a later pass: %s", sess.id, exc)
+        tally.locked_out += 1
+        return
     tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
     run.sessions += 1
     run.messages += work.new_messages

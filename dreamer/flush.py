@@ -49,6 +49,7 @@ from dreamer.llm import Usage
 from dreamer.models import CURRENT_STATUSES, DailyNote, Memory, Message, Session, utcnow
 from dreamer.recall import session_in_scope
 from dreamer.redact import clean_for_model, clean_prefix, redact
+from dreamer.user_locks import UserLocked
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ WINDOW_POSITION = -1
 TOKENS, MESSAGES, MANUAL = "tokens", "messages", "manual"
 FLUSH_ROLES = ("user", "assistant", "tool")
 RUNTIME_LLM = object()  # flush_session's default: the runtime's own LLM
-DEFERRED = "deferred"  # a background flush not made while the breaker is open: its window stays open
+DEFERRED = "deferred"  # a background flush not made (the breaker open, or another writer kept the user's lock): its window stays open
 
 
 # --------------------------------------------------------------------------- pure policy
@@ -332,13 +333,14 @@ def flush_session(
     notes, usage, extractor = _notes(rt, window, rt.llm if llm is RUNTIME_LLM else llm)
     now = now or utcnow()
     day = local_day(now, rt.settings.tz).isoformat()  # the user's day: the notes' rows and file
-    with user_lock(window.session.user_id):
+    user_id = window.session.user_id
+    with rt.user_locks.hold(user_id), user_lock(user_id):  # a writer of the user's memories; the bounded wait first
         written = _write(rt, window, notes, now, day)
         if written is None:
             log.info("session %s: window %s-%s was flushed meanwhile", session_id, window.start, window.end)
             return FlushResult(session_id, "already_flushed", trigger, (window.start, window.end), extractor=extractor)
-        outbox.drain(rt, users=[window.session.user_id])
-    path = markdown.append_daily_note(rt.settings.workspace_dir, window.session.user_id, day, written)
+        outbox.drain(rt, users=[user_id])
+    path = markdown.append_daily_note(rt.settings.workspace_dir, user_id, day, written)
     log.info("session %s: flushed window %s-%s (%s) into %d note(s)", session_id, window.start, window.end, trigger, len(written))
     return FlushResult(
         session_id, "flushed", trigger, (window.start, window.end), [t for _, t in written], [m for m, _ in written],
@@ -457,7 +459,8 @@ class FlushRunner:
 
     Its model calls share one `Breaker` with a cool-down: after `llm_breaker_threshold` failed
     calls in a row, flushes are deferred (status ``deferred``, the window left open for the next
-    trigger) for `llm_breaker_cooldown_seconds`, then one is let through to try the model again."""
+    trigger) for `llm_breaker_cooldown_seconds`, then one is let through to try the model again.
+    A flush that waited too long for its user's consolidation lock is deferred the same way."""
 
     def __init__(
         self, rt, *, workers: int = 2, on_done: Callable[[FlushResult | None, BaseException | None], None] | None = None,
@@ -490,7 +493,7 @@ class FlushRunner:
                 result = FlushResult(session_id, DEFERRED, trigger)
             else:
                 result = flush_session(self.rt, session_id, trigger=trigger, llm=self.llm)
-        except CircuitOpen as exc:  # opened while this flush read its window
+        except (CircuitOpen, UserLocked) as exc:  # the breaker opened meanwhile, or another writer kept the lock
             log.info("flush of session %s deferred: %s", session_id, exc)
             result = FlushResult(session_id, DEFERRED, trigger)
         except BaseException as exc:

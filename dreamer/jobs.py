@@ -22,6 +22,7 @@ from dreamer.models import Cursor, DreamRun, Lease, Session, utcnow
 from dreamer.runtime import Runtime
 from dreamer.schedule import record_skip
 from dreamer.shared_index import end_turn
+from dreamer.user_locks import RETRY_DELAY, UserLocked
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,9 @@ def run_session(
     rt: Runtime, session_id: int, *, trigger: str, catch_up: bool = False, release: bool = True,
 ) -> list[DreamRun]:
     """Dream over one session (until it is caught up with `catch_up`). With `release` the index
-    turn is given back after each pass. Raises `LeaseBusy` when another worker has the session."""
-    from dreamer.dream import dream_pass
+    turn is given back after each pass. Raises (each retryable) `LeaseBusy` when another worker
+    has the session, `UserLocked` when another writer kept its user's consolidation lock."""
+    from dreamer.dream import dream_pass, locked_out
 
     runs: list[DreamRun] = []
     while True:
@@ -68,6 +70,8 @@ def run_session(
             if release:
                 end_turn(rt)
         runs.append(run)
+        if locked_out(run):
+            raise UserLocked(f"session {session_id}: {run.error}", delay=RETRY_DELAY)
         if not run.sessions or not catch_up or not pending(rt, session_id):
             break
     if pending(rt, session_id) and (wait := lease_wait(rt, session_id)) is not None:

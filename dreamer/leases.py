@@ -39,6 +39,18 @@ def acquire(engine: Engine, name: str, owner: str, ttl_seconds: float, now: date
         return bool(result.rowcount)
 
 
+def renew(engine: Engine, name: str, owner: str, ttl_seconds: float, now: datetime | None = None) -> bool:
+    """Extend the lease only while this owner still holds it (expired or not); False once another
+    owner took it, even if that owner has let it go since: what it guarded may have changed."""
+    now = now or utcnow()
+    with session_scope(engine) as s:
+        result = s.exec(  # type: ignore[call-overload]
+            update(Lease).where(Lease.name == name).where(Lease.owner == owner)
+            .values(expires_at=now + timedelta(seconds=ttl_seconds))
+        )
+        return bool(result.rowcount)
+
+
 def release(engine: Engine, name: str, owner: str) -> None:
     with session_scope(engine) as s:
         s.exec(delete(Lease).where(Lease.name == name).where(Lease.owner == owner))  # type: ignore[call-overload]

@@ -110,8 +110,9 @@ def on_finish(state: SchedState, now: datetime, run_id: int | None) -> SchedStat
 
 
 def on_cut_short(state: SchedState, now: datetime, reason: str, *, policy: Policy, rand: float) -> SchedState:
-    """A finished pass stopped early because the agent became busy: the rest is retried after
-    the first backoff (before the next regular run when that is sooner), as a busy skip is."""
+    """A finished pass left sessions for later (the agent became busy, or another writer kept a
+    user's consolidation lock): they are retried after the first backoff (before the next
+    regular run when that is sooner), as a busy skip is."""
     delay = compute_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
     return on_backoff(state, Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason=reason), now, policy)
 

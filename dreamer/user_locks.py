@@ -5,8 +5,14 @@ memories), applies the plan in SQL and drains the outbox into the index. Two wri
 for the same user at once would not see each other's new memory and would both add it, so
 every writer holds the user's consolidation lock from planning until the drain has put its
 result in the index: a dream pass for each session, an agent's `remember` and
-`forget_memory`. A writer waits for it at most `user_lock_wait_seconds`, then gives up with
-`UserLocked`, a `Retryable` (a Celery task tries again later, the API answers 503).
+`forget_memory`, a daily-note flush. A writer waits for it at most `user_lock_wait_seconds`,
+then gives up with `UserLocked`, a `Retryable`: a pass leaves the session due and goes on, a
+Celery task tries again later, the API answers 503, a background flush is deferred.
+
+A hold gives a `Hold`: a writer calls `confirm()` between planning and applying. A lease that
+ran out while a plan waited on the model (a judgement call retried through an outage for longer
+than `lease_seconds`) may have let another writer in; `confirm()` then raises `UserLocked` and
+nothing is applied. A lease still this writer's is extended by `confirm()` for the apply.
 
 Which locks a runtime gets depends on who else can write to its index:
 * a Qdrant server (`DREAMER_QDRANT_URL`): any process on any machine, so `LeaseLocks`, a lease
@@ -51,9 +57,24 @@ class UserLocked(Retryable):
     """Another writer kept consolidating the user's memories for longer than we may wait."""
 
 
+class Hold(Protocol):
+    def confirm(self) -> None:
+        """Raise `UserLocked` if the lock may have been another writer's since it was taken."""
+
+
 class UserLocks(Protocol):
-    def hold(self, user_id: str) -> ContextManager[None]:
+    def hold(self, user_id: str) -> ContextManager[Hold]:
         """Hold the user's consolidation lock for the block."""
+
+
+class Kept:
+    """The hold of a lock that cannot lapse (in memory, or none at all)."""
+
+    def confirm(self) -> None:
+        return None
+
+
+KEPT = Kept()
 
 
 def lock_name(user_id: str) -> str:
@@ -99,14 +120,14 @@ class _PolledLocks:
         self.wait_seconds, self.poll_seconds, self.clock, self.sleep = wait_seconds, poll_seconds, clock, sleep
 
     @contextmanager
-    def hold(self, user_id: str) -> Iterator[None]:
+    def hold(self, user_id: str) -> Iterator[Hold]:
         token, waited = wait_for(lambda: self._take(user_id), self.wait_seconds, self.poll_seconds, self.clock,
                                  self.sleep)
         if token is None:
             raise UserLocked(f"user {user_id!r}: another writer kept consolidating their memories; "
                              f"gave up after {waited:g} s", delay=RETRY_DELAY)
         try:
-            yield
+            yield self._hold_of(user_id, token)
         finally:
             self._give(token)
 
@@ -115,6 +136,9 @@ class _PolledLocks:
 
     def _give(self, token) -> None:
         raise NotImplementedError
+
+    def _hold_of(self, user_id: str, token) -> Hold:
+        return KEPT
 
 
 class LeaseLocks(_PolledLocks):
@@ -131,6 +155,29 @@ class LeaseLocks(_PolledLocks):
 
     def _give(self, token: tuple[str, str]) -> None:
         leases.release(self.engine, *token)
+
+    def _hold_of(self, user_id: str, token: tuple[str, str]) -> Hold:
+        return LeaseHold(self.engine, user_id, *token, ttl_seconds=self.ttl, clock=self.clock)
+
+
+class LeaseHold:
+    """A held lease row: `confirm()` renews it once half its time has passed since it was taken
+    or last renewed (before that it cannot have run out), and raises `UserLocked` if another
+    owner took it meanwhile."""
+
+    def __init__(self, engine: Engine, user_id: str, name: str, owner: str, *, ttl_seconds: float,
+                 clock: Callable[[], float]) -> None:
+        self.engine, self.user_id, self.name, self.owner = engine, user_id, name, owner
+        self.ttl, self.clock = ttl_seconds, clock
+        self._renewed = clock()
+
+    def confirm(self) -> None:
+        if self.clock() - self._renewed < self.ttl / 2:
+            return
+        if not leases.renew(self.engine, self.name, self.owner, self.ttl):
+            raise UserLocked(f"user {self.user_id!r}: the consolidation lock ran out during planning and another "
+                             "writer took it; nothing was applied", delay=RETRY_DELAY)
+        self._renewed = self.clock()
 
 
 class ProcessLocks(_PolledLocks):
@@ -152,8 +199,8 @@ class Unlocked:
     """For an index taken in turns: the turn already makes consolidation one process at a time."""
 
     @contextmanager
-    def hold(self, user_id: str) -> Iterator[None]:
-        yield
+    def hold(self, user_id: str) -> Iterator[Hold]:
+        yield KEPT
 
 
 def build_user_locks(settings: Settings, engine: Engine, index) -> UserLocks:
@@ -170,4 +217,4 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-__all__ = ["KeyedLocks", "LeaseLocks", "ProcessLocks", "Unlocked", "UserLocked", "UserLocks", "build_user_locks", "lock_name", "wait_for"]
+__all__ = ["KEPT", "Hold", "KeyedLocks", "LeaseHold", "LeaseLocks", "ProcessLocks", "Unlocked", "UserLocked", "UserLocks", "build_user_locks", "lock_name", "wait_for"]

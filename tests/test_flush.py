@@ -11,7 +11,7 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from dreamer import markdown
+from dreamer import leases, markdown
 from dreamer.api import create_app
 from dreamer.breaker import Breaker
 from dreamer.config import Settings
@@ -26,6 +26,7 @@ from dreamer.index import Scope
 from dreamer.models import DailyNote, Memory, Message
 from dreamer.scripted import Reply, ScriptedServer
 from dreamer.tokens import count_tokens
+from dreamer.user_locks import UserLocked, lock_name
 from dreamkit import ManualClock, chat_bodies, make_index
 from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
 
@@ -455,3 +456,28 @@ def test_the_same_note_from_two_sessions_is_one_memory(make_rt, server):
     with session_scope(rt.engine) as s:
         m = s.get(Memory, rows[0].memory_id)
     assert (m.status, [e["external_id"] for e in m.evidence]) == ("verified", ["s1", "s2"])
+
+
+def test_a_flush_holds_its_users_consolidation_lock_and_writes_nothing_without_it(make_rt, server):
+    """With a Qdrant server flushes of one user may run in several processes: they hold the
+    user's lease as every writer does. Kept by another writer, a flush gives up (retryable) or,
+    in the background, is deferred; its window stays open for the next."""
+    rt = make_rt(qdrant_url="http://127.0.0.1:1", user_lock_wait_seconds=0)  # its index handed in
+    meter = append(rt, ALICE, "s1", chat("I prefer aisle seats.", "noted"))
+    outcomes = []
+    runner = FlushRunner(rt, on_done=lambda result, exc: outcomes.append(result.status if result else type(exc).__name__))
+    assert leases.acquire(rt.engine, lock_name("alice"), "another writer", 600)
+    try:
+        server.push(notes_reply("Alice prefers aisle seats."), notes_reply("Alice prefers aisle seats."))
+        with pytest.raises(UserLocked, match="^user 'alice': another writer kept consolidating their memories"):
+            flush_session(rt, meter.session_id)
+        runner.schedule(meter.session_id, "manual")
+        assert runner.wait(30) and outcomes == ["deferred"]
+        assert (windows(rt), notes(rt)) == ([], [])
+
+        leases.release(rt.engine, lock_name("alice"), "another writer")
+        server.push(notes_reply("Alice prefers aisle seats."))
+        assert flush_session(rt, meter.session_id).status == "flushed"
+        assert [n.text for n in notes(rt)] == ["Alice prefers aisle seats."]
+    finally:
+        runner.close()

@@ -13,7 +13,8 @@ from sqlmodel import select
 
 from dreamer import leases
 from dreamer.db import session_scope
-from dreamer.dream import dream_pass
+from dreamer.dream import dream_pass, locked_out
+from dreamer.jobs import run_session
 from dreamer.errors import Retryable
 from dreamer.ingest.store import record_messages
 from dreamer.models import Cursor, DreamRun, Lease, Memory, MemoryEvent
@@ -21,6 +22,7 @@ from dreamer.scripted import ScriptedServer
 from dreamer.shared_index import end_turn, open_shared_runtime
 from dreamer.user_locks import LeaseLocks, ProcessLocks, Unlocked, UserLocked, lock_name
 from dreamkit import ManualClock, extraction_script, make_index, make_runtime
+from workers.scheduler import InlineExecutor
 
 ELSEWHERE = "another worker"
 
@@ -228,24 +230,141 @@ def test_with_the_index_taken_in_turns_a_pass_takes_no_user_lock(settings, engin
     assert holder(engine, lock_name("alice")) == ELSEWHERE
 
 
-def test_with_a_qdrant_server_a_pass_waits_for_the_users_lease(settings, engine, server, tmp_path):
-    session_id = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+LOCKED_OUT = "1 session(s) left due: another writer kept their user's consolidation lock"
+
+
+@pytest.fixture
+def leased(settings, engine, server, tmp_path):
+    """A runtime as with a Qdrant server (lease locks on the store; its index handed in), waiting
+    0 s for a lock; `locks` replaces its lease locks."""
+    made = []
+
+    def build(locks=None):
+        quick = settings.model_copy(update={"user_lock_wait_seconds": 0, "qdrant_url": "http://127.0.0.1:1",
+                                            "min_rounds": 0})
+        index = make_index("edge", tmp_path / f"i{len(made)}")
+        rt = make_runtime(quick, engine, server, index, **({"user_locks": locks} if locks else {}))
+        made.append((rt, index))
+        return rt
+
+    yield build
+    for rt, index in made:
+        rt.close()
+        index.close()
+
+
+def processed(engine, session_id: int) -> int:
+    with session_scope(engine) as s:
+        return s.get(Cursor, session_id).processed_seq
+
+
+def test_with_a_qdrant_server_a_pass_leaves_a_locked_users_session_due_and_dreams_the_rest(engine, leased):
+    alice = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    bob = record_messages(engine, "s2", session_with("I prefer black coffee at night."), user_id="bob").session_id
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
-    quick = settings.model_copy(update={"user_lock_wait_seconds": 0, "qdrant_url": "http://127.0.0.1:1"})  # index handed in
+    rt = leased()
+    assert isinstance(rt.user_locks, LeaseLocks)
+
+    first = dream_pass(rt, session_ids=[alice, bob])
+    assert (first.status, first.sessions, first.added, first.failed_sessions, first.error) == ("partial", 1, 1, 0, LOCKED_OUT)
+    assert locked_out(first)
+    assert (processed(engine, alice), processed(engine, bob)) == (0, 4)
+    assert [m.text for m in memories(engine, "bob")] == ["The user prefers black coffee at night."]
+    assert memories(engine) == [] and holder(engine, lock_name("alice")) == ELSEWHERE
+
+    leases.release(engine, lock_name("alice"), ELSEWHERE)
+    second = dream_pass(rt, session_ids=[alice, bob])
+    assert (second.status, second.sessions, second.added, second.error, locked_out(second)) == ("ok", 1, 1, None, False)
+    assert [m.text for m in memories(engine)] == ["The user prefers green tea in the morning."]
+    with session_scope(engine) as s:
+        assert s.get(Cursor, alice).attempts == 0  # not the session's fault: nothing toward quarantine
+
+
+def test_a_session_task_whose_users_lock_is_kept_elsewhere_is_retried(engine, leased):
+    alice = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
+    rt = leased()
+
+    with pytest.raises(UserLocked) as caught:
+        run_session(rt, alice, trigger="celery")
+    assert str(caught.value) == f"session {alice}: {LOCKED_OUT}"
+    assert isinstance(caught.value, Retryable) and caught.value.delay == 5.0
+
+    leases.release(engine, lock_name("alice"), ELSEWHERE)
+    [run] = run_session(rt, alice, trigger="celery")
+    assert (run.status, run.added, processed(engine, alice)) == ("ok", 1, 4)
+
+
+def test_the_daemon_retries_early_a_pass_that_left_a_locked_users_session(settings, engine, leased):
+    record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice")
+    assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
+    rt = leased()
+    ran = InlineExecutor(rt)(lambda: False)
+    assert ran.cut_short == LOCKED_OUT
+
+
+def test_a_lease_hold_is_renewed_from_half_its_time_and_refused_once_another_writer_had_it(engine):
+    clock = ManualClock()
+    locks = LeaseLocks(engine, ttl_seconds=600, wait_seconds=0, clock=clock, sleep=lambda s: None)
+    name = lock_name("alice")
+
+    def expiry():
+        with session_scope(engine) as s:
+            return s.get(Lease, name).expires_at
+
+    with locks.hold("alice") as lock:
+        taken = expiry()
+        clock.now += 299
+        lock.confirm()
+        assert expiry() == taken  # not yet due: no write
+        clock.now += 1
+        lock.confirm()
+        renewed = expiry()
+        assert renewed > taken
+        mine = holder(engine, name)
+        clock.now += 300  # the lease ran out; another writer took it and has finished since
+        leases.release(engine, name, mine)
+        assert leases.acquire(engine, name, ELSEWHERE, 600)
+        leases.release(engine, name, ELSEWHERE)
+        with pytest.raises(UserLocked) as caught:
+            lock.confirm()
+    assert str(caught.value) == ("user 'alice': the consolidation lock ran out during planning and another writer "
+                                 "took it; nothing was applied")
+    assert caught.value.delay == 5.0
+
+
+class TakenWhilePlanning:
+    """An index whose neighbour search (the pass planning) outlasts the user's lease: the clock
+    moves past it and another writer takes the lease."""
+
+    def __init__(self, inner, engine, clock: ManualClock, user_id: str) -> None:
+        self.inner, self.engine, self.clock, self.user_id = inner, engine, clock, user_id
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def search_dense_many(self, *args):
+        self.clock.now += 600
+        with session_scope(self.engine) as s:
+            s.get(Lease, lock_name(self.user_id)).owner = ELSEWHERE
+        return self.inner.search_dense_many(*args)
+
+
+def test_a_plan_that_outlasted_its_lease_is_not_applied(settings, engine, server, tmp_path):
+    alice = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    clock = ManualClock()
+    locks = LeaseLocks(engine, ttl_seconds=600, wait_seconds=0, clock=clock, sleep=lambda s: None)
     index = make_index("edge", tmp_path)
-    rt = make_runtime(quick, engine, server, index)
+    rt = make_runtime(settings, engine, server, TakenWhilePlanning(index, engine, clock, "alice"), user_locks=locks)
     try:
-        assert isinstance(rt.user_locks, LeaseLocks)
-        with pytest.raises(UserLocked, match="^user 'alice': another writer kept consolidating their memories"):
-            dream_pass(rt, session_ids=[session_id])
+        run = dream_pass(rt, session_ids=[alice])
     finally:
         rt.close()
         index.close()
 
-    with session_scope(engine) as s:
-        run = s.exec(select(DreamRun)).one()
-        assert (run.status, s.get(Cursor, session_id).processed_seq) == ("failed", 0)
-    assert memories(engine) == []
+    assert (run.status, run.sessions, run.added, run.error) == ("partial", 0, 0, LOCKED_OUT)
+    assert processed(engine, alice) == 0 and memories(engine) == []
+    assert holder(engine, lock_name("alice")) == ELSEWHERE  # the other writer's lease is left alone
 
 
 def test_with_the_embedded_index_a_runtime_takes_the_locks_of_its_process(settings, engine, tmp_path):
@@ -260,3 +379,20 @@ def test_with_the_embedded_index_a_runtime_takes_the_locks_of_its_process(settin
                 with ProcessLocks(wait_seconds=0, clock=ManualClock()).hold("alice"):  # another runtime of the process
                     pass
     index.close()
+
+
+def test_an_agent_write_whose_plan_outlasted_its_lease_stores_nothing(settings, engine, server, tmp_path):
+    from dreamer.agent_writes import remember
+    from dreamer.index import Scope
+
+    clock = ManualClock()
+    locks = LeaseLocks(engine, ttl_seconds=600, wait_seconds=0, clock=clock, sleep=lambda s: None)
+    index = make_index("edge", tmp_path)
+    rt = make_runtime(settings, engine, server, TakenWhilePlanning(index, engine, clock, "alice"), user_locks=locks)
+    try:
+        with pytest.raises(UserLocked, match="^user 'alice': the consolidation lock ran out during planning"):
+            remember(rt, Scope(user_id="alice"), "The user prefers short answers.")
+    finally:
+        rt.close()
+        index.close()
+    assert memories(engine) == [] and events(engine) == Counter()

@@ -45,11 +45,12 @@ RETRY_JOB_ID = "dream-retry"
 
 @dataclass(frozen=True)
 class Ran:
-    """What an executor reports: the pass's `dream_runs` id when known, and, when the pass
-    stopped before its last session because the agent became busy, why."""
+    """What an executor reports: the pass's `dream_runs` id when known, and, when the pass left
+    sessions for an early retry (the agent became busy, or another writer kept a user's
+    consolidation lock), why."""
 
     run_id: int | None = None
-    busy: str | None = None
+    cut_short: str | None = None
 
 
 class Executor(Protocol):
@@ -69,14 +70,14 @@ class InlineExecutor:
         self.clock = clock
 
     def __call__(self, stop: Callable[[], bool]) -> Ran:
-        from dreamer.dream import dream_pass, stopped_busy
+        from dreamer.dream import dream_pass, locked_out, stopped_busy
 
         try:  # the tick found the agent idle at its now; the pass still stops if it turns busy
             run = dream_pass(self.rt, trigger="scheduler", busy_checked=True, now=self.clock(), stop=stop)
         finally:
             end_turn(self.rt)
         log.info("pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged)
-        return Ran(run.id, run.error if stopped_busy(run) else None)
+        return Ran(run.id, run.error if stopped_busy(run) or locked_out(run) else None)
 
 
 class CeleryExecutor:
@@ -157,9 +158,9 @@ class DreamScheduler:
     def _finished(self, ran: Ran) -> SchedState:
         now = self.clock()
         state = on_finish(self.state, now, ran.run_id)
-        if ran.busy and not self.stop.is_set():
-            state = on_cut_short(state, now, ran.busy, policy=self.policy, rand=self.rand())
-            log.info("%s: the rest of the pass is retried at %s", ran.busy, state.due_at.isoformat())
+        if ran.cut_short and not self.stop.is_set():
+            state = on_cut_short(state, now, ran.cut_short, policy=self.policy, rand=self.rand())
+            log.info("%s: the rest of the pass is retried at %s", ran.cut_short, state.due_at.isoformat())
         return state
 
     def _run(self) -> None:
