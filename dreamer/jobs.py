@@ -17,7 +17,8 @@ from sqlmodel import select
 from dreamer import leases
 from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions
-from dreamer.errors import ConfigError, Retryable
+from dreamer.busy import busy_or_unreachable
+from dreamer.errors import Busy, ConfigError, Retryable
 from dreamer.models import Cursor, DreamRun, Lease, Session, utcnow
 from dreamer.runtime import Runtime
 from dreamer.schedule import record_skip
@@ -56,12 +57,16 @@ def fan_out(rt: Runtime, enqueue: Enqueue, *, trigger: str, now: datetime | None
 
 def run_session(
     rt: Runtime, session_id: int, *, trigger: str, catch_up: bool = False, release: bool = True,
+    wait_while_busy: bool = False,
 ) -> list[DreamRun]:
     """Dream over one session (until it is caught up with `catch_up`). With `release` the index
-    turn is given back after each pass. Raises (each retryable) `LeaseBusy` when another worker
-    has the session, `UserLocked` when another writer kept its user's consolidation lock."""
+    turn is given back after each pass. Raises (each retryable) `Busy` with `wait_while_busy`
+    while the agent is busy, `LeaseBusy` when another worker has the session, `UserLocked` when
+    another writer kept its user's consolidation lock."""
     from dreamer.dream import dream_pass, locked_out
 
+    if wait_while_busy and (reason := busy_or_unreachable(rt.busy, utcnow())):
+        raise Busy(f"session {session_id} waits: {reason}")
     runs: list[DreamRun] = []
     while True:
         try:

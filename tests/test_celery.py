@@ -88,3 +88,33 @@ def test_a_worker_started_with_a_bad_setting_says_which_in_one_line_and_exits_1(
     done = subprocess.run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "unused"],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: DREAMER_LEASE_SECONDS: Input should be greater than 0\n")
+
+
+def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless_a_reprocess_asked(tmp_path):
+    """The tasks applied in this process (Celery retries an applied task at once, so every retry
+    finds the agent still busy); no broker is needed for that."""
+    from dreamer import db
+    from dreamer.busy import SqlBusySignal
+    from dreamer.config import Settings
+    from dreamer.models import Cursor
+    from workers.celery_app import make_app
+
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none", llm_base_url="",
+                        task_max_retries=2, min_rounds=0)
+    engine = db.make_engine(settings.resolved_database_url())
+    db.upgrade(engine)
+    sid = record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice").session_id
+    SqlBusySignal(engine, window_seconds=settings.busy_window_seconds).begin("user:alice")
+    app = make_app(settings)
+    try:
+        waited = app.tasks["dreamer.dream_session"].apply(args=[sid]).get()
+        asked = app.tasks["dreamer.dream_session"].apply(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True}).get()
+        fanned = app.tasks["dreamer.dream_pass"].apply().get()
+    finally:
+        app.dreamer_runtime.close()
+    assert waited == {"skipped": f"session {sid} waits: 1 request(s) in flight"}
+    assert (asked["session_id"], asked["messages"], asked["added"]) == (sid, 8, 1)
+    assert fanned == {"skipped": "1 request(s) in flight"}
+    with db.session_scope(engine) as s:
+        assert s.get(Cursor, sid).processed_seq == 8
+    engine.dispose()

@@ -9,6 +9,7 @@ from sqlmodel import select
 from dreamer import jobs, leases
 from dreamer.busy import AlwaysIdle, SqlBusySignal
 from dreamer.db import session_scope
+from dreamer.errors import Busy
 from dreamer.index import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.models import DreamRun
@@ -88,3 +89,22 @@ def test_flush_runs_through_the_online_companion(rt):
     assert result.session_id == sid and result.status in ("flushed", "nothing_new")
     with session_scope(rt.engine) as s:
         assert s.exec(select(DreamRun)).all() == []
+
+
+def test_a_session_waits_while_the_agent_is_busy_only_when_asked_to(settings, engine, tmp_path):
+    busy = SqlBusySignal(engine, window_seconds=60)
+    rt = Runtime.open(settings, engine=engine, llm=None, embedder=None, index=EdgeIndex(tmp_path / "e", 8), busy=busy)
+    try:
+        sid = record_messages(engine, "a", session_with("I prefer tea."), user_id="alice").session_id
+        busy.begin("user:alice")
+        with pytest.raises(Busy) as caught:
+            jobs.run_session(rt, sid, trigger="celery", wait_while_busy=True)
+        assert (str(caught.value), caught.value.delay) == (f"session {sid} waits: 1 request(s) in flight", 0.0)
+        assert jobs.pending(rt, sid)
+        with session_scope(engine) as s:
+            assert s.exec(select(DreamRun)).all() == []  # no run row for each waiting session
+
+        [run] = jobs.run_session(rt, sid, trigger="reprocess")  # asked for: it runs
+        assert (run.sessions, run.added) == (1, 1) and not jobs.pending(rt, sid)
+    finally:
+        rt._index.close()

@@ -111,20 +111,28 @@ def _config(settings: Settings) -> dict:
 
 
 def _retrying(settings: Settings) -> Callable:
-    """Retry a bound task on `Retryable` only: after the error's delay, else a backoff."""
+    """Retry a bound task on `Retryable` only: after the error's delay, else a backoff (a busy
+    agent's as the daemon's, else the task retry's); a task the agent kept busy through every
+    retry is skipped, its sessions left due."""
+
+    def retry(task: Task, exc: Retryable, base: float, cap: float) -> BaseException:
+        retries = task.request.retries
+        countdown = exc.delay or compute_backoff(retries, base=base, cap=cap, rand=random.random())
+        log.info("%s: %s; retry %d in %.1f s", task.name, exc, retries + 1, countdown)
+        return task.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
 
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def task(self: Task, *args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(self, *args, **kwargs)
+            except Busy as exc:  # the agent is busy: back off as the daemon does; in the end, skip
+                if self.request.retries >= settings.task_max_retries:
+                    log.info("%s: %s; skipped after %d retries", self.name, exc, self.request.retries)
+                    return {"skipped": str(exc)}
+                raise retry(self, exc, settings.backoff_base_seconds, settings.backoff_cap_seconds)
             except Retryable as exc:
-                countdown = exc.delay or compute_backoff(
-                    self.request.retries, base=settings.task_retry_base_seconds,
-                    cap=settings.task_retry_cap_seconds, rand=random.random(),
-                )
-                log.info("%s: %s; retry %d in %.1f s", self.name, exc, self.request.retries + 1, countdown)
-                raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+                raise retry(self, exc, settings.task_retry_base_seconds, settings.task_retry_cap_seconds)
 
         return task
 
@@ -145,20 +153,17 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
         result = fan_out(rt, lambda sid: dream_session.apply_async(args=[sid], kwargs={"trigger": trigger}, queue=queue),
                          trigger=trigger)
         if result.skipped:
-            if self.request.retries >= settings.task_max_retries:
-                return {"sessions": [], "skipped": result.skipped}
-            delay = compute_backoff(self.request.retries, base=settings.backoff_base_seconds,
-                                    cap=settings.backoff_cap_seconds, rand=random.random())
-            raise Busy(result.skipped, delay=delay)
+            raise Busy(result.skipped)
         return {"sessions": result.session_ids}
 
     @app.task(name="dreamer.dream_session", bind=True)
     @retrying
     def dream_session(self: Task, session_id: int, trigger: str = "celery", catch_up: bool = False) -> dict:
-        """Dream over one session (`dream_pass(rt, session_ids=[id])`)."""
+        """Dream over one session (`dream_pass(rt, session_ids=[id])`); while the agent is busy it
+        waits, unless a reprocess asked for it (`catch_up`)."""
         from dreamer.jobs import run_session
 
-        runs = run_session(process.get(), session_id, trigger=trigger, catch_up=catch_up)
+        runs = run_session(process.get(), session_id, trigger=trigger, catch_up=catch_up, wait_while_busy=not catch_up)
         return {"session_id": session_id, "runs": [r.id for r in runs],
                 "messages": sum(r.messages for r in runs), "added": sum(r.added for r in runs),
                 "merged": sum(r.merged for r in runs)}
