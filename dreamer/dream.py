@@ -67,6 +67,7 @@ class Tally:
     superseded: int = 0
     rejected: list[dict] = field(default_factory=list)
     locked_out: int = 0  # sessions left due: another writer kept their user's consolidation lock
+    locked_users: set[str] = field(default_factory=set)  # whose lock was kept: their later sessions wait for the next pass
 
 
 def dream_pass(
@@ -94,6 +95,9 @@ def dream_pass(
         for group in session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call):
             if pace.halted():
                 break
+            if group[0].user_id in tally.locked_users:  # not extracted only to wait for the lock again
+                tally.locked_out += len(group)
+                continue
             lease.keep_alive()
             try:
                 if _session_group(rt, group, extractor, llm, run, tally, pace):
@@ -107,10 +111,10 @@ def dream_pass(
         run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
         _save_run(rt, run, tally, llm)
         raise
+    if tally.locked_out:
+        run.error = "; ".join(filter(None, [run.error, f"{tally.locked_out} session(s) {LOCKED_OUT}"]))
     if run.status == "running":
         run.status = "ok" if not (run.failed_sessions or tally.locked_out) else "partial"
-        if tally.locked_out:
-            run.error = f"{tally.locked_out} session(s) {LOCKED_OUT}"
     return _save_run(rt, run, tally, llm)
 
 
@@ -192,6 +196,9 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
         _failed(rt, sess, found, run)
         return
     candidates, over_cap = found
+    if sess.user_id in tally.locked_users:  # an earlier session of the group waited for it already
+        tally.locked_out += 1
+        return
     try:
         with rt.user_locks.hold(sess.user_id) as lock:
             try:
@@ -205,8 +212,9 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
             outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
             # its Markdown is rendered once, by the drain at the end of the pass
     except UserLocked as exc:  # nothing applied: the session keeps its cursor, the pass goes on
-        log.warning("session %s left for a later pass: %s", sess.id, exc)
+        log.warning("session %s and its user's later sessions left for a later pass: %s", sess.id, exc)
         tally.locked_out += 1
+        tally.locked_users.add(sess.user_id)
         return
     tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
     run.sessions += 1

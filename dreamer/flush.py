@@ -335,6 +335,7 @@ def flush_session(
     day = local_day(now, rt.settings.tz).isoformat()  # the user's day: the notes' rows and file
     user_id = window.session.user_id
     with rt.user_locks.hold(user_id), user_lock(user_id):  # a writer of the user's memories; the bounded wait first
+        rt.index_ready()  # an index taken in turns is taken now: one writer at a time from here
         written = _write(rt, window, notes, now, day)
         if written is None:
             log.info("session %s: window %s-%s was flushed meanwhile", session_id, window.start, window.end)

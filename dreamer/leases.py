@@ -29,24 +29,21 @@ def acquire(engine: Engine, name: str, owner: str, ttl_seconds: float, now: date
         return True
     except IntegrityError:
         pass
-    with session_scope(engine) as s:
-        result = s.exec(  # type: ignore[call-overload]
-            update(Lease)
-            .where(Lease.name == name)
-            .where((Lease.expires_at < now) | (Lease.owner == owner))
-            .values(owner=owner, expires_at=expires)
-        )
-        return bool(result.rowcount)
+    return _extend(engine, name, owner, ttl_seconds, now, (Lease.expires_at < now) | (Lease.owner == owner))
 
 
 def renew(engine: Engine, name: str, owner: str, ttl_seconds: float, now: datetime | None = None) -> bool:
     """Extend the lease only while this owner still holds it (expired or not); False once another
     owner took it, even if that owner has let it go since: what it guarded may have changed."""
-    now = now or utcnow()
+    return _extend(engine, name, owner, ttl_seconds, now or utcnow(), Lease.owner == owner)
+
+
+def _extend(engine: Engine, name: str, owner: str, ttl_seconds: float, now: datetime, which) -> bool:
+    """Set the lease row's owner and expiry where `which` holds; whether a row was changed."""
     with session_scope(engine) as s:
         result = s.exec(  # type: ignore[call-overload]
-            update(Lease).where(Lease.name == name).where(Lease.owner == owner)
-            .values(expires_at=now + timedelta(seconds=ttl_seconds))
+            update(Lease).where(Lease.name == name).where(which)
+            .values(owner=owner, expires_at=now + timedelta(seconds=ttl_seconds))
         )
         return bool(result.rowcount)
 
@@ -67,18 +64,19 @@ def run_lease(run_id: int) -> str:
 class HeldLease:
     """A lease this process took, renewed once half of it has passed when `keep_alive()` is
     asked: a write every `ttl / 2` seconds rather than one per step. `keep_alive()` is False
-    once another owner holds it (it expired and was taken): the work it guards should stop."""
+    once another owner holds it (it expired and was taken): the work it guards should stop.
+    A `strict` lease is also lost once another owner has had it, even if it let it go since."""
 
     def __init__(self, engine: Engine, name: str, owner: str, ttl_seconds: float, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, strict: bool = False) -> None:
         self.engine, self.name, self.owner, self.ttl = engine, name, owner, ttl_seconds
-        self.clock = clock
+        self.clock, self._renew = clock, renew if strict else acquire
         self._renewed = clock()
 
     def keep_alive(self) -> bool:
         if self.clock() - self._renewed < self.ttl / 2:
             return True
-        held = acquire(self.engine, self.name, self.owner, self.ttl)
+        held = self._renew(self.engine, self.name, self.owner, self.ttl)
         self._renewed = self.clock()
         return held
 

@@ -104,15 +104,17 @@ def on_start(state: SchedState, now: datetime, policy: Policy) -> SchedState:
     return replace(state, running=True, retry_at=None, next_slot=slot_after(state.anchor, policy.interval, now))
 
 
-def on_finish(state: SchedState, now: datetime, run_id: int | None) -> SchedState:
-    """A pass ran (whatever its outcome): the backoff starts again from the base."""
-    return replace(state, running=False, consecutive_skips=0, last_run_at=now, last_run_id=run_id)
+def on_finish(state: SchedState, now: datetime, run_id: int | None, *, cut_short: bool = False) -> SchedState:
+    """A pass ran (whatever its outcome): the backoff starts again from the base, unless the pass
+    left sessions for an early retry (`cut_short`): then the backoffs before it go on doubling."""
+    skips = state.consecutive_skips if cut_short else 0
+    return replace(state, running=False, consecutive_skips=skips, last_run_at=now, last_run_id=run_id)
 
 
 def on_cut_short(state: SchedState, now: datetime, reason: str, *, policy: Policy, rand: float) -> SchedState:
     """A finished pass left sessions for later (the agent became busy, or another writer kept a
-    user's consolidation lock): they are retried after the first backoff (before the next
-    regular run when that is sooner), as a busy skip is."""
+    user's consolidation lock): they are retried after the backoff (before the next regular run
+    when that is sooner), as a busy skip is; `on_finish(cut_short=True)` kept the streak."""
     delay = compute_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
     return on_backoff(state, Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason=reason), now, policy)
 

@@ -161,23 +161,18 @@ class LeaseLocks(_PolledLocks):
 
 
 class LeaseHold:
-    """A held lease row: `confirm()` renews it once half its time has passed since it was taken
-    or last renewed (before that it cannot have run out), and raises `UserLocked` if another
-    owner took it meanwhile."""
+    """A held lease row (`leases.HeldLease`, strict): `confirm()` renews it once half its time
+    has passed, and raises `UserLocked` if another owner has had it meanwhile."""
 
     def __init__(self, engine: Engine, user_id: str, name: str, owner: str, *, ttl_seconds: float,
                  clock: Callable[[], float]) -> None:
-        self.engine, self.user_id, self.name, self.owner = engine, user_id, name, owner
-        self.ttl, self.clock = ttl_seconds, clock
-        self._renewed = clock()
+        self.user_id = user_id
+        self.lease = leases.HeldLease(engine, name, owner, ttl_seconds, clock=clock, strict=True)
 
     def confirm(self) -> None:
-        if self.clock() - self._renewed < self.ttl / 2:
-            return
-        if not leases.renew(self.engine, self.name, self.owner, self.ttl):
+        if not self.lease.keep_alive():
             raise UserLocked(f"user {self.user_id!r}: the consolidation lock ran out during planning and another "
                              "writer took it; nothing was applied", delay=RETRY_DELAY)
-        self._renewed = self.clock()
 
 
 class ProcessLocks(_PolledLocks):

@@ -8,7 +8,9 @@ turns (`dreamer.shared_index`): extraction runs in both at once, consolidation o
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -90,9 +92,10 @@ def test_a_worker_started_with_a_bad_setting_says_which_in_one_line_and_exits_1(
     assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: DREAMER_LEASE_SECONDS: Input should be greater than 0\n")
 
 
-def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless_a_reprocess_asked(tmp_path):
+def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless_a_reprocess_asked(tmp_path, caplog):
     """The tasks applied in this process (Celery retries an applied task at once, so every retry
-    finds the agent still busy); no broker is needed for that."""
+    finds the agent still busy); no broker is needed for that. Another app was built in the
+    process first, as the daemon's Celery executor builds one: each app runs its own tasks."""
     from dreamer import db
     from dreamer.busy import SqlBusySignal
     from dreamer.config import Settings
@@ -105,14 +108,21 @@ def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless
     db.upgrade(engine)
     sid = record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice").session_id
     SqlBusySignal(engine, window_seconds=settings.busy_window_seconds).begin("user:alice")
+    other = make_app(settings.model_copy(update={"data_dir": tmp_path / "other"}))
+    assert "dreamer.dream_session" in other.tasks  # its tasks registered first
     app = make_app(settings)
+    caplog.set_level(logging.INFO, logger="workers.celery_app")
     try:
         waited = app.tasks["dreamer.dream_session"].apply(args=[sid]).get()
+        retries = [(m.group(1), float(m.group(2))) for r in caplog.records
+                   if (m := re.fullmatch(r"dreamer\.dream_session: .*; retry (\d) in ([0-9.]+) s", r.getMessage()))]
         asked = app.tasks["dreamer.dream_session"].apply(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True}).get()
         fanned = app.tasks["dreamer.dream_pass"].apply().get()
     finally:
         app.dreamer_runtime.close()
     assert waited == {"skipped": f"session {sid} waits: 1 request(s) in flight"}
+    assert [n for n, _ in retries] == ["1", "2"]  # the busy backoff: 60 s, then 120 s, each +-25 %
+    assert 45 <= retries[0][1] <= 75 and 90 <= retries[1][1] <= 150
     assert (asked["session_id"], asked["messages"], asked["added"]) == (sid, 8, 1)
     assert fanned == {"skipped": "1 request(s) in flight"}
     with db.session_scope(engine) as s:

@@ -481,3 +481,31 @@ def test_a_flush_holds_its_users_consolidation_lock_and_writes_nothing_without_i
         assert [n.text for n in notes(rt)] == ["Alice prefers aisle seats."]
     finally:
         runner.close()
+
+
+def test_with_the_index_taken_in_turns_a_flush_takes_the_turn_before_it_writes(settings, sqlite_engine, server):
+    """The turn is what keeps two workers' flushes of one user apart there: a flush that cannot
+    get it writes nothing, where it used to write its notes and only then wait for the index."""
+    from dreamer.llm import OpenAILLM, build_openai_client
+    from dreamer.shared_index import IndexBusy, end_turn, open_shared_runtime
+
+    st = online_settings(settings, **SMALL, llm_base_url=server.url, embedder="none", index_wait_seconds=0)
+    holder = open_shared_runtime(st, engine=sqlite_engine)
+    llm = OpenAILLM(build_openai_client(st), model="scripted", max_retries=0, sleep=lambda s: None)
+    rt = open_shared_runtime(st, engine=sqlite_engine, llm=llm)
+    try:
+        meter = append(rt, ALICE, "s1", chat("I prefer aisle seats.", "noted"))
+        holder.index_ready()  # another worker has the turn
+        server.push(notes_reply("Alice prefers aisle seats."))
+        with pytest.raises(IndexBusy):
+            flush_session(rt, meter.session_id)
+        assert (windows(rt), notes(rt)) == ([], [])
+
+        end_turn(holder)
+        server.push(notes_reply("Alice prefers aisle seats."))
+        assert flush_session(rt, meter.session_id).status == "flushed"
+        assert [n.text for n in notes(rt)] == ["Alice prefers aisle seats."]
+    finally:
+        end_turn(rt)
+        rt.close()
+        holder.close()

@@ -129,6 +129,17 @@ def test_a_pass_cut_short_by_a_busy_agent_is_retried_after_the_backoff_then_back
     assert next_action(state, at(460), None, policy=POLICY, rand=0.5).kind == RUN
 
 
+def test_passes_cut_short_one_after_another_back_off_doubling_and_a_whole_pass_starts_over():
+    """A user's consolidation lock kept elsewhere: each retry runs (the agent is idle) and leaves
+    the session again, so the retries must space out as busy skips do."""
+    state = on_start(initial_state(T0, POLICY), at(120), POLICY)
+    for started, finished, retry, skips in ((120, 400, 460, 1), (460, 470, 590, 2), (590, 600, 840, 3)):
+        state = on_finish(on_start(state, at(started), POLICY), at(finished), 5, cut_short=True)
+        state = on_cut_short(state, at(finished), "left due", policy=POLICY, rand=0.5)
+        assert (state.retry_at, state.consecutive_skips) == (at(retry), skips)
+    assert on_finish(on_start(state, at(840), POLICY), at(850), 6).consecutive_skips == 0
+
+
 def test_a_cut_short_retry_never_waits_past_the_next_regular_slot():
     state = on_start(initial_state(T0, POLICY), at(120), POLICY)
     state = on_cut_short(on_finish(state, at(3700), 5), at(3700), "busy", policy=POLICY, rand=0.5)

@@ -21,7 +21,7 @@ from dreamer.models import Cursor, DreamRun, Lease, Memory, MemoryEvent
 from dreamer.scripted import ScriptedServer
 from dreamer.shared_index import end_turn, open_shared_runtime
 from dreamer.user_locks import LeaseLocks, ProcessLocks, Unlocked, UserLocked, lock_name
-from dreamkit import ManualClock, extraction_script, make_index, make_runtime
+from dreamkit import ManualClock, extraction_bodies, extraction_script, make_index, make_runtime
 from workers.scheduler import InlineExecutor
 
 ELSEWHERE = "another worker"
@@ -239,9 +239,9 @@ def leased(settings, engine, server, tmp_path):
     0 s for a lock; `locks` replaces its lease locks."""
     made = []
 
-    def build(locks=None):
+    def build(locks=None, **over):
         quick = settings.model_copy(update={"user_lock_wait_seconds": 0, "qdrant_url": "http://127.0.0.1:1",
-                                            "min_rounds": 0})
+                                            "min_rounds": 0, **over})
         index = make_index("edge", tmp_path / f"i{len(made)}")
         rt = make_runtime(quick, engine, server, index, **({"user_locks": locks} if locks else {}))
         made.append((rt, index))
@@ -278,6 +278,27 @@ def test_with_a_qdrant_server_a_pass_leaves_a_locked_users_session_due_and_dream
     assert [m.text for m in memories(engine)] == ["The user prefers green tea in the morning."]
     with session_scope(engine) as s:
         assert s.get(Cursor, alice).attempts == 0  # not the session's fault: nothing toward quarantine
+
+
+def test_once_a_users_lock_was_waited_for_in_vain_their_later_sessions_wait_for_the_next_pass(engine, server, leased):
+    ids = [record_messages(engine, f"s{n}", session_with(f"I prefer tea number {n}."), user_id="alice").session_id
+           for n in (1, 2, 3)]
+    bob = record_messages(engine, "s4", session_with("I prefer black coffee at night."), user_id="bob").session_id
+    clock, slept = ManualClock(), []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
+    rt = leased(LeaseLocks(engine, ttl_seconds=600, wait_seconds=1, poll_seconds=0.5, clock=clock, sleep=sleep),
+                sessions_per_call=1)
+    run = dream_pass(rt, session_ids=[*ids, bob])
+
+    assert slept == [0.5, 0.5]  # one wait in all, not one a session
+    assert len(extraction_bodies(server)) == 2  # alice's first session and bob's: the others were not extracted
+    assert (run.status, run.sessions, run.error) == ("partial", 1, LOCKED_OUT.replace("1 session(s)", "3 session(s)"))
+    assert [processed(engine, sid) for sid in (*ids, bob)] == [0, 0, 0, 4]
 
 
 def test_a_session_task_whose_users_lock_is_kept_elsewhere_is_retried(engine, leased):

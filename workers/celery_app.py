@@ -142,7 +142,7 @@ def _retrying(settings: Settings) -> Callable:
 def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
     retrying = _retrying(settings)
 
-    @app.task(name="dreamer.dream_pass", bind=True)
+    @app.task(name="dreamer.dream_pass", bind=True, shared=False)
     @retrying
     def dream_pass(self: Task, trigger: str = "celery") -> dict:
         """Find the due sessions and send one `dream_session` per session."""
@@ -156,7 +156,7 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
             raise Busy(result.skipped)
         return {"sessions": result.session_ids}
 
-    @app.task(name="dreamer.dream_session", bind=True)
+    @app.task(name="dreamer.dream_session", bind=True, shared=False)
     @retrying
     def dream_session(self: Task, session_id: int, trigger: str = "celery", catch_up: bool = False) -> dict:
         """Dream over one session (`dream_pass(rt, session_ids=[id])`); while the agent is busy it
@@ -168,7 +168,7 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
                 "messages": sum(r.messages for r in runs), "added": sum(r.added for r in runs),
                 "merged": sum(r.merged for r in runs)}
 
-    @app.task(name="dreamer.reprocess", bind=True)
+    @app.task(name="dreamer.reprocess", bind=True, shared=False)
     @retrying
     def reprocess(self: Task, selection: dict) -> dict:
         """Reset the selected cursors and send one catch-up `dream_session` per session."""
@@ -184,7 +184,7 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
                                       queue=settings.celery_queue)
         return {"sessions": ids}
 
-    @app.task(name="dreamer.flush_session", bind=True)
+    @app.task(name="dreamer.flush_session", bind=True, shared=False)
     @retrying
     def flush_session(self: Task, session_id: int) -> Any:
         """The online companion's flush (`dreamer.flush.flush_session`) in a worker."""

@@ -157,8 +157,9 @@ class DreamScheduler:
 
     def _finished(self, ran: Ran) -> SchedState:
         now = self.clock()
-        state = on_finish(self.state, now, ran.run_id)
-        if ran.cut_short and not self.stop.is_set():
+        retry = bool(ran.cut_short) and not self.stop.is_set()
+        state = on_finish(self.state, now, ran.run_id, cut_short=retry)
+        if retry:
             state = on_cut_short(state, now, ran.cut_short, policy=self.policy, rand=self.rand())
             log.info("%s: the rest of the pass is retried at %s", ran.cut_short, state.due_at.isoformat())
         return state
