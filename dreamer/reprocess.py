@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
-from sqlalchemy import func, update
+from sqlalchemy import delete, func, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.engine import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import select
@@ -23,7 +24,7 @@ from dreamer.config import Settings
 from dreamer.db import session_scope
 from dreamer.errors import ConfigError
 from dreamer.extract import AGENT_INSTRUCTIONS, CODE_INSTRUCTIONS, SYSTEM_PROMPT
-from dreamer.models import Cursor, Message, Session, utcnow
+from dreamer.models import Cursor, Lease, Message, Session, utcnow
 from dreamer.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -98,19 +99,56 @@ def select_ids(s: DBSession, sel: Selection) -> list[int]:
     return list(s.exec(q).all())
 
 
-def reset_cursors(engine: Engine, session_ids: Iterable[int], now: datetime | None = None) -> int:
-    """Rewind the cursors to the start; returns how many were reset."""
+MARK_PREFIX = "reprocess:"  # a request's mark: a lease row, its name this and the request's id
+
+
+@dataclass(frozen=True)
+class Once:
+    """A reprocess request (a Celery task's id, the same when it is redelivered), marked done in
+    the transaction that rewinds its cursors; the mark is kept `keep_seconds`, longer than a
+    redelivery can take."""
+
+    request_id: str
+    keep_seconds: float
+
+    @property
+    def name(self) -> str:
+        return MARK_PREFIX + self.request_id
+
+
+def reset_cursors(
+    engine: Engine, session_ids: Iterable[int], now: datetime | None = None, *, once: Once | None = None,
+) -> int | None:
+    """Rewind the cursors to the start; returns how many were reset. With `once`, its mark is
+    written in the same transaction, and a request whose mark is there already (a redelivered
+    task) rewinds nothing again: None."""
     now = now or utcnow()
     ids = list(session_ids)
     total = 0
-    with session_scope(engine) as s:
-        for start in range(0, len(ids), BATCH):
-            stmt = (
-                update(Cursor).where(Cursor.session_id.in_(ids[start:start + BATCH]))
-                .values(processed_seq=0, attempts=0, status="ok", last_error=None, updated_at=now)
-            )
-            total += s.exec(stmt).rowcount  # type: ignore[call-overload]
+    try:
+        with session_scope(engine) as s:
+            if once is not None:
+                s.exec(delete(Lease).where(Lease.name.like(MARK_PREFIX + "%")).where(Lease.expires_at < now))
+                s.add(Lease(name=once.name, owner=once.name, expires_at=now + timedelta(seconds=once.keep_seconds)))
+                s.flush()  # a mark already there stops the rewind here
+            total = _rewind(s, ids, now)
+    except IntegrityError:
+        if once is None:
+            raise
+        log.info("%s: its cursors were rewound already", once.name)
+        return None
     log.info("reset %d cursor(s)", total)
+    return total
+
+
+def _rewind(s, ids: list[int], now: datetime) -> int:
+    total = 0
+    for start in range(0, len(ids), BATCH):
+        stmt = (
+            update(Cursor).where(Cursor.session_id.in_(ids[start:start + BATCH]))
+            .values(processed_seq=0, attempts=0, status="ok", last_error=None, updated_at=now)
+        )
+        total += s.exec(stmt).rowcount  # type: ignore[call-overload]
     return total
 
 

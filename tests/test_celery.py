@@ -128,3 +128,38 @@ def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless
     with db.session_scope(engine) as s:
         assert s.get(Cursor, sid).processed_seq == 8
     engine.dispose()
+
+
+def test_a_redelivered_reprocess_task_does_not_rewind_the_cursors_again(tmp_path):
+    """Tasks applied in this process, each `dream_session` it sends run at once; a redelivery
+    is the same task id again."""
+    from sqlmodel import select
+
+    from dreamer import db
+    from dreamer.config import Settings
+    from dreamer.models import DreamRun, Lease
+    from workers.celery_app import make_app
+
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none", llm_base_url="")
+    engine = db.make_engine(settings.resolved_database_url())
+    db.upgrade(engine)
+    sid = record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice").session_id
+    app = make_app(settings)
+    app.conf.task_always_eager = True
+
+    def read(task_id: str) -> tuple[int, int]:
+        """Apply the task under `task_id`; the messages every pass so far has read."""
+        app.tasks["dreamer.reprocess"].apply(args=[{"user_id": "alice"}], task_id=task_id).get()
+        with db.session_scope(engine) as s:
+            return sum(r.messages for r in s.exec(select(DreamRun)))
+
+    try:
+        assert read("request-1") == 8  # rewound and dreamed
+        assert read("request-1") == 8  # redelivered: nothing rewound, nothing read again
+        assert read("request-2") == 16  # a new request rewinds again
+    finally:
+        app.dreamer_runtime.close()
+    with db.session_scope(engine) as s:
+        marks = sorted(m.name for m in s.exec(select(Lease).where(Lease.name.like("reprocess:%"))))
+    assert marks == ["reprocess:request-1", "reprocess:request-2"]
+    engine.dispose()

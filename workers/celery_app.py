@@ -171,14 +171,16 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
     @app.task(name="dreamer.reprocess", bind=True, shared=False)
     @retrying
     def reprocess(self: Task, selection: dict) -> dict:
-        """Reset the selected cursors and send one catch-up `dream_session` per session."""
+        """Reset the selected cursors (once: a redelivered task does not rewind them again) and
+        send one catch-up `dream_session` per session (again when redelivered: they are no-ops
+        for sessions already caught up)."""
         from dreamer.db import session_scope
-        from dreamer.reprocess import Selection, reset_cursors, select_ids
+        from dreamer.reprocess import Once, Selection, reset_cursors, select_ids
 
         rt = process.get()
         with session_scope(rt.engine) as s:
             ids = select_ids(s, Selection.from_dict(selection))
-        reset_cursors(rt.engine, ids)
+        reset_cursors(rt.engine, ids, once=Once(self.request.id, 2 * settings.celery_visibility_timeout_seconds))
         for sid in ids:
             dream_session.apply_async(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True},
                                       queue=settings.celery_queue)
