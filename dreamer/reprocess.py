@@ -8,6 +8,7 @@ evidence and history (`merge` events), never duplicates.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -106,14 +107,16 @@ MARK_PREFIX = "reprocess:"  # a request's mark: a lease row, its name this and t
 class Once:
     """A reprocess request (a Celery task's id, the same when it is redelivered), marked done in
     the transaction that rewinds its cursors; the mark is kept `keep_seconds`, longer than a
-    redelivery can take."""
+    redelivery (or two) can take."""
 
     request_id: str
     keep_seconds: float
 
     @property
     def name(self) -> str:
-        return MARK_PREFIX + self.request_id
+        """The mark's lease name: an id too long for it (255 characters) goes in as its sha-256."""
+        rid = self.request_id
+        return MARK_PREFIX + (rid if len(rid) <= 200 else hashlib.sha256(rid.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 def reset_cursors(

@@ -31,6 +31,7 @@ from dreamer.runtime import Runtime, settle
 
 log = logging.getLogger(__name__)
 
+MARK_SECONDS = 24 * 3600  # a reprocess request's mark lasts at least a day: redeliveries may come twice
 TASKS = ("dreamer.dream_pass", "dreamer.dream_session", "dreamer.reprocess", "dreamer.flush_session")
 
 
@@ -180,7 +181,8 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
         rt = process.get()
         with session_scope(rt.engine) as s:
             ids = select_ids(s, Selection.from_dict(selection))
-        reset_cursors(rt.engine, ids, once=Once(self.request.id, 2 * settings.celery_visibility_timeout_seconds))
+        once = Once(self.request.id, max(MARK_SECONDS, 2 * settings.celery_visibility_timeout_seconds))
+        reset_cursors(rt.engine, ids, once=once if self.request.id else None)  # no id: called directly
         for sid in ids:
             dream_session.apply_async(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True},
                                       queue=settings.celery_queue)
