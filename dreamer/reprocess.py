@@ -127,7 +127,6 @@ def reset_cursors(
     task) rewinds nothing again: None."""
     now = now or utcnow()
     ids = list(session_ids)
-    total = 0
     try:
         with session_scope(engine) as s:
             if once is not None:

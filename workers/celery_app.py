@@ -181,8 +181,8 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
         rt = process.get()
         with session_scope(rt.engine) as s:
             ids = select_ids(s, Selection.from_dict(selection))
-        once = Once(self.request.id, max(MARK_SECONDS, 2 * settings.celery_visibility_timeout_seconds))
-        reset_cursors(rt.engine, ids, once=once if self.request.id else None)  # no id: called directly
+        keep = max(MARK_SECONDS, 2 * settings.celery_visibility_timeout_seconds)
+        reset_cursors(rt.engine, ids, once=Once(self.request.id, keep) if self.request.id else None)  # no id: called directly
         for sid in ids:
             dream_session.apply_async(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True},
                                       queue=settings.celery_queue)
