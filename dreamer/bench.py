@@ -248,6 +248,9 @@ def _share_ratio(rows: list[dict], n: int) -> float:
     return round(one["seconds"] / max(full["seconds"], 1e-9), 4)
 
 
+MESSAGE_TOKENS = 16  # what a synthetic message counts (the sessions' running totals agree with it)
+
+
 def synthetic_sessions(engine, n: int, seed: int, messages: int = 4) -> list[int]:
     """`n` sessions of `messages` alternating turns, all already processed (cursor at the end)."""
     rng = random.Random(seed)
@@ -255,7 +258,8 @@ def synthetic_sessions(engine, n: int, seed: int, messages: int = 4) -> list[int
     with session_scope(engine) as s:
         s.exec(insert(Session), params=[
             dict(external_id=f"s{i}", source="bench", user_id=f"u{i % max(1, n // 10)}", mode="agent",
-                 created_at=now, updated_at=now, message_count=messages, rounds=messages // 2, last_seq=messages)
+                 created_at=now, updated_at=now, message_count=messages, rounds=messages // 2, last_seq=messages,
+                 token_total=messages * MESSAGE_TOKENS)
             for i in range(n)])
         ids = list(s.exec(select(Session.id).order_by(Session.id)).all())
         s.exec(insert(Cursor), params=[dict(session_id=i, processed_seq=messages, status="ok", attempts=0, updated_at=now)
@@ -274,7 +278,7 @@ def synthetic_sessions(engine, n: int, seed: int, messages: int = 4) -> list[int
 
 def _message(sid: int, seq: int, text: str, at) -> dict:
     return dict(session_id=sid, seq=seq, role="user" if seq % 2 else "assistant", content=text,
-                content_hash=f"{sid}:{seq}", created_at=at, token_count=16)
+                content_hash=f"{sid}:{seq}", created_at=at, token_count=MESSAGE_TOKENS)
 
 
 def touch_sessions(engine, sessions: list[int], share: float, rng: random.Random) -> int:
@@ -290,7 +294,8 @@ def touch_sessions(engine, sessions: list[int], share: float, rng: random.Random
         for start in range(0, len(chosen), 5_000):
             part = chosen[start:start + 5_000]
             s.exec(update(Session).where(Session.id.in_(part)).values(
-                last_seq=Session.last_seq + 1, message_count=Session.message_count + 1, updated_at=now))
+                last_seq=Session.last_seq + 1, message_count=Session.message_count + 1,
+                token_total=Session.token_total + MESSAGE_TOKENS, updated_at=now))
     return len(chosen)
 
 

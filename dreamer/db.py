@@ -17,7 +17,7 @@ from dreamer.errors import ConfigError, StoreError
 
 log = logging.getLogger(__name__)
 
-HEAD = "0003"
+HEAD = "0004"
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:

@@ -7,7 +7,8 @@ The meter of a session is derived from SQL, so every process reads the same stat
   cycle starts at the last one;
 * the **tokens** of the active context: the figure the agent reported last in this cycle
   (``meta.meter.context_tokens`` on the last message of its batch) plus the messages after
-  it, else the sum of ``token_count`` since the cycle started;
+  it, else the sum of ``token_count`` since the cycle started (kept running on the session
+  row as messages are stored, `dreamer.meter`, so a read does not grow with the session);
 * the **flushed** point: every flush writes a window row in ``daily_notes`` (position -1,
   text = its trigger) beside its notes (positions 0..n-1); the highest ``window_end_seq``
   is where the next flush starts, and a ``tokens`` window row in the current cycle means
@@ -27,10 +28,10 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
-from sqlalchemy import String, cast, func
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DBSession
 from sqlmodel import select
@@ -46,6 +47,7 @@ from dreamer.extract import Chunk, Line, RulesExtractor, Sentence, chunk_lines, 
 from dreamer.index import Scope
 from dreamer.ingest.store import append_messages
 from dreamer.llm import Usage
+from dreamer.meter import METER_KEY, MeterState
 from dreamer.models import CURRENT_STATUSES, DailyNote, Memory, Message, Session, utcnow
 from dreamer.recall import session_in_scope
 from dreamer.redact import clean_for_model, clean_prefix, redact
@@ -53,7 +55,6 @@ from dreamer.user_locks import UserLocked
 
 log = logging.getLogger(__name__)
 
-METER_KEY = "meter"
 WINDOW_POSITION = -1
 TOKENS, MESSAGES, MANUAL = "tokens", "messages", "manual"
 FLUSH_ROLES = ("user", "assistant", "tool")
@@ -111,28 +112,6 @@ def flush_due(tokens: int, messages_since_flush: int, cycle_already_flushed: boo
     return flush_trigger(tokens, messages_since_flush, cycle_already_flushed, settings) is not None
 
 
-@dataclass(frozen=True)
-class Cycle:
-    """The current compaction cycle: its number, first seq, and the agent's last figure in it."""
-
-    number: int = 0
-    start_seq: int = 1
-    figure_seq: int | None = None
-    figure_tokens: int | None = None
-
-
-def cycle_of(marks: Iterable[tuple[int, dict]]) -> Cycle:
-    """The current cycle from the (seq, meter mark) pairs of a session."""
-    number, start, fseq, ftokens = 0, 1, None, None
-    for seq, mark in sorted(marks, key=lambda p: p[0]):
-        if mark.get("compacted"):
-            number, start, fseq, ftokens = number + 1, seq, None, None
-        figure = mark.get("context_tokens")
-        if isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0:
-            fseq, ftokens = seq, figure
-    return Cycle(number, start, fseq, ftokens)
-
-
 def with_marks(messages: Sequence[dict], *, context_tokens: int | None, compacted: bool) -> list[dict]:
     """Copies of `messages` carrying the meter marks (and no mark a client put there)."""
     out = []
@@ -180,36 +159,24 @@ class Meter:
 
 
 def read_meter(rt, session_id: int, *, figure: int | None = None) -> Meter:
-    """The meter of a stored session; `figure` is a context size the agent reported just now.
-    Two statements: the session's marks, then everything else as one row."""
+    """The meter of a stored session; `figure` is a context size the agent reported just now."""
     with session_scope(rt.engine) as s:
-        cycle = cycle_of(_marks(s, session_id))
-        counted_from = cycle.figure_seq if cycle.figure_tokens is not None else cycle.start_seq - 1
-        row = s.exec(
-            select(Session.external_id, Session.last_seq, _tokens_after(session_id, counted_from),
-                   _flushed_to(session_id), _cycle_flushed(session_id, cycle.number))
-            .where(Session.id == session_id)
-        ).first()
+        return meter_in(s, rt.settings, session_id, figure=figure)
+
+
+def meter_in(s: DBSession, settings, session_id: int, *, figure: int | None = None) -> Meter:
+    """The meter read in one statement, within `s`: the session row (the running state
+    `dreamer.meter` keeps there) and its flush windows."""
+    row = s.exec(
+        select(Session.external_id, Session.last_seq, Session.token_total, Session.meter_cycle,
+               Session.meter_figure, Session.meter_base, _flushed_to(session_id), _cycle_flushed(session_id))
+        .where(Session.id == session_id)
+    ).first()
     if row is None:
         raise NotFound(f"no session {session_id}")
-    external_id, last_seq, after, flushed, done = row
-    tokens = figure if figure is not None else (cycle.figure_tokens or 0) + int(after)
-    return Meter(session_id, external_id, tokens, flush_point(rt.settings), cycle.number, last_seq, int(flushed),
-                 bool(done))
-
-
-def _marks(s: DBSession, session_id: int) -> list[tuple[int, dict]]:
-    rows = s.exec(
-        select(Message.seq, Message.meta).where(Message.session_id == session_id)
-        .where(cast(Message.meta, String).like(f'%"{METER_KEY}"%'))
-    ).all()
-    return [(seq, meta[METER_KEY]) for seq, meta in rows if isinstance(meta, dict) and isinstance(meta.get(METER_KEY), dict)]
-
-
-def _tokens_after(session_id: int, seq: int | None):
-    """The tokens of the session's messages after `seq`, as a scalar subquery."""
-    return (select(func.coalesce(func.sum(Message.token_count), 0))
-            .where(Message.session_id == session_id).where(Message.seq > seq).scalar_subquery())
+    external_id, last_seq, total, cycle, last_figure, base, flushed, done = row
+    tokens = figure if figure is not None else MeterState(total, cycle, last_figure, base).tokens
+    return Meter(session_id, external_id, tokens, flush_point(settings), cycle, last_seq, int(flushed), bool(done))
 
 
 def _flushed_to(session_id: int):
@@ -218,10 +185,11 @@ def _flushed_to(session_id: int):
             .where(DailyNote.session_id == session_id).scalar_subquery())
 
 
-def _cycle_flushed(session_id: int, cycle: int):
-    """Whether the cycle's token flush has run (a count, 0 or more), as a scalar subquery."""
+def _cycle_flushed(session_id: int):
+    """Whether the session's current cycle had its token flush (a count, 0 or more), as a scalar
+    subquery correlated with the session row."""
     return (select(func.count()).select_from(DailyNote).where(DailyNote.session_id == session_id)
-            .where(DailyNote.position == WINDOW_POSITION).where(DailyNote.cycle == cycle)
+            .where(DailyNote.position == WINDOW_POSITION).where(DailyNote.cycle == Session.meter_cycle)
             .where(DailyNote.text == TOKENS).scalar_subquery())
 
 
@@ -249,15 +217,17 @@ def append(
     rt, scope: Scope, external_id: str, messages: Sequence[dict], *, context_tokens: int | None = None,
     compacted: bool = False, runner: "FlushRunner | None" = None,
 ) -> Meter:
-    """Record new messages of a live session, read its meter, and schedule a flush when one is due."""
+    """Record new messages of a live session and read its meter, in one transaction, and schedule
+    a flush when one is due."""
     if compacted and not messages:
         raise IngestError("compacted must come with the first messages after the compaction")
+    marked = with_marks(messages, context_tokens=context_tokens, compacted=compacted)
     with session_scope(rt.engine) as s:
         owned_session(s, scope, external_id)
-    marked = with_marks(messages, context_tokens=context_tokens, compacted=compacted)
-    rec = append_messages(rt.engine, external_id, marked, user_id=scope.user_id, agent_id=scope.agent_id,
-                          project=scope.project, team=scope.team, max_message_bytes=rt.settings.max_message_bytes)
-    meter = read_meter(rt, rec.session_id, figure=context_tokens if not messages else None)
+        rec = append_messages(rt.engine, external_id, marked, user_id=scope.user_id, agent_id=scope.agent_id,
+                              project=scope.project, team=scope.team,
+                              max_message_bytes=rt.settings.max_message_bytes, db_session=s)
+        meter = meter_in(s, rt.settings, rec.session_id, figure=context_tokens if not messages else None)
     meter.trigger = flush_trigger(meter.tokens, meter.messages_since_flush, meter.cycle_flushed, rt.settings)
     if meter.trigger and runner is not None:
         meter.flush_scheduled = runner.schedule(rec.session_id, meter.trigger)
@@ -523,6 +493,6 @@ class FlushRunner:
 
 
 __all__ = [
-    "FlushResult", "FlushRunner", "Meter", "append", "compaction_point", "cycle_of", "flush_due", "flush_point",
+    "FlushResult", "FlushRunner", "Meter", "append", "compaction_point", "flush_due", "flush_point",
     "flush_session", "flush_trigger", "read_meter", "validate_flush_settings",
 ]

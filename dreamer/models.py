@@ -53,6 +53,11 @@ class Session(SQLModel, table=True):
     message_count: int = 0
     rounds: int = 0
     last_seq: int = 0
+    # the context meter's running state (`dreamer.meter.MeterState`), advanced as messages are stored
+    token_total: int = 0
+    meter_cycle: int = 0
+    meter_figure: int = 0
+    meter_base: int = 0
 
 
 class Message(SQLModel, table=True):

@@ -19,7 +19,7 @@ from dreamer.db import session_scope
 from dreamer.errors import ConfigError, IngestError
 from dreamer.days import day_words
 from dreamer.flush import (
-    FlushRunner, append, compaction_point, cycle_of, flush_due, flush_point, flush_session, flush_trigger,
+    FlushRunner, append, compaction_point, flush_due, flush_point, flush_session, flush_trigger,
     validate_flush_settings, with_marks,
 )
 from dreamer.index import Scope
@@ -86,14 +86,6 @@ def test_defaults_and_small_settings_are_accepted():
     validate_flush_settings(small())
 
 
-def test_cycle_of_marks():
-    assert cycle_of([]) == cycle_of([]).__class__(0, 1, None, None)
-    c = cycle_of([(3, {"context_tokens": 500}), (7, {"compacted": True}), (9, {"context_tokens": 120})])
-    assert (c.number, c.start_seq, c.figure_seq, c.figure_tokens) == (1, 7, 9, 120)
-    c = cycle_of([(2, {"compacted": True, "context_tokens": 40}), (5, {"compacted": True})])
-    assert (c.number, c.start_seq, c.figure_seq) == (2, 5, None)
-
-
 def test_marks_ride_on_the_batch_and_client_marks_are_dropped():
     msgs = [{"role": "user", "content": "a", "meta": {"meter": {"compacted": True}, "x": 1}},
             {"role": "assistant", "content": "b"}]
@@ -158,8 +150,8 @@ def test_the_meter_counts_stored_tokens_then_takes_the_agents_figure(make_rt):
     assert append(rt, ALICE, "s1", []).tokens == 650 + count_tokens("Noted, flights next.")
 
 
-def test_the_meter_is_read_in_two_statements(make_rt):
-    """The session's marks, then one row with the rest, however long the session is."""
+def test_the_meter_is_read_in_one_statement_that_reads_no_message(make_rt):
+    """The session row (its running state) and its flush windows, however long the session is."""
     from sqlalchemy import event
 
     from dreamer.flush import read_meter
@@ -171,7 +163,8 @@ def test_the_meter_is_read_in_two_statements(make_rt):
 
     again = read_meter(rt, meter.session_id)
 
-    assert (again.tokens, again.last_seq, len(statements)) == (500, 40, 2)
+    assert (again.tokens, again.last_seq, len(statements)) == (500, 40, 1)
+    assert "messages" not in statements[0]
 
 
 def test_flush_fires_once_per_cycle_at_the_point_and_not_before(make_rt):

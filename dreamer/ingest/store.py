@@ -35,6 +35,7 @@ from dreamer.ingest.base import (
 )
 from dreamer.ingest import openai_jsonl
 from dreamer.ingest.detect import PARSERS, resolve_format
+from dreamer.meter import MeterState, advance
 from dreamer.models import MODES, ROLES, Cursor, Message, Session, utcnow
 from dreamer.tokens import count_tokens
 
@@ -138,21 +139,29 @@ def append_messages(
     mode: str = "agent",
     source: str = "api",
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    db_session: DBSession | None = None,
 ) -> RecordResult:
     """Append only the new messages of a live session (created when missing) after its last one.
 
     The live-agent path: unlike `record_messages`, nothing is compared with what is stored, so an
-    agent sends each message once. Raises `IngestError` for an invalid message or argument
+    agent sends each message once. Works inside `db_session` without committing when one is
+    given, else in its own transaction. Raises `IngestError` for an invalid message or argument
     (`TooLarge` for one over the size limit).
     """
     parsed = checked_messages(messages, max_message_bytes)
     target = _target(external_id, user_id, source, agent_id, project, team, mode, None)
     hashes = [content_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
+    if db_session is not None:
+        return _append_live(db_session, target, parsed, hashes)
     with session_scope(engine) as s:
-        row = _session_row(s, target, parsed)
-        if parsed:
-            _append(s, row, parsed, hashes)
-        return RecordResult(row.id, target.external_id, added=len(parsed), skipped=0)  # type: ignore[arg-type]
+        return _append_live(s, target, parsed, hashes)
+
+
+def _append_live(s: DBSession, target: _Target, parsed: list[ParsedMessage], hashes: list[str]) -> RecordResult:
+    row = _session_row(s, target, parsed)
+    if parsed:
+        _append(s, row, parsed, hashes)
+    return RecordResult(row.id, target.external_id, added=len(parsed), skipped=0)  # type: ignore[arg-type]
 
 
 def ingest_file(engine: Engine, path: Path, **options: Any) -> FileReport:
@@ -431,6 +440,10 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     ]
     for batch in _batches(rows):
         s.exec(insert(Message), params=batch)
+    state = advance(MeterState(row.token_total, row.meter_cycle, row.meter_figure, row.meter_base),
+                    ((r["token_count"], r.get("meta")) for r in rows))
+    row.token_total, row.meter_cycle, row.meter_figure, row.meter_base = (
+        state.total, state.cycle, state.figure, state.base)
     row.last_seq = first_seq + len(messages) - 1
     row.message_count += len(messages)
     row.rounds += sum(1 for m in messages if m.role == "user")
