@@ -22,13 +22,13 @@ from dreamer.busy import busy_or_unreachable
 from dreamer.db import session_scope
 from dreamer.due import DueRules, due_sessions, session_groups
 from dreamer.days import local_day
-from dreamer.errors import BudgetExceeded, CircuitOpen, EndpointUnusable, LeaseLost, LLMError
+from dreamer.errors import BudgetExceeded, CircuitOpen, EndpointUnusable, LeaseLost, LLMError, LLMTimeout
 from dreamer.extract import (
     Candidate, Chunk, Extractor, Line, LLMExtractor, RulesExtractor, chunk_lines, collapse_duplicates, mark_untrusted,
     worth_a_call,
 )
 from dreamer.index import Scope, SearchFilter
-from dreamer.llm import GuardedLLM
+from dreamer.llm import GuardedLLM, endpoint_answers
 from dreamer.models import CURRENT_STATUSES, Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
 from dreamer.redact import clean_for_model, clean_prefix
 from dreamer.tokens import count_tokens
@@ -68,6 +68,7 @@ class Tally:
     rejected: list[dict] = field(default_factory=list)
     locked_out: int = 0  # sessions left due: another writer kept their user's consolidation lock
     locked_users: set[str] = field(default_factory=set)  # whose lock was kept: their later sessions wait for the next pass
+    timed_out: list[int] = field(default_factory=list)  # sessions whose model call timed out: counted at the end if the endpoint answered
 
 
 def dream_pass(
@@ -106,6 +107,7 @@ def dream_pass(
                 run.status, run.error = "stopped", str(exc)
                 break
         lease.keep_alive()
+        _count_timeouts(rt, llm, tally.timed_out)
         outbox.drain(rt)  # and every due view rendered, once per user
     except BaseException as exc:
         run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -193,7 +195,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
     plan until the result is in the index (`user_locks`)."""
     sess = work.session
     if isinstance(found, Exception):
-        _failed(rt, sess, found, run)
+        _failed(rt, sess, found, run, tally)
         return
     candidates, over_cap = found
     if sess.user_id in tally.locked_users:  # an earlier session of the group waited for it already
@@ -206,7 +208,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
                 planned = _plan(rt, work, candidates, llm)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
             except (LeaseLost, LLMError) as exc:
-                _failed(rt, sess, exc, run)
+                _failed(rt, sess, exc, run, tally)
                 return
             _apply(rt, work, planned, run, tally)
             outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
@@ -221,7 +223,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
     run.messages += work.new_messages
 
 
-def _failed(rt, sess: Session, exc: Exception, run: DreamRun) -> None:
+def _failed(rt, sess: Session, exc: Exception, run: DreamRun, tally: Tally) -> None:
     """A session whose lease was lost is dropped; one the model failed on is recorded failed.
     The breaker and the budget stop the whole pass."""
     if isinstance(exc, LeaseLost):
@@ -229,7 +231,9 @@ def _failed(rt, sess: Session, exc: Exception, run: DreamRun) -> None:
         return
     if isinstance(exc, (CircuitOpen, BudgetExceeded)) or not isinstance(exc, LLMError):
         raise exc
-    _record_failure(rt, sess.id, exc)
+    _record_failure(rt, sess.id, f"{type(exc).__name__}: {exc}", counted=counts_as_its_own(exc))
+    if isinstance(exc, LLMTimeout):
+        tally.timed_out.append(sess.id)
     run.failed_sessions += 1
 
 
@@ -647,20 +651,47 @@ def _target(target: str | None, planned: list[Planned], stored: dict[str, Memory
     return m.id if m is not None and m.status in CURRENT_STATUSES else None
 
 
-def _record_failure(rt, session_id: int, exc: Exception) -> None:
-    """The cursor stays and says why. Only what the model made of this session counts toward
-    its quarantine: an endpoint that serves no request (`EndpointUnusable`) would otherwise
-    quarantine every session it was asked about, each Celery beat, for as long as it lasts."""
+def counts_as_its_own(exc: Exception) -> bool:
+    """Whether a failure counts toward the session's quarantine when it happens: only what the
+    model made of this session does. An endpoint that serves no request (`EndpointUnusable`)
+    would otherwise quarantine every session it was asked about, each Celery beat, for as long
+    as it lasts; a timeout is counted later, if the endpoint answered other requests
+    (`_count_timeouts`)."""
+    return not isinstance(exc, EndpointUnusable)
+
+
+def _record_failure(rt, session_id: int, error: str | None, *, counted: bool) -> None:
+    """The cursor stays and says why (`error`; None: the failure it holds, now counted); a
+    `counted` failure adds to its attempts, up to quarantine."""
     with session_scope(rt.engine) as s:
         cursor = s.get(Cursor, session_id)
         if cursor is None:
             return
-        cursor.attempts += 0 if isinstance(exc, EndpointUnusable) else 1
-        cursor.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        cursor.attempts += 1 if counted else 0
+        if error is None:
+            error = f"{(cursor.last_error or '')[:2000 - len(COUNTED_TIMEOUT) - 1]} {COUNTED_TIMEOUT}".strip()
+        cursor.last_error = error[:2000]
         cursor.status = "quarantined" if cursor.attempts >= rt.settings.max_attempts else "failed"
         cursor.updated_at = utcnow()
         s.add(cursor)
-    log.warning("session %s failed (%s): %s", session_id, cursor.status, exc)
+    log.warning("session %s failed (%s): %s", session_id, cursor.status, error)
+
+
+COUNTED_TIMEOUT = "(counted: the endpoint answered other requests)"
+
+
+def _count_timeouts(rt, llm, timed_out: list[int]) -> None:
+    """The timeouts of this pass count toward their sessions' quarantine when the endpoint
+    answered another call of the pass, or answers a probe now: then it is their own requests
+    the model cannot answer in time, and without counting they would be sent again every pass,
+    at the model's cost, for ever. When it answers nothing (an outage), nothing is counted."""
+    if not timed_out or llm is None:
+        return
+    if not (llm.answered or endpoint_answers(llm)):
+        log.info("%d session(s) timed out while the endpoint answered nothing: not counted", len(timed_out))
+        return
+    for session_id in timed_out:
+        _record_failure(rt, session_id, None, counted=True)
 
 
 # --------------------------------------------------------------------------- run record and view

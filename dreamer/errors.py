@@ -73,6 +73,13 @@ class TransientLLMError(Retryable, EndpointUnusable):
     """429, 5xx, timeouts and dropped connections."""
 
 
+class LLMTimeout(TransientLLMError):
+    """The model did not answer in time, through every retry. Like any transient failure it is
+    not counted toward the session's quarantine by itself; a dream pass counts it when the
+    endpoint answered other requests meanwhile (then it is this request the model cannot
+    answer in time)."""
+
+
 class LeaseLost(DreamerError):
     """Another worker holds a lease this one took (it expired meanwhile): the work it guarded stops."""
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 import openai
 import tenacity
 from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dreamer.breaker import Breaker
 from dreamer.errors import (
-    BudgetExceeded, EndpointUnusable, LLMError, LLMInvalidOutput, TransientLLMError, validation_summary,
+    BudgetExceeded, EndpointUnusable, LLMError, LLMInvalidOutput, LLMTimeout, TransientLLMError, validation_summary,
 )
 from dreamer.tokens import count_tokens
 
@@ -276,9 +276,8 @@ def _log_retry(state: tenacity.RetryCallState) -> None:
 
 def _give_up(state: tenacity.RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome is not None else None
-    raise TransientLLMError(
-        f"LLM unavailable after {state.attempt_number} attempts, {_describe(exc)}", delay=state.upcoming_sleep
-    ) from exc
+    kind = LLMTimeout if isinstance(exc, openai.APITimeoutError) else TransientLLMError
+    raise kind(f"LLM unavailable after {state.attempt_number} attempts, {_describe(exc)}", delay=state.upcoming_sleep) from exc
 
 
 def _add_usage(usage: Usage, completion: ChatCompletion) -> None:
@@ -328,7 +327,8 @@ class GuardedLLM:
     """Wraps an `LLM` for one pass: a token budget and a consecutive-failure `Breaker` that
     stays open for the rest of the pass.
 
-    ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``.
+    ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``;
+    ``answered`` the calls that came back with a valid result.
     A `breaker_threshold` of 0 or less disables the breaker. A call starts only while the tokens
     spent plus its prompt (counted here) fit the budget, so the pass can go over it by at most
     the completion of its last call.
@@ -340,6 +340,7 @@ class GuardedLLM:
         self.token_budget = token_budget
         self.breaker = Breaker(breaker_threshold)
         self.calls = 0
+        self.answered = 0
         self.usage = Usage()
 
     def complete_json(
@@ -356,6 +357,7 @@ class GuardedLLM:
             self._record(getattr(exc, "usage", None))
             raise
         self._record(usage)
+        self.answered += 1
         return result, usage
 
     def _check_budget(self, prompt_tokens: int) -> None:
@@ -372,6 +374,28 @@ class GuardedLLM:
         usage = usage if usage is not None else Usage()
         self.usage.add(usage)
         self.calls += max(usage.requests, 1)
+
+
+class Probe(BaseModel):
+    """Whatever JSON object the endpoint sends back to a probe."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+PROBE_SYSTEM = 'Answer with the JSON object {"ok": true}.'
+
+
+def endpoint_answers(llm: LLM) -> bool:
+    """Whether the endpoint answers a minimal request now (an answer the model could not make
+    valid still says it answered); a refusal to call (an open breaker, a spent budget) or a
+    failed request says no."""
+    try:
+        llm.complete_json(system=PROBE_SYSTEM, user="ok?", schema=Probe, name="probe")
+    except LLMInvalidOutput:
+        return True
+    except LLMError:
+        return False
+    return True
 
 
 # --- construction -------------------------------------------------------------------

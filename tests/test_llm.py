@@ -14,9 +14,12 @@ from dreamer.errors import (
     CircuitOpen,
     LLMError,
     LLMInvalidOutput,
+    LLMTimeout,
     TransientLLMError,
 )
-from dreamer.llm import LLM, GuardedLLM, OpenAILLM, Usage, build_llm, build_openai_client, compute_backoff
+from dreamer.llm import (
+    LLM, GuardedLLM, OpenAILLM, Usage, build_llm, build_openai_client, compute_backoff, endpoint_answers,
+)
 from dreamer.scripted import Reply, ScriptedServer
 
 SYSTEM = "Extract durable facts about the user."
@@ -259,6 +262,28 @@ def test_read_timeout_is_retried(server, waits):
     assert result == Facts(**VALID)
     assert usage.requests == 2
     assert waits == [0.5]
+
+
+def test_a_timeout_through_every_retry_is_an_llm_timeout(server, waits):
+    server.push(Reply.delay(2.0, Reply.json(VALID)).times(2))
+    with pytest.raises(LLMTimeout, match="after 2 attempts, APITimeoutError"):
+        ask(make_llm(server, waits, timeout=0.4, max_retries=1))
+    server.push(Reply.drop().times(2))
+    with pytest.raises(TransientLLMError) as info:
+        ask(make_llm(server, waits, max_retries=1))
+    assert not isinstance(info.value, LLMTimeout)
+
+
+def test_the_probe_asks_whether_the_endpoint_answers_at_all(server, waits):
+    server.push(Reply.json({"ok": True}), Reply.json({"anything": [1]}), Reply.malformed().times(2))
+    llm = make_llm(server, waits, max_retries=0)
+    assert [endpoint_answers(llm) for _ in range(3)] == [True, True, True]  # output it cannot make valid is an answer
+    server.push(Reply.delay(2.0, Reply.json({"ok": True})), Reply.error(503))
+    slow = make_llm(server, waits, timeout=0.4, max_retries=0)
+    assert [endpoint_answers(slow), endpoint_answers(slow)] == [False, False]
+    guarded = GuardedLLM(make_llm(server, waits), token_budget=10, breaker_threshold=3)
+    assert endpoint_answers(guarded) is False  # a call the budget refuses says no
+    assert len(server.requests) == 6
 
 
 def test_connection_drop_is_retried(server, waits):

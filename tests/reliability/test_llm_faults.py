@@ -1,7 +1,8 @@
 """The LLM fault matrix, through the scripted server and the real openai client: for each fault
 the client retries as its policy says, the cursor stays put on the final failure, a session
-whose request the model cannot answer is quarantined after `max_attempts` while an outage
-quarantines nothing (the session is dreamed once the endpoint is back), the circuit breaker
+whose request the model cannot answer (or not in time, while it answers others) is quarantined
+after `max_attempts` while an outage quarantines nothing (the session is dreamed once the
+endpoint is back), the circuit breaker
 stops the pass and says why, the token budget holds, and nothing is written from an invalid
 response."""
 
@@ -47,9 +48,24 @@ class Fault:
         return MAX_RETRIES + 1 if self.transient else 2
 
     @property
+    def timed_out(self) -> bool:
+        return self.timeout != PATIENT
+
+    @property
     def counted(self) -> int:
-        """What one failed pass adds to the session's attempts: an outage is not its fault."""
+        """What one failed pass adds to the session's attempts while the endpoint answers other
+        requests: an outage is not the session's fault, output the model cannot make valid is,
+        and so is a request it cannot answer in time."""
+        return 1 if self.timed_out or not self.transient else 0
+
+    @property
+    def counted_in_outage(self) -> int:
+        """The same when the endpoint answers nothing else (here: the breaker opened)."""
         return 0 if self.transient else 1
+
+    def probes(self, others_answered: bool) -> int:
+        """Requests a pass adds to ask whether the endpoint answers, after a timeout."""
+        return 1 if self.timed_out and not others_answered else 0
 
 
 FAULTS = [
@@ -123,7 +139,8 @@ def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict
         assert fault.says in c.last_error, c.last_error
         assert (run.status, run.failed_sessions) == ("partial", 1)
         assert run.prompt_tokens + run.completion_tokens <= BUDGET
-        assert chat_count(server) - before == n + (1 if attempt == 1 else 0)  # the good session once
+        first = attempt == 1  # the good session is dreamed once, in the first pass
+        assert chat_count(server) - before == n + (1 if first else 0) + fault.probes(others_answered=first)
         _check_waits(fault, sleeps[slept:])
         assert kit.memories(engine, "alice") == [] and user_events(engine, "alice") == []
     assert kit.cursor(engine, good).processed_seq == 8
@@ -162,10 +179,29 @@ def _breaker(rt, server, fault: Fault) -> str:
     assert run.status == "stopped"
     assert f"{BREAKER} consecutive LLM failures" in run.error and fault.says in run.error, run.error
     assert chat_count(server) - before == fault.requests_per_attempt * BREAKER, "no call after the breaker opens"
-    assert [kit.cursor(engine, i).attempts for i in ids] == [fault.counted] * BREAKER + [0]
+    assert [kit.cursor(engine, i).attempts for i in ids] == [fault.counted_in_outage] * BREAKER + [0]
     assert all(kit.cursor(engine, i).processed_seq == 0 for i in ids)
     assert server.pending == 0
     return run.error.split("last: ", 1)[-1][:70]
+
+
+def test_a_timeout_is_not_counted_while_the_endpoint_answers_nothing(fault_settings, sqlite_engine, server, tmp_path):
+    """The session's call times out and so does the probe after it: an outage, not the session."""
+    rt = kit.runtime(fault_settings.model_copy(update={"llm_timeout": TIMEOUT}), sqlite_engine, server, tmp_path,
+                     max_retries=0)
+    try:
+        sid = record_messages(rt.engine, "s1", kit.session_with("I prefer red."), user_id="alice").session_id
+        server.push(Reply.delay(TIMEOUT * 4, Reply.json(VALID)).times(2))  # the session's call, then the probe
+        run = dream_pass(rt)
+        c = kit.cursor(rt.engine, sid)
+        assert (run.status, run.failed_sessions, chat_count(server)) == ("partial", 1, 2)
+        assert (c.attempts, c.status, c.processed_seq) == (0, "failed", 0)
+        assert c.last_error.startswith("LLMTimeout: ") and "counted" not in c.last_error, c.last_error
+        again = dream_pass(rt)  # the endpoint is back
+        assert (again.sessions, kit.cursor(rt.engine, sid).attempts) == (1, 0)
+        assert [m.text for m in kit.memories(rt.engine, "alice")] == ["The user prefers red."]
+    finally:
+        rt.close()
 
 
 def test_a_failure_in_a_later_chunk_writes_nothing_for_the_session(settings, sqlite_engine, server, tmp_path):
