@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 METER_KEY = "meter"
+MAX_FIGURE = 2**31 - 1  # a reported context size above this is not one (and would not fit the row's columns)
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,9 @@ def mark_of(meta: Any) -> dict:
 
 
 def reported(mark: dict) -> int | None:
-    """The context size a mark reports, if it holds a valid one (a non-negative int)."""
+    """The context size a mark reports, if it holds a valid one (an int from 0 to `MAX_FIGURE`)."""
     figure = mark.get("context_tokens")
-    if isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0:
+    if isinstance(figure, int) and not isinstance(figure, bool) and 0 <= figure <= MAX_FIGURE:
         return figure
     return None
 

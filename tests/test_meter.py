@@ -12,6 +12,7 @@ from dreamer.ingest import record_messages
 from dreamer.ingest.store import append_messages
 from dreamer.meter import MeterState, advance, mark_of, reported
 from dreamer.models import Message, Session
+from dreamer.tokens import count_tokens
 
 
 def m(tokens: int, **mark) -> tuple[int, dict | None]:
@@ -52,7 +53,8 @@ def test_advancing_batch_by_batch_equals_advancing_at_once():
 
 def test_marks_that_are_not_marks_are_ignored():
     assert mark_of({"meter": "compacted"}) == {} and mark_of(None) == {} and mark_of({"x": 1}) == {}
-    assert [reported({"context_tokens": v}) for v in (True, -1, 1.5, "9", 0, 12)] == [None, None, None, None, 0, 12]
+    figures = (True, -1, 1.5, "9", 0, 12, 2**31 - 1, 2**31)
+    assert [reported({"context_tokens": v}) for v in figures] == [None, None, None, None, 0, 12, 2**31 - 1, None]
     state = advance(MeterState(), [(10, {"meter": "compacted"}), m(5, context_tokens=True), m(2, compacted=False)])
     assert state == MeterState(17, 0, 0, 0)
 
@@ -90,13 +92,28 @@ def test_every_way_of_storing_messages_keeps_the_state_of_a_replay(engine):
         {"role": "user", "content": "five six", "meta": {"meter": {"context_tokens": 70}}},
     ], user_id="alice", source="import")  # the stored prefix is skipped, the tail appended
 
+    t = [count_tokens(text) for text in ("plan the trip to Lisbon", "sure", "after the compaction",
+                                         "noted, booking the flights now")]
     live = row_state(engine, appended.session_id)
-    assert live == replayed(engine, appended.session_id)
-    assert (live.cycle, live.figure, live.base) == (1, 0, live.total - live.tokens)
-    assert live.tokens > 0
+    assert live == replayed(engine, appended.session_id) == MeterState(sum(t), 1, 0, t[0] + t[1])
+    assert live.tokens == t[2] + t[3]
+    total = sum(count_tokens(text) for text in ("one two three", "four", "five six"))
     imported = row_state(engine, recorded.session_id)
-    assert imported == replayed(engine, recorded.session_id)
-    assert (imported.cycle, imported.figure, imported.tokens) == (0, 70, 70)
+    assert imported == replayed(engine, recorded.session_id) == MeterState(total, 0, 70, total)
+    assert imported.tokens == 70
+
+
+def test_a_figure_too_large_to_be_a_context_is_stored_and_ignored(engine):
+    big = record_messages(engine, "big", [
+        {"role": "user", "content": "hello there", "meta": {"meter": {"context_tokens": 2**40}}},
+    ], user_id="alice")
+    assert row_state(engine, big.session_id) == MeterState(count_tokens("hello there"), 0, 0, 0)
+    assert stored_meta(engine, big.session_id) == [{"meter": {"context_tokens": 2**40}}]
+
+
+def stored_meta(engine, session_id: int) -> list:
+    with session_scope(engine) as s:
+        return list(s.exec(sa.select(Message.meta).where(Message.session_id == session_id)).scalars())
 
 
 # --------------------------------------------------------------------------- the migration fills it in
