@@ -109,5 +109,6 @@ class BreakerLLM:
         self.breaker = breaker
         self.name = inner.name
 
-    def complete_json(self, *, system: str, user: str, schema, name: str = "result"):
-        return self.breaker.call(lambda: self.inner.complete_json(system=system, user=user, schema=schema, name=name))
+    def complete_json(self, *, system: str, user: str, schema, name: str = "result", attempts: int | None = None):
+        return self.breaker.call(lambda: self.inner.complete_json(system=system, user=user, schema=schema, name=name,
+                                                                  attempts=attempts))

@@ -68,7 +68,17 @@ class Tally:
     rejected: list[dict] = field(default_factory=list)
     locked_out: int = 0  # sessions left due: another writer kept their user's consolidation lock
     locked_users: set[str] = field(default_factory=set)  # whose lock was kept: their later sessions wait for the next pass
-    timed_out: list[int] = field(default_factory=list)  # sessions whose model call timed out: counted at the end if the endpoint answered
+    timed_out: list["TimedOut"] = field(default_factory=list)  # counted at the end if the endpoint answered after them
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """A session whose model call timed out: the failure as its cursor recorded it (to count it
+    only if the cursor still holds it), and how many calls the endpoint had answered by then."""
+
+    session_id: int
+    recorded: tuple[int, str]  # the cursor's attempts and last error after the failure
+    answered: int
 
 
 def dream_pass(
@@ -107,7 +117,7 @@ def dream_pass(
                 run.status, run.error = "stopped", str(exc)
                 break
         lease.keep_alive()
-        _count_timeouts(rt, llm, tally.timed_out)
+        _count_timeouts(rt, llm, tally.timed_out, may_probe=run.status == "running" and not run.error)
         outbox.drain(rt)  # and every due view rendered, once per user
     except BaseException as exc:
         run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -195,7 +205,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
     plan until the result is in the index (`user_locks`)."""
     sess = work.session
     if isinstance(found, Exception):
-        _failed(rt, sess, found, run, tally)
+        _failed(rt, sess, found, run, tally, llm)
         return
     candidates, over_cap = found
     if sess.user_id in tally.locked_users:  # an earlier session of the group waited for it already
@@ -208,7 +218,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
                 planned = _plan(rt, work, candidates, llm)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
             except (LeaseLost, LLMError) as exc:
-                _failed(rt, sess, exc, run, tally)
+                _failed(rt, sess, exc, run, tally, llm)
                 return
             _apply(rt, work, planned, run, tally)
             outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
@@ -223,7 +233,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
     run.messages += work.new_messages
 
 
-def _failed(rt, sess: Session, exc: Exception, run: DreamRun, tally: Tally) -> None:
+def _failed(rt, sess: Session, exc: Exception, run: DreamRun, tally: Tally, llm=None) -> None:
     """A session whose lease was lost is dropped; one the model failed on is recorded failed.
     The breaker and the budget stop the whole pass."""
     if isinstance(exc, LeaseLost):
@@ -231,9 +241,9 @@ def _failed(rt, sess: Session, exc: Exception, run: DreamRun, tally: Tally) -> N
         return
     if isinstance(exc, (CircuitOpen, BudgetExceeded)) or not isinstance(exc, LLMError):
         raise exc
-    _record_failure(rt, sess.id, f"{type(exc).__name__}: {exc}", counted=counts_as_its_own(exc))
-    if isinstance(exc, LLMTimeout):
-        tally.timed_out.append(sess.id)
+    recorded = _record_failure(rt, sess.id, f"{type(exc).__name__}: {exc}", counted=counts_as_its_own(exc))
+    if isinstance(exc, LLMTimeout) and recorded is not None and llm is not None:
+        tally.timed_out.append(TimedOut(sess.id, recorded, llm.answered))
     run.failed_sessions += 1
 
 
@@ -660,38 +670,57 @@ def counts_as_its_own(exc: Exception) -> bool:
     return not isinstance(exc, EndpointUnusable)
 
 
-def _record_failure(rt, session_id: int, error: str | None, *, counted: bool) -> None:
-    """The cursor stays and says why (`error`; None: the failure it holds, now counted); a
-    `counted` failure adds to its attempts, up to quarantine."""
+def _record_failure(rt, session_id: int, error: str, *, counted: bool) -> tuple[int, str] | None:
+    """The cursor stays and says why; a `counted` failure adds to its attempts, up to quarantine.
+    Returns the cursor's attempts and last error as recorded (None without a cursor)."""
     with session_scope(rt.engine) as s:
         cursor = s.get(Cursor, session_id)
         if cursor is None:
-            return
-        cursor.attempts += 1 if counted else 0
-        if error is None:
-            error = f"{(cursor.last_error or '')[:2000 - len(COUNTED_TIMEOUT) - 1]} {COUNTED_TIMEOUT}".strip()
-        cursor.last_error = error[:2000]
-        cursor.status = "quarantined" if cursor.attempts >= rt.settings.max_attempts else "failed"
-        cursor.updated_at = utcnow()
+            return None
+        _count(rt, cursor, error[:2000], counted)
         s.add(cursor)
+        recorded = (cursor.attempts, cursor.last_error or "")
     log.warning("session %s failed (%s): %s", session_id, cursor.status, error)
+    return recorded
+
+
+def _count(rt, cursor: Cursor, error: str, counted: bool) -> None:
+    cursor.attempts += 1 if counted else 0
+    cursor.last_error = error
+    cursor.status = "quarantined" if cursor.attempts >= rt.settings.max_attempts else "failed"
+    cursor.updated_at = utcnow()
 
 
 COUNTED_TIMEOUT = "(counted: the endpoint answered other requests)"
 
 
-def _count_timeouts(rt, llm, timed_out: list[int]) -> None:
-    """The timeouts of this pass count toward their sessions' quarantine when the endpoint
-    answered another call of the pass, or answers a probe now: then it is their own requests
-    the model cannot answer in time, and without counting they would be sent again every pass,
-    at the model's cost, for ever. When it answers nothing (an outage), nothing is counted."""
+def _count_timeouts(rt, llm, timed_out: list[TimedOut], *, may_probe: bool) -> None:
+    """A timeout counts toward its session's quarantine when the endpoint answered a call after
+    it in this pass, or (unless the pass was halted) answers a probe now: then it is the
+    session's own request the model cannot answer in time, and without counting it would be
+    sent again every pass, at the model's cost, for ever. When the endpoint answers nothing
+    after it (an outage, also one that began mid-pass), nothing is counted."""
     if not timed_out or llm is None:
         return
-    if not (llm.answered or endpoint_answers(llm)):
-        log.info("%d session(s) timed out while the endpoint answered nothing: not counted", len(timed_out))
-        return
-    for session_id in timed_out:
-        _record_failure(rt, session_id, None, counted=True)
+    waiting = [t for t in timed_out if llm.answered <= t.answered]
+    if waiting and not (may_probe and endpoint_answers(llm)):
+        log.info("%d timed-out session(s) not counted: the endpoint answered nothing after them", len(waiting))
+        timed_out = [t for t in timed_out if t not in waiting]
+    for t in timed_out:
+        _count_timeout(rt, t)
+
+
+def _count_timeout(rt, t: TimedOut) -> None:
+    """Count the timeout, if the cursor still holds it (another worker may have dreamed or
+    failed the session since)."""
+    with session_scope(rt.engine) as s:
+        cursor = s.get(Cursor, t.session_id)
+        if cursor is None or cursor.status != "failed" or (cursor.attempts, cursor.last_error or "") != t.recorded:
+            return
+        last = t.recorded[1]
+        _count(rt, cursor, f"{last[:2000 - len(COUNTED_TIMEOUT) - 1]} {COUNTED_TIMEOUT}", True)
+        s.add(cursor)
+    log.warning("session %s: its timeout counted (%s)", t.session_id, cursor.status)
 
 
 # --------------------------------------------------------------------------- run record and view

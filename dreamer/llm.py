@@ -68,8 +68,10 @@ class LLM(Protocol):
     name: str
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result"
-    ) -> tuple[M, Usage]: ...
+        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
+    ) -> tuple[M, Usage]:
+        """`attempts`: how many times a transient failure may be tried (None: the client's own)."""
+        ...
 
 
 def compute_backoff(
@@ -123,37 +125,38 @@ class OpenAILLM:
         self._rand = rand
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result"
+        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
     ) -> tuple[M, Usage]:
         """One validated answer; at most one repair call. Errors carry ``usage``."""
         usage = Usage()
+        tries = self.max_retries + 1 if attempts is None else max(1, attempts)
         try:
-            return self._complete(system, user, schema, name, usage), usage
+            return self._complete(system, user, schema, name, usage, tries), usage
         except LLMError as exc:
             exc.usage = usage  # type: ignore[attr-defined]
             raise
 
     # --- the conversation -----------------------------------------------------
-    def _complete(self, system: str, user: str, schema: type[M], name: str, usage: Usage) -> M:
-        answer = self._ask(system, user, schema, name, [], usage)
+    def _complete(self, system: str, user: str, schema: type[M], name: str, usage: Usage, tries: int) -> M:
+        answer = self._ask(system, user, schema, name, [], usage, tries)
         parsed, problem = _validate(schema, answer)
         if parsed is not None:
             return parsed
         log.warning("invalid output from %s (%s); asking once for a repair", self.model, problem)
-        answer = self._ask(system, user, schema, name, _repair_messages(answer, problem), usage)
+        answer = self._ask(system, user, schema, name, _repair_messages(answer, problem), usage, tries)
         parsed, problem = _validate(schema, answer)
         if parsed is not None:
             return parsed
         raise LLMInvalidOutput(f"invalid output after one repair: {problem}")
 
     def _ask(
-        self, system: str, user: str, schema: type[BaseModel], name: str, extra: list[dict], usage: Usage
+        self, system: str, user: str, schema: type[BaseModel], name: str, extra: list[dict], usage: Usage, tries: int,
     ) -> _Answer:
         while True:
             messages = [{"role": "system", "content": self._system(system, schema)},
                         {"role": "user", "content": user}, *extra]
             try:
-                return self._send_with_retries(messages, self._response_format(schema, name), usage)
+                return self._send_with_retries(messages, self._response_format(schema, name), usage, tries)
             except openai.BadRequestError as exc:
                 if not (self.json_schema and _rejects_response_format(exc)):
                     raise _rejected(exc) from exc
@@ -176,10 +179,10 @@ class OpenAILLM:
         }
 
     # --- one request, retried -----------------------------------------------------
-    def _send_with_retries(self, messages: list[dict], response_format: dict, usage: Usage) -> _Answer:
+    def _send_with_retries(self, messages: list[dict], response_format: dict, usage: Usage, tries: int) -> _Answer:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
-            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            stop=tenacity.stop_after_attempt(tries),
             wait=self._wait,
             sleep=self._sleep,
             before_sleep=_log_retry,
@@ -328,7 +331,7 @@ class GuardedLLM:
     stays open for the rest of the pass.
 
     ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``;
-    ``answered`` the calls that came back with a valid result.
+    ``answered`` the calls the endpoint answered (validly or not).
     A `breaker_threshold` of 0 or less disables the breaker. A call starts only while the tokens
     spent plus its prompt (counted here) fit the budget, so the pass can go over it by at most
     the completion of its last call.
@@ -344,17 +347,19 @@ class GuardedLLM:
         self.usage = Usage()
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result"
+        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
     ) -> tuple[M, Usage]:
         self._check_budget(count_tokens(system) + count_tokens(user))  # a refusal, not a failure of the model
-        return self.breaker.call(lambda: self._spend(system, user, schema, name))
+        return self.breaker.call(lambda: self._spend(system, user, schema, name, attempts))
 
-    def _spend(self, system: str, user: str, schema: type[M], name: str) -> tuple[M, Usage]:
+    def _spend(self, system: str, user: str, schema: type[M], name: str, attempts: int | None) -> tuple[M, Usage]:
         """The call, its usage recorded whether it succeeds or fails."""
         try:
-            result, usage = self.inner.complete_json(system=system, user=user, schema=schema, name=name)
+            result, usage = self.inner.complete_json(system=system, user=user, schema=schema, name=name,
+                                                     attempts=attempts)
         except LLMError as exc:
             self._record(getattr(exc, "usage", None))
+            self.answered += 1 if isinstance(exc, LLMInvalidOutput) else 0  # it answered, if not validly
             raise
         self._record(usage)
         self.answered += 1
@@ -386,11 +391,11 @@ PROBE_SYSTEM = 'Answer with the JSON object {"ok": true}.'
 
 
 def endpoint_answers(llm: LLM) -> bool:
-    """Whether the endpoint answers a minimal request now (an answer the model could not make
-    valid still says it answered); a refusal to call (an open breaker, a spent budget) or a
-    failed request says no."""
+    """Whether the endpoint answers a minimal request now, asked once (an answer the model could
+    not make valid still says it answered); a refusal to call (an open breaker, a spent budget)
+    or a failed request says no."""
     try:
-        llm.complete_json(system=PROBE_SYSTEM, user="ok?", schema=Probe, name="probe")
+        llm.complete_json(system=PROBE_SYSTEM, user="ok?", schema=Probe, name="probe", attempts=1)
     except LLMInvalidOutput:
         return True
     except LLMError:

@@ -17,7 +17,7 @@ from sqlmodel import select
 from dreamer.db import session_scope
 from dreamer.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.models import MemoryEvent
+from dreamer.models import Cursor, MemoryEvent
 from dreamer.scripted import Reply, ScriptedServer
 from dreamkit import extraction_script, is_judgement
 
@@ -200,6 +200,72 @@ def test_a_timeout_is_not_counted_while_the_endpoint_answers_nothing(fault_setti
         again = dream_pass(rt)  # the endpoint is back
         assert (again.sessions, kit.cursor(rt.engine, sid).attempts) == (1, 0)
         assert [m.text for m in kit.memories(rt.engine, "alice")] == ["The user prefers red."]
+    finally:
+        rt.close()
+
+
+SLOW = Reply.delay(TIMEOUT * 4, Reply.json(VALID))
+
+
+def is_probe(body: dict) -> bool:
+    return (body.get("response_format") or {}).get("json_schema", {}).get("name") == "probe"
+
+
+def timeout_runtime(fault_settings, engine, server, tmp_path):
+    return kit.runtime(fault_settings.model_copy(update={"llm_timeout": TIMEOUT, "llm_breaker_threshold": 5}), engine,
+                       server, tmp_path, max_retries=0)
+
+
+def test_an_outage_that_begins_mid_pass_counts_nothing(fault_settings, sqlite_engine, server, tmp_path):
+    """The endpoint answered the first session, then nothing: the timeouts after it are an outage."""
+    rt = timeout_runtime(fault_settings, sqlite_engine, server, tmp_path)
+    try:
+        ids = [record_messages(rt.engine, f"s{i}", kit.session_with("I prefer red."), user_id=f"u{i}").session_id
+               for i in range(3)]
+        server.push(Reply.json(VALID), SLOW.times(3))  # s0 answered; s1, s2 and the probe time out
+        run = dream_pass(rt)
+        assert (run.sessions, run.failed_sessions, chat_count(server)) == (1, 2, 4)
+        assert [kit.cursor(rt.engine, i).attempts for i in ids] == [0, 0, 0]
+        assert [kit.cursor(rt.engine, i).status for i in ids] == ["ok", "failed", "failed"]
+    finally:
+        rt.close()
+
+
+def test_a_timeout_is_counted_only_while_the_cursor_still_holds_it(fault_settings, sqlite_engine, server, tmp_path):
+    """Another worker dreams the session while the probe is on its way: the count is dropped."""
+    rt = timeout_runtime(fault_settings, sqlite_engine, server, tmp_path)
+    try:
+        sid = record_messages(rt.engine, "s1", kit.session_with("I prefer red."), user_id="alice").session_id
+        script = extraction_script()
+
+        def answer(body: dict) -> Reply:
+            if is_probe(body):
+                with session_scope(rt.engine) as s:  # what a worker that dreamed it meanwhile leaves
+                    cursor = s.get(Cursor, sid)
+                    cursor.status, cursor.processed_seq, cursor.last_error = "ok", 8, None
+                    s.add(cursor)
+            return script(body)
+
+        server.set_script(answer)
+        server.push(SLOW)
+        dream_pass(rt)
+        c = kit.cursor(rt.engine, sid)
+        assert (c.status, c.attempts, c.processed_seq, c.last_error) == ("ok", 0, 8, None)
+        assert [is_probe(b) for b in kit.chat_bodies(server)] == [False, True]
+    finally:
+        rt.close()
+
+
+def test_a_pass_told_to_stop_sends_no_probe(fault_settings, sqlite_engine, server, tmp_path):
+    rt = timeout_runtime(fault_settings, sqlite_engine, server, tmp_path)
+    try:
+        ids = [record_messages(rt.engine, f"s{i}", kit.session_with("I prefer red."), user_id=f"u{i}").session_id
+               for i in range(2)]
+        server.push(SLOW)
+        run = dream_pass(rt, stop=lambda: chat_count(server) > 0)  # asked to stop after the first session
+        assert (run.error, chat_count(server)) == ("stopped on request", 1)
+        assert [(kit.cursor(rt.engine, i).status, kit.cursor(rt.engine, i).attempts) for i in ids] == [
+            ("failed", 0), ("ok", 0)]
     finally:
         rt.close()
 
