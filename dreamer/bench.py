@@ -190,16 +190,23 @@ def synthetic_memories(engine, n: int, seed: int) -> list[dict]:
 
 
 def fill_index(index, memories: list[dict], dim: int, seed: int) -> None:
-    """The index filled from synthetic unit vectors (the queries are embedded for real)."""
+    """The index filled from synthetic unit vectors, each memory with one message vector as
+    most rest on one message (the queries are embedded for real)."""
     rng = np.random.default_rng(seed)
     for start in range(0, len(memories), 2_000):
         batch = memories[start:start + 2_000]
-        vectors = rng.standard_normal((len(batch), dim)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        points = [IndexPoint(m["id"], m["text"], v.tolist(), _payload(m)) for m, v in zip(batch, vectors)]
+        vectors = _unit_rows(rng, len(batch), dim)
+        said = _unit_rows(rng, len(batch), dim)
+        points = [IndexPoint(m["id"], m["text"], v.tolist(), _payload(m), said=[w.tolist()])
+                  for m, v, w in zip(batch, vectors, said)]
         index.upsert(points)
     if hasattr(index, "optimize"):
         index.optimize()
+
+
+def _unit_rows(rng, n: int, dim: int) -> np.ndarray:
+    rows = rng.standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 def _payload(m: dict) -> dict:
@@ -325,8 +332,9 @@ def _consolidate_run(settings: Settings, folder: Path, raw, n: int, seed: int, b
     raw.embed([f"{sentence(rng)[:-1]} ({i})." for i in range(batch)])
     st, engine = fresh_store(settings, folder)
     edge = EdgeIndex(st.index_dir, raw.dim)
-    index = DocumentedIndex.from_settings(edge, engine, st) if documented else edge
-    rt = Runtime.open(st, engine=engine, llm=None, embedder=CachedEmbedder(raw), index=index, busy=AlwaysIdle())
+    embedder = CachedEmbedder(raw)
+    index = DocumentedIndex.from_settings(edge, engine, st, embedder) if documented else edge
+    rt = Runtime.open(st, engine=engine, llm=None, embedder=embedder, index=index, busy=AlwaysIdle())
     settle(rt)  # as the daemon and workers do at start-up
     embed_s = consolidate_s = 0.0
     for i, start in enumerate(range(0, n, batch)):

@@ -237,6 +237,10 @@ class Settings(BaseSettings):
         0.3, ge=0, description="Added to a recall candidate said on the date a query names (0: off)"
     )
     date_slack_days: int = Field(7, ge=0, le=CENTURY_DAYS, description="Days either side of a day a query names that still count")
+    said_match: bool = Field(
+        True, description="A recall candidate's dense score is the better of its own and its evidence messages' (rescaled to its own)"
+    )
+    said_offset: float = Field(0.01, ge=-1, le=1, description="Added to the rescaled similarity of the evidence messages")
 
 
 def _link_loop(path: Path) -> bool:

@@ -7,7 +7,10 @@ came from it. The payload carries the evidence's speakers for the speaker match 
 evidence messages themselves ("session:seq") so recall can tell a repeat of what a
 better-ranked memory already rests on, and the days they were said on, for a query that names a
 date.
-The memory itself (its text, its dense vector, what recall returns) is unchanged.
+The index also keeps the vectors of the evidence messages themselves beside the memory's own
+(`said`), so recall can see that a question matches what was said even when the memory's
+sentence is about something else. The memory itself (its text, its dense vector, what recall
+returns) is unchanged.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class Document:
     speakers: tuple[str, ...]
     evidence: tuple[str, ...] = ()
     days: tuple[str, ...] = ()  # ISO days the evidence was said on, sorted
+    said: tuple[str, ...] = ()  # the evidence messages' own texts, in order
 
 
 # --------------------------------------------------------------------------- pure rendering
@@ -115,8 +119,9 @@ def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]
 def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said], tz: tzinfo = timezone.utc) -> Document:
     points = evidence_points(evidence)
     ordered = sorted(lines, key=lambda ln: (ln.session_id, ln.seq))
+    said = tuple(ln.text for ln in ordered if (ln.session_id, ln.seq) in points and ln.text)
     return Document(render(memory_text, ordered, points, tz), speakers_of(ordered, points), evidence_keys(points),
-                    said_on(ordered, points, tz))
+                    said_on(ordered, points, tz), said)
 
 
 # --------------------------------------------------------------------------- reading the ledger
@@ -165,14 +170,17 @@ def build_documents(
 # --------------------------------------------------------------------------- the index wrapper
 
 
-def with_document(point: IndexPoint, doc: Document | None) -> IndexPoint:
+def with_document(point: IndexPoint, doc: Document | None, vectors: dict[str, Any] | None = None) -> IndexPoint:
+    """The point with its document, payload fields and (a dense point, given `vectors` by text)
+    the vectors of the messages it rests on."""
     if doc is None:
         return point
     payload = dict(point.payload)
     payload[SPEAKERS_FIELD] = list(doc.speakers)
     payload[EVIDENCE_FIELD] = list(doc.evidence)
     payload[DAYS_FIELD] = list(doc.days)
-    return IndexPoint(point.memory_id, point.text, point.vector, payload, document=doc.text)
+    said = [vectors[t] for t in doc.said if t in vectors] if vectors and point.vector is not None else []
+    return IndexPoint(point.memory_id, point.text, point.vector, payload, document=doc.text, said=said)
 
 
 class DocumentedIndex:
@@ -182,16 +190,19 @@ class DocumentedIndex:
 
     def __init__(
         self, inner: Any, engine: Engine, *, radius: int = 2, max_chars: int = 600, tz: tzinfo = timezone.utc,
+        embedder: Any = None,
     ) -> None:
         self.inner = inner
         self.engine = engine
         self.radius = radius
         self.max_chars = max_chars
         self.tz = tz
+        self.embedder = embedder  # embeds the evidence messages of dense points (None: they get no message vectors)
 
     @classmethod
-    def from_settings(cls, inner: Any, engine: Engine, settings) -> "DocumentedIndex":
-        return cls(inner, engine, radius=settings.context_radius, max_chars=settings.context_line_chars, tz=settings.tz)
+    def from_settings(cls, inner: Any, engine: Engine, settings, embedder: Any = None) -> "DocumentedIndex":
+        return cls(inner, engine, radius=settings.context_radius, max_chars=settings.context_line_chars, tz=settings.tz,
+                   embedder=embedder)
 
     @property
     def dim(self) -> int:
@@ -202,7 +213,15 @@ class DocumentedIndex:
             return
         docs = build_documents(self.engine, [p.memory_id for p in points], radius=self.radius, max_chars=self.max_chars,
                                tz=self.tz)
-        self.inner.upsert([with_document(p, docs.get(p.memory_id)) for p in points])
+        vectors = self._said_vectors([docs[p.memory_id] for p in points if p.vector is not None and p.memory_id in docs])
+        self.inner.upsert([with_document(p, docs.get(p.memory_id), vectors) for p in points])
+
+    def _said_vectors(self, docs: list[Document]) -> dict[str, Any]:
+        """Each distinct evidence message text of these documents, embedded (in one call)."""
+        texts = list(dict.fromkeys(t for d in docs for t in d.said))
+        if self.embedder is None or not texts:
+            return {}
+        return dict(zip(texts, self.embedder.embed(texts)))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

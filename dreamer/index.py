@@ -1,4 +1,5 @@
-"""The search index: memories as Qdrant points with a dense vector and a BM25 sparse vector.
+"""The search index: memories as Qdrant points with a dense vector and a BM25 sparse vector,
+and (from indexes built since it came) the vectors of the messages each rests on (`said`).
 
 Two backends share one contract: `EdgeIndex` (embedded Qdrant Edge shard in a folder) and
 `QdrantClientIndex` (a `qdrant_client.QdrantClient`, server or local mode). Sparse vectors
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 DENSE = "dense"
 SPARSE = "bm25"
+SAID = "said"  # the vectors of the messages a memory rests on, compared by MaxSim
 KEYWORD_FIELDS = ("user_id", "agent_id", "project", "team", "kind", "status")
 TIME_FIELD = "created_at"
 NAMESPACE = uuid.UUID("5b0f3c4e-8d2a-5f61-9e7b-2c4d6a8e0f13")
@@ -74,6 +76,7 @@ class IndexPoint:
     vector: list[float] | None
     payload: dict
     document: str | None = None
+    said: Sequence[Sequence[float]] = ()  # the vectors of the messages it rests on (none: not searched by them)
 
     @property
     def sparse_text(self) -> str:
@@ -127,6 +130,14 @@ class MemoryIndex(Protocol):
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None
     ) -> list[Hit]: ...
+
+    def candidate_scores(
+        self, vector: Sequence[float], scope: Scope, memory_ids: Sequence[str], flt: SearchFilter | None = None
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """For these memories (in scope and filter): the vector's similarity to each one's own
+        vector, and to the nearest of the messages it rests on (only those that have them; none
+        on an index built before `said`), in one request to the backend."""
+        ...
 
     def all_ids(self) -> set[str]: ...
 
@@ -319,27 +330,38 @@ def _in_use(path: Path, holder: str = "") -> IndexInUse:
     )
 
 
-def _edge_config(dim: int) -> qe.EdgeConfig:
+def _edge_config(dim: int, said: bool = True) -> qe.EdgeConfig:
     """Vectors, graphs and payloads held in memory. Payloads default to memory-mapped files,
     whose pages the kernel may drop when idle: every search reads the payloads of its hits,
     and re-reading them from disk then costs more than the search itself. Segments built
-    before this setting keep their payloads on disk until the optimizer rewrites them."""
+    before this setting keep their payloads on disk until the optimizer rewrites them.
+    `said`: the multivector of evidence messages (a shard built before it has none)."""
+    vectors = {DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)}
+    if said:
+        vectors[SAID] = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,
+                                            multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim))
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        vectors=vectors,
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         hnsw_config=qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10_000),
         payload_memory=qe.Memory.Cached,
     )
 
 
-def _stored_dim(path: Path) -> int | None:
-    """The dense dimension recorded in an existing shard's config, if readable."""
+def _stored_vectors(path: Path) -> dict:
+    """The named vectors recorded in an existing shard's config ({} if unreadable)."""
     try:
         data = json.loads((path / EDGE_CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         log.warning("cannot read %s: %s", path / EDGE_CONFIG_FILE, exc)
-        return None
-    size = data.get("vectors", {}).get(DENSE, {}).get("size")
+        return {}
+    vectors = data.get("vectors") if isinstance(data, dict) else None
+    return vectors if isinstance(vectors, dict) else {}
+
+
+def _stored_dim(path: Path) -> int | None:
+    """The dense dimension recorded in an existing shard's config, if readable."""
+    size = (_stored_vectors(path).get(DENSE) or {}).get("size")
     return int(size) if isinstance(size, int) else None
 
 
@@ -363,8 +385,9 @@ def _open_error(exc: Exception, path: Path, dim: int) -> DreamerError:
     return IndexFailure(f"cannot open index at {path}: {message}")
 
 
-def _edge_filter(conds: list[_Cond]) -> qe.Filter:
-    must: list[Any] = []
+def _edge_filter(conds: list[_Cond], memory_ids: Sequence[str] | None = None) -> qe.Filter:
+    """The conditions as an Edge filter; with `memory_ids`, only those memories."""
+    must: list[Any] = [] if memory_ids is None else [qe.HasIdCondition({point_id(m) for m in memory_ids})]
     for cond in conds:
         if cond.empty:
             must.append(qe.IsEmptyCondition(cond.key))
@@ -387,11 +410,19 @@ def _payload_selector(fields: list[str] | None) -> Any:
     return True if fields is None else qe.PayloadSelector.Include(fields)
 
 
-def _edge_point(point: IndexPoint) -> qe.Point:
+def _edge_point(point: IndexPoint, said: bool) -> qe.Point:
     vectors: dict[str, Any] = {SPARSE: sparse_document(point.sparse_text)}
     if point.vector is not None:
         vectors[DENSE] = floats(point.vector)
+    if said and point.said:
+        vectors[SAID] = [floats(v) for v in point.said]
     return qe.Point(point_id(point.memory_id), vectors, _payload(point))
+
+
+def _check_point(point: IndexPoint, dim: int) -> None:
+    _check_vector(point.vector, dim, f"vector of memory {point.memory_id}")
+    for vector in point.said:
+        _check_vector(vector, dim, f"message vector of memory {point.memory_id}")
 
 
 class EdgeIndex:
@@ -453,14 +484,18 @@ class EdgeIndex:
         stored = _stored_dim(self.path)
         if stored is not None and stored != self.dim:
             raise _dim_mismatch(self.path, stored, self.dim)
+        self.said = SAID in _stored_vectors(self.path)
+        if not self.said:
+            log.warning("index at %s was built without message vectors: `dreamer reindex` rebuilds it with them", self.path)
         try:
-            shard = qe.EdgeShard.load(str(self.path), _edge_config(self.dim))
+            shard = qe.EdgeShard.load(str(self.path), _edge_config(self.dim, self.said))
         except Exception as exc:  # Edge raises plain Exception
             raise _open_error(exc, self.path, self.dim) from exc
         log.info("opened index at %s (%d dimensions)", self.path, self.dim)
         return shard
 
     def _create(self) -> qe.EdgeShard:
+        self.said = True
         try:
             shard = qe.EdgeShard.create(str(self.path), _edge_config(self.dim))
         except Exception as exc:  # Edge raises plain Exception
@@ -516,11 +551,11 @@ class EdgeIndex:
         if not points:
             return
         for point in points:
-            _check_vector(point.vector, self.dim, f"vector of memory {point.memory_id}")
+            _check_point(point, self.dim)
         shard = self.shard
         with _index_errors("upsert"):
             for batch in _batches(points, UPSERT_BATCH):
-                shard.update(qe.UpdateOperation.upsert_points([_edge_point(p) for p in batch]))
+                shard.update(qe.UpdateOperation.upsert_points([_edge_point(p, self.said) for p in batch]))
         log.debug("indexed %d points", len(points))
         self._written(len(points))
         self._note_writes(len(points))
@@ -620,6 +655,21 @@ class EdgeIndex:
         nearest = qe.Query.Nearest(sparse, using=SPARSE)
         return self._query(nearest, _conditions(scope, flt), limit, hit_fields(flt))
 
+    def candidate_scores(
+        self, vector: Sequence[float], scope: Scope, memory_ids: Sequence[str], flt: SearchFilter | None = None
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        if not memory_ids or _asks_nothing([vector], self.dim, scope, 1, flt):
+            return {}, {}
+        flt_ids = _edge_filter(_conditions(scope, flt), memory_ids)
+        selector, query = _payload_selector(["memory_id"]), floats(vector)
+        asks = [(query, DENSE)] + ([([query], SAID)] if self.said else [])
+        requests = [qe.QueryRequest(limit=len(memory_ids), query=qe.Query.Nearest(q, using=using), filter=flt_ids,
+                                    with_payload=selector, with_vector=False) for q, using in asks]
+        with _index_errors("search"):
+            found = self.shard.query_batch(qe.QueryBatchRequest(requests))
+        scores = [{str(p.payload.get("memory_id", "")): float(p.score) for p in points} for points in found]
+        return scores[0], (scores[1] if self.said else {})
+
     def all_ids(self) -> set[str]:
         return set(self.payloads(()))
 
@@ -665,10 +715,11 @@ class EdgeIndex:
 # --- qdrant-client (server or local mode) -------------------------------------------------------
 
 
-def _client_filter(conds: list[_Cond]) -> Any:
+def _client_filter(conds: list[_Cond], memory_ids: Sequence[str] | None = None) -> Any:
+    """The conditions as a qdrant-client filter; with `memory_ids`, only those memories."""
     from qdrant_client import models
 
-    must: list[Any] = []
+    must: list[Any] = [] if memory_ids is None else [models.HasIdCondition(has_id=[point_id(m) for m in memory_ids])]
     for cond in conds:
         if cond.empty:
             must.append(models.IsEmptyCondition(is_empty=models.PayloadField(key=cond.key)))
@@ -694,12 +745,14 @@ def _client_sparse(sparse: qe.SparseVector) -> Any:
     return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
 
 
-def _client_point(point: IndexPoint) -> Any:
+def _client_point(point: IndexPoint, said: bool) -> Any:
     from qdrant_client import models
 
     vectors: dict[str, Any] = {SPARSE: _client_sparse(sparse_document(point.sparse_text))}
     if point.vector is not None:
         vectors[DENSE] = floats(point.vector)
+    if said and point.said:
+        vectors[SAID] = [floats(v) for v in point.said]
     return models.PointStruct(id=point_id(point.memory_id), vector=vectors, payload=_payload(point))
 
 
@@ -712,6 +765,7 @@ class QdrantClientIndex:
         self.client = client
         self.collection = collection
         self.dim = dim
+        self.said = True
         self._ensure_collection()
 
     @classmethod
@@ -761,16 +815,23 @@ class QdrantClientIndex:
                 f"embedder gives {self.dim}; use the embedder it was built with, "
                 "or drop it and reindex"
             )
+        self.said = SAID in vectors
+        if not self.said:
+            log.warning("collection %s was built without message vectors: `dreamer reindex` rebuilds it with them",
+                        self.collection)
 
     def _create_collection(self) -> None:
         from qdrant_client import models
 
         dense = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
+        said = models.VectorParams(size=self.dim, distance=models.Distance.COSINE, multivector_config=models.MultiVectorConfig(
+            comparator=models.MultiVectorComparator.MAX_SIM))
         sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
+        self.said = True
         with _index_errors("collection creation"):
             self.client.create_collection(
                 self.collection,
-                vectors_config={DENSE: dense},
+                vectors_config={DENSE: dense, SAID: said},
                 sparse_vectors_config={SPARSE: sparse},
                 hnsw_config=models.HnswConfigDiff(m=16, ef_construct=100),
             )
@@ -803,10 +864,10 @@ class QdrantClientIndex:
         if not points:
             return
         for point in points:
-            _check_vector(point.vector, self.dim, f"vector of memory {point.memory_id}")
+            _check_point(point, self.dim)
         with _index_errors("upsert"):
             for batch in _batches(points, UPSERT_BATCH):
-                structs = [_client_point(p) for p in batch]
+                structs = [_client_point(p, self.said) for p in batch]
                 self.client.upsert(self.collection, points=structs, wait=True)
         log.debug("indexed %d points", len(points))
 
@@ -857,6 +918,22 @@ class QdrantClientIndex:
         with _index_errors("search"):
             responses = self.client.query_batch_points(self.collection, requests=requests)
         return [[_hit(p.payload, p.score) for p in r.points] for r in responses]
+
+    def candidate_scores(
+        self, vector: Sequence[float], scope: Scope, memory_ids: Sequence[str], flt: SearchFilter | None = None
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        from qdrant_client import models
+
+        if not memory_ids or _asks_nothing([vector], self.dim, scope, 1, flt):
+            return {}, {}
+        query_filter, query = _client_filter(_conditions(scope, flt), memory_ids), floats(vector)
+        asks = [(query, DENSE)] + ([([query], SAID)] if self.said else [])
+        requests = [models.QueryRequest(query=q, using=using, filter=query_filter, limit=len(memory_ids),
+                                        with_payload=["memory_id"], with_vector=False) for q, using in asks]
+        with _index_errors("search"):
+            responses = self.client.query_batch_points(self.collection, requests=requests)
+        scores = [{str((p.payload or {}).get("memory_id", "")): float(p.score) for p in r.points} for r in responses]
+        return scores[0], (scores[1] if self.said else {})
 
     def search_text(
         self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None

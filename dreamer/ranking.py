@@ -6,6 +6,11 @@
   speakers of the BM25 candidates) are matched against who said a memory's evidence rather than
   against its words: the dense query is embedded without their names, and when the query names
   exactly one of them, memories resting on that person's words get `speaker_weight` added.
+* The candidates of either search are scored on both dense signals: the query's similarity to
+  the memory's own vector, and to the nearest of the messages it rests on (`said`). The latter,
+  rescaled to the mean and spread of the former over the candidates (plus `said_offset`), stands
+  in where it is higher: a memory whose sentence is about something else, resting on the turn
+  that answers the question, is found by that turn.
 * Dense and BM25 scores are min-max normalised over their candidates and fused by weight.
 * A query that names a date ("on 13 October 2023", "in June", "in 2023") lifts the memories
   said then by `date_weight`: a named day covers `date_slack_days` either side (a question's day
@@ -28,6 +33,8 @@ import re
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Iterable, Sequence
+
+import numpy as np
 
 from dreamer.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD, key_points
 from dreamer.index import Hit, Scope, SearchFilter
@@ -93,6 +100,26 @@ class Weights:
     dense: float
     text: float
     speaker: float = 0.0
+
+
+def rescaled(scores: dict[str, float], to: dict[str, float], offset: float = 0.0) -> dict[str, float]:
+    """`scores` shifted and stretched to the mean and spread of `to`, plus `offset` (unchanged
+    but for the offset when either has fewer than two scores or no spread)."""
+    if len(scores) < 2 or len(to) < 2:
+        return {k: v + offset for k, v in scores.items()}
+    a, b = np.fromiter(to.values(), float), np.fromiter(scores.values(), float)
+    if b.std() < 1e-12:
+        return {k: v + offset for k, v in scores.items()}
+    scale, mean = a.std() / b.std(), b.mean()
+    return {k: float(a.mean() + (v - mean) * scale + offset) for k, v in scores.items()}
+
+
+def said_dense(own: dict[str, float], said: dict[str, float], offset: float) -> list[tuple[str, float]]:
+    """Each candidate's dense score: its own, or its messages' rescaled to the own scores where
+    that is higher; best first, ties by id."""
+    lifted = rescaled(said, own, offset)
+    ids = dict.fromkeys([*own, *lifted])
+    return best_first((i, max(own.get(i, float("-inf")), lifted.get(i, float("-inf")))) for i in ids)
 
 
 def fuse(
@@ -294,7 +321,11 @@ def rank(
     hits = text_hits + dense_hits
     matched = speaker_matches(hits, names[0]) if len(names) == 1 else set()
     weights = Weights(st.dense_weight, st.text_weight, st.speaker_weight)
-    fused = fuse(_pairs(dense_hits), _pairs(text_hits), weights, matched)
+    dense = _pairs(dense_hits)
+    if st.said_match:
+        own, said = rt.index.candidate_scores(list(vector), scope, list(dict.fromkeys(h.memory_id for h in hits)), flt)
+        dense = said_dense(own, said, st.said_offset) if said else dense  # an index without them ranks as before
+    fused = fuse(dense, _pairs(text_hits), weights, matched)
     fused = boost_dated(fused, hit_days(hits), query_period(unnamed), st.date_weight, st.date_slack_days)
     evidence = hit_evidence(hits)
     fused = boost_passage(fused, evidence, Passage(st.passage_top, st.passage_window, st.passage_weight))

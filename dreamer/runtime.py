@@ -71,7 +71,8 @@ class Runtime:
             from dreamer.index import build_index
 
             dim = self.embedder.dim if self.embedder is not None else self.settings.embed_dim
-            self._index = DocumentedIndex.from_settings(build_index(self.settings, dim), self.engine, self.settings)
+            self._index = DocumentedIndex.from_settings(build_index(self.settings, dim), self.engine, self.settings,
+                                                        self.embedder)
             self._owned.append(self._index)
         return self._index
 

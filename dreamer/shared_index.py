@@ -140,6 +140,11 @@ class TimeSharedIndex:
     def search_text(self, query: str, scope: Scope, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         return self._index().search_text(query, scope, limit, flt)
 
+    def candidate_scores(
+        self, vector: Sequence[float], scope: Scope, memory_ids: Sequence[str], flt: SearchFilter | None = None
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        return self._index().candidate_scores(vector, scope, memory_ids, flt)
+
     def all_ids(self) -> set[str]:
         return self._index().all_ids()
 
@@ -174,7 +179,7 @@ def open_shared_runtime(settings: Settings, *, engine: Engine | None = None, **p
     if built:
         embedder = parts["embedder"]
         dim = embedder.dim if embedder is not None else settings.embed_dim
-        rt._index = DocumentedIndex.from_settings(build_shared_index(settings, dim), rt.engine, settings)
+        rt._index = DocumentedIndex.from_settings(build_shared_index(settings, dim), rt.engine, settings, embedder)
         rt._owned.append(rt._index)
     return rt
 

@@ -413,6 +413,70 @@ def test_filter_combines_with_scope(filtered):
 # --- admin -----------------------------------------------------------------------------------
 
 
+def said(point: IndexPoint, *vectors: list[float]) -> IndexPoint:
+    point.said = [list(v) for v in vectors]
+    return point
+
+
+def test_candidate_scores_give_own_and_message_similarity_of_the_ids_asked(index):
+    index.upsert([
+        said(mem("a", "about a", [1, 0, 0, 0]), [0, 1, 0, 0], [0, 0, 1, 0]),  # rests on two messages
+        mem("b", "about b", [0, 1, 0, 0]),  # no message vectors
+        said(mem("c", "about c", [0, 0, 0, 1]), [1, 0, 0, 0]),
+        said(mem("d", "bob's", [0, 0.6, 0.8, 0], user="bob"), [0, 0.6, 0.8, 0]),
+        mem("s", "sparse only", None),
+    ])
+    own, by_message = index.candidate_scores([0, 0.6, 0.8, 0], ALICE, ["a", "b", "c", "d", "s"])
+    assert {k: round(v, 4) for k, v in own.items()} == {"a": 0.0, "b": 0.6, "c": 0.0}  # bob's is out of scope
+    assert {k: round(v, 4) for k, v in by_message.items()} == {"a": 0.8, "c": 0.0}  # the nearest of a's two
+    assert index.candidate_scores([0, 0.6, 0.8, 0], ALICE, []) == ({}, {})
+    assert index.candidate_scores([1, 0, 0, 0], ALICE, ["a"], SearchFilter(statuses=["archived"])) == ({}, {})
+
+
+def test_a_message_vector_of_the_wrong_length_is_refused(index):
+    with pytest.raises(ConfigError, match="message vector of memory m1 has 3 dimensions"):
+        index.upsert([said(mem("m1", "x", [1, 0, 0, 0]), [1, 0, 0])])
+    assert index.count() == 0
+
+
+def test_an_edge_index_built_before_message_vectors_opens_without_them_until_cleared(tmp_path):
+    import qdrant_edge as qe
+
+    from dreamer.index import _edge_config
+
+    qe.EdgeShard.create(str(tmp_path / "edge"), _edge_config(DIM, said=False)).close()
+    index = EdgeIndex(tmp_path / "edge", DIM)
+    try:
+        assert index.said is False
+        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])  # its message vectors are left out
+        assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {})
+        index.clear()  # what `dreamer reindex` does first
+        assert index.said is True
+        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])
+        assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {"a": 1.0})
+    finally:
+        index.close()
+
+
+def test_a_collection_built_before_message_vectors_is_used_without_them_until_cleared(tmp_path):
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(path=str(tmp_path / "local"))
+    client.create_collection("memories", vectors_config={"dense": models.VectorParams(size=DIM, distance=models.Distance.COSINE)},
+                             sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)})
+    index = QdrantClientIndex(client, collection="memories", dim=DIM)
+    try:
+        assert index.said is False
+        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])
+        assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {})
+        index.clear()
+        assert index.said is True
+        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])
+        assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {"a": 1.0})
+    finally:
+        index.close()
+
+
 def test_all_ids_count_clear(index):
     assert index.count() == 0
     assert index.all_ids() == set()

@@ -14,7 +14,7 @@ from dreamer.documents import (
 from dreamer.index import Hit, IndexPoint
 from dreamer.ranking import (
     Passage, Period, Weights, boost_dated, boost_passage, covers, demote_repeats, fuse, hit_days, hit_evidence,
-    named_speakers, query_period, speaker_matches, without_names,
+    named_speakers, query_period, rescaled, said_dense, speaker_matches, without_names,
 )
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
@@ -31,6 +31,25 @@ def test_named_speakers_are_whole_words_of_first_names():
 def test_without_names_drops_names_and_possessives():
     assert without_names("When did Caroline go to Melanie's party?", ["Caroline", "Melanie Stone"]) == "When did go to party?"
     assert without_names("Caroline", ["Caroline"]) == "Caroline"  # never an empty query
+
+
+def test_rescaled_takes_the_mean_and_spread_of_the_target():
+    out = rescaled({"a": 0.1, "b": 0.3}, {"x": 0.5, "y": 0.7, "z": 0.6}, offset=0.01)
+    spread = (2 / 3) ** 0.5 * 0.1  # the target's (population) standard deviation
+    assert out == pytest.approx({"a": 0.6 - spread + 0.01, "b": 0.6 + spread + 0.01})
+    assert rescaled({"a": 0.4}, {"x": 0.5, "y": 0.7}, 0.01) == pytest.approx({"a": 0.41})  # one score: offset only
+    assert rescaled({"a": 0.4, "b": 0.4}, {"x": 0.5, "y": 0.7}) == {"a": 0.4, "b": 0.4}  # no spread to scale
+    assert rescaled({}, {"x": 1.0}) == {}
+
+
+def test_said_dense_takes_the_messages_where_they_match_better():
+    own = {"a": 0.5, "b": 0.7, "c": 0.6}
+    said = {"a": 0.9, "b": 0.1, "d": 0.5}  # d: found by BM25 alone; c rests on no message vector
+    assert rescaled(said, own) == pytest.approx({"a": 0.7, "b": 0.5, "d": 0.6})  # mean 0.6, a quarter of the spread
+    out = said_dense(own, said, 0.05)
+    assert [i for i, _ in out] == ["a", "b", "d", "c"]
+    assert dict(out) == pytest.approx({"a": 0.75, "b": 0.7, "d": 0.65, "c": 0.6})
+    assert said_dense(own, {}, 0.01) == [("b", 0.7), ("c", 0.6), ("a", 0.5)]
 
 
 def test_fuse_weights_and_the_speaker_bonus_exactly():
@@ -160,6 +179,7 @@ def test_document_carries_day_text_context_and_speakers():
     assert doc.speakers == ("Ann",)
     assert doc.evidence == ("1:3",)
     assert doc.days == ("2023-05-08",)
+    assert doc.said == ("We hiked the Alps!",)  # the evidence message alone, for its vector
     assert speakers_of(lines, {(1, 2), (1, 3), (1, 4)}) == ("Bob", "Ann")
     # a turn memory is its own line: shown once
     assert render("Ann: We hiked the Alps!", lines[1:2], {(1, 3)}) == "8 May 2023\nAnn: We hiked the Alps!"
@@ -183,3 +203,9 @@ def test_evidence_keys_and_the_indexed_payload():
     assert indexed.payload == {"user_id": "u", "speakers": ["Ann"], "evidence_at": ["1:3"], "said_on": ["2023-05-08"]}
     assert indexed.document == "doc text"
     assert with_document(point, None) is point
+    doc = Document("doc text", ("Ann",), ("1:3", "1:5"), (), ("We hiked.", "It rained."))
+    vectors = {"We hiked.": [1.0, 0.0], "It rained.": [0.0, 1.0], "other": [0.5, 0.5]}
+    assert with_document(point, doc, vectors).said == []  # a sparse-only point has no dense vectors at all
+    dense = IndexPoint("m1", "Ann hiked.", [0.6, 0.8], {"user_id": "u"})
+    assert with_document(dense, doc, vectors).said == [[1.0, 0.0], [0.0, 1.0]]
+    assert with_document(dense, doc, None).said == []

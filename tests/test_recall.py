@@ -303,6 +303,27 @@ def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, t
 
 
 @needs_minilm
+def test_a_memory_is_found_by_the_message_it_rests_on(settings, sqlite_engine, tmp_path, minilm):
+    index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), sqlite_engine, embedder=minilm)
+    rt, plain = (Runtime.open(st, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
+                 for st in (settings, settings.model_copy(update={"said_match": False})))
+    query = "How did the user celebrate winning the chess tournament?"
+    turn = ParsedMessage(role="user", content="We celebrated my chess tournament win with a big dinner at the harbour!")
+    try:
+        ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items()}
+        ids["chess"] = store(rt, "alice", "The user plays chess in a club on Thursdays.", evidence=[])
+        sid = record_messages(sqlite_engine, "s1", [turn], user_id="alice").session_id
+        ids["dinner"] = store(rt, "alice", "The user likes seafood restaurants.", evidence=[{"session_id": sid, "seqs": [1]}])
+        outbox.drain(rt)
+        found = [h.memory_id for h in recall(rt, query, ALICE, k=3).hits]
+        before = [h.memory_id for h in recall(plain, query, ALICE, k=3).hits]
+    finally:
+        rt.close()
+    assert found[0] == ids["dinner"]  # its own sentence is about restaurants; the turn it rests on answers
+    assert before[0] == ids["chess"] and ids["dinner"] not in before[:1]
+
+
+@needs_minilm
 def test_what_rests_near_the_best_candidate_is_lifted(settings, sqlite_engine, tmp_path, minilm):
     turns = [ParsedMessage(role="user" if n % 2 else "assistant", content=f"turn {n}") for n in range(1, 11)]
     one = settings.model_copy(update={"passage_top": 1})

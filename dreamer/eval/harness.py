@@ -166,7 +166,7 @@ def evaluate_conversation(
 
 def _remember_and_score(st, engine, conv, opts, embedder, dmap, lines, totals) -> None:
     dim = embedder.dim if embedder is not None else st.embed_dim
-    index = DocumentedIndex.from_settings(EdgeIndex(st.index_dir, dim), engine, st)
+    index = DocumentedIndex.from_settings(EdgeIndex(st.index_dir, dim), engine, st, embedder)
     with ExitStack() as stack:
         stack.callback(index.close)
         if opts.memories == "observations":

@@ -30,7 +30,7 @@ def runtime(settings, engine, server, tmp_path: Path, *, llm: bool = True, max_r
     model = OpenAILLM(client, model="scripted", max_retries=max_retries, retry_base=0.5,
                       retry_cap=4.0, sleep=sleep) if llm else None
     embedder = CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=dim))
-    index = DocumentedIndex.from_settings(EdgeIndex(tmp_path / "edge", dim), engine, settings)  # as production builds it
+    index = DocumentedIndex.from_settings(EdgeIndex(tmp_path / "edge", dim), engine, settings, embedder)  # as production builds it
     rt = Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index,
                       busy=busy if busy is not None else AlwaysIdle())
     rt._owned.append(index)
