@@ -338,8 +338,9 @@ def _edge_config(dim: int, said: bool = True) -> qe.EdgeConfig:
     `said`: the multivector of evidence messages (a shard built before it has none)."""
     vectors = {DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)}
     if said:
-        vectors[SAID] = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,
-                                            multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim))
+        vectors[SAID] = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,  # only scored, never searched: no graph
+                                            multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+                                            hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000))
     return qe.EdgeConfig(
         vectors=vectors,
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
@@ -824,8 +825,9 @@ class QdrantClientIndex:
         from qdrant_client import models
 
         dense = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
-        said = models.VectorParams(size=self.dim, distance=models.Distance.COSINE, multivector_config=models.MultiVectorConfig(
-            comparator=models.MultiVectorComparator.MAX_SIM))
+        said = models.VectorParams(  # only scored, never searched: no graph
+            size=self.dim, distance=models.Distance.COSINE, hnsw_config=models.HnswConfigDiff(m=0),
+            multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM))
         sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
         self.said = True
         with _index_errors("collection creation"):

@@ -102,22 +102,29 @@ class Weights:
     speaker: float = 0.0
 
 
+MIN_SAID = 5  # fewest candidates with message vectors whose scores say how the two signals compare
+
+
 def rescaled(scores: dict[str, float], to: dict[str, float], offset: float = 0.0) -> dict[str, float]:
-    """`scores` shifted and stretched to the mean and spread of `to`, plus `offset` (unchanged
-    but for the offset when either has fewer than two scores or no spread)."""
-    if len(scores) < 2 or len(to) < 2:
-        return {k: v + offset for k, v in scores.items()}
-    a, b = np.fromiter(to.values(), float), np.fromiter(scores.values(), float)
-    if b.std() < 1e-12:
-        return {k: v + offset for k, v in scores.items()}
+    """`scores` shifted and stretched so that, over the ids both score, they have the mean and
+    spread of `to`, plus `offset`; {} when fewer than `MIN_SAID` ids are scored by both or
+    either has no spread there (the two cannot be compared)."""
+    both = [k for k in scores if k in to]
+    if len(both) < MIN_SAID:
+        return {}
+    a, b = np.array([to[k] for k in both]), np.array([scores[k] for k in both])
+    if a.std() < 1e-12 or b.std() < 1e-12:
+        return {}
     scale, mean = a.std() / b.std(), b.mean()
     return {k: float(a.mean() + (v - mean) * scale + offset) for k, v in scores.items()}
 
 
-def said_dense(own: dict[str, float], said: dict[str, float], offset: float) -> list[tuple[str, float]]:
+def said_dense(own: dict[str, float], said: dict[str, float], offset: float) -> list[tuple[str, float]] | None:
     """Each candidate's dense score: its own, or its messages' rescaled to the own scores where
-    that is higher; best first, ties by id."""
+    that is higher; best first, ties by id. None when the two cannot be compared (`rescaled`)."""
     lifted = rescaled(said, own, offset)
+    if not lifted:
+        return None
     ids = dict.fromkeys([*own, *lifted])
     return best_first((i, max(own.get(i, float("-inf")), lifted.get(i, float("-inf")))) for i in ids)
 
@@ -324,7 +331,7 @@ def rank(
     dense = _pairs(dense_hits)
     if st.said_match:
         own, said = rt.index.candidate_scores(list(vector), scope, list(dict.fromkeys(h.memory_id for h in hits)), flt)
-        dense = said_dense(own, said, st.said_offset) if said else dense  # an index without them ranks as before
+        dense = said_dense(own, said, st.said_offset) or dense  # too few with message vectors: as before
     fused = fuse(dense, _pairs(text_hits), weights, matched)
     fused = boost_dated(fused, hit_days(hits), query_period(unnamed), st.date_weight, st.date_slack_days)
     evidence = hit_evidence(hits)

@@ -33,23 +33,26 @@ def test_without_names_drops_names_and_possessives():
     assert without_names("Caroline", ["Caroline"]) == "Caroline"  # never an empty query
 
 
-def test_rescaled_takes_the_mean_and_spread_of_the_target():
-    out = rescaled({"a": 0.1, "b": 0.3}, {"x": 0.5, "y": 0.7, "z": 0.6}, offset=0.01)
-    spread = (2 / 3) ** 0.5 * 0.1  # the target's (population) standard deviation
-    assert out == pytest.approx({"a": 0.6 - spread + 0.01, "b": 0.6 + spread + 0.01})
-    assert rescaled({"a": 0.4}, {"x": 0.5, "y": 0.7}, 0.01) == pytest.approx({"a": 0.41})  # one score: offset only
-    assert rescaled({"a": 0.4, "b": 0.4}, {"x": 0.5, "y": 0.7}) == {"a": 0.4, "b": 0.4}  # no spread to scale
-    assert rescaled({}, {"x": 1.0}) == {}
+def test_rescaled_maps_the_scores_onto_the_target_over_the_ids_both_score():
+    scores = {"a": 0.1, "b": 0.3, "c": 0.2, "d": 0.2, "e": 0.2, "f": 0.9}  # f: only in scores
+    to = {"a": 0.5, "b": 0.7, "c": 0.6, "d": 0.6, "e": 0.6, "x": 0.0}  # x: only in the target
+    out = rescaled(scores, to, offset=0.01)
+    # over a-e: scores mean 0.2, spread 0.0632; target mean 0.6, spread 0.0632: a shift of 0.4
+    assert out == pytest.approx({"a": 0.51, "b": 0.71, "c": 0.61, "d": 0.61, "e": 0.61, "f": 1.31})
+    assert rescaled({k: scores[k] for k in "abcd"}, to) == {}  # four in common: too few to compare
+    assert rescaled({k: 0.3 for k in "abcde"}, to) == {}  # no spread to scale
+    assert rescaled({}, to) == {}
 
 
 def test_said_dense_takes_the_messages_where_they_match_better():
-    own = {"a": 0.5, "b": 0.7, "c": 0.6}
-    said = {"a": 0.9, "b": 0.1, "d": 0.5}  # d: found by BM25 alone; c rests on no message vector
-    assert rescaled(said, own) == pytest.approx({"a": 0.7, "b": 0.5, "d": 0.6})  # mean 0.6, a quarter of the spread
+    own = {"a": 0.5, "b": 0.7, "c": 0.6, "d": 0.6, "e": 0.6, "n": 0.65}  # n rests on no message
+    said = {"a": 0.9, "b": 0.1, "c": 0.5, "d": 0.5, "e": 0.5, "z": 0.5}  # z: found by BM25 alone, no own vector
+    lifted = rescaled(said, own, 0.05)
+    assert lifted == pytest.approx({"a": 0.75, "b": 0.55, "c": 0.65, "d": 0.65, "e": 0.65, "z": 0.65})
     out = said_dense(own, said, 0.05)
-    assert [i for i, _ in out] == ["a", "b", "d", "c"]
-    assert dict(out) == pytest.approx({"a": 0.75, "b": 0.7, "d": 0.65, "c": 0.6})
-    assert said_dense(own, {}, 0.01) == [("b", 0.7), ("c", 0.6), ("a", 0.5)]
+    assert [i for i, _ in out] == ["a", "b", "c", "d", "e", "n", "z"]
+    assert dict(out) == pytest.approx({"a": 0.75, "b": 0.7, "c": 0.65, "d": 0.65, "e": 0.65, "n": 0.65, "z": 0.65})
+    assert said_dense(own, {"a": 0.9, "b": 0.1}, 0.01) is None  # two cannot say how the signals compare
 
 
 def test_fuse_weights_and_the_speaker_bonus_exactly():

@@ -308,18 +308,22 @@ def test_a_memory_is_found_by_the_message_it_rests_on(settings, sqlite_engine, t
     rt, plain = (Runtime.open(st, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
                  for st in (settings, settings.model_copy(update={"said_match": False})))
     query = "How did the user celebrate winning the chess tournament?"
-    turn = ParsedMessage(role="user", content="We celebrated my chess tournament win with a big dinner at the harbour!")
+    said = {name: f"Well, {text[0].lower()}{text[1:]}" for name, text in FACTS.items()}  # each rests on its own turn
+    said["chess"], kept = "I joined a chess club that meets on Thursdays.", "The user plays chess in a club on Thursdays."
+    said["dinner"] = "We celebrated my chess tournament win with a big dinner at the harbour!"
+    texts = {**FACTS, "chess": kept, "dinner": "The user likes seafood restaurants."}
     try:
-        ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items()}
-        ids["chess"] = store(rt, "alice", "The user plays chess in a club on Thursdays.", evidence=[])
-        sid = record_messages(sqlite_engine, "s1", [turn], user_id="alice").session_id
-        ids["dinner"] = store(rt, "alice", "The user likes seafood restaurants.", evidence=[{"session_id": sid, "seqs": [1]}])
+        sessions = {name: record_messages(sqlite_engine, name, [ParsedMessage(role="user", content=text)],
+                                          user_id="alice").session_id for name, text in said.items()}
+        ids = {name: store(rt, "alice", texts[name], evidence=[{"session_id": sid, "seqs": [1]}])
+               for name, sid in sessions.items()}
         outbox.drain(rt)
         found = [h.memory_id for h in recall(rt, query, ALICE, k=3).hits]
         before = [h.memory_id for h in recall(plain, query, ALICE, k=3).hits]
     finally:
         rt.close()
-    assert found[0] == ids["dinner"]  # its own sentence is about restaurants; the turn it rests on answers
+    names = {v: k for k, v in ids.items()}
+    assert [names[i] for i in found][:1] == ["dinner"], [names[i] for i in found]  # its sentence is about restaurants; its turn answers
     assert before[0] == ids["chess"] and ids["dinner"] not in before[:1]
 
 

@@ -58,9 +58,12 @@ def test_the_index_a_runtime_opens_finds_a_memory_by_the_words_around_its_eviden
         assert dream_pass(rt).added == 1
         assert isinstance(rt.index, DocumentedIndex)
         found = recall(rt, "Lisbon", Scope(user_id="ana"), k=3)
+        mid = found.hits[0].memory_id
+        own, said = rt.index.candidate_scores(rt.embedder.embed(["Lisbon"])[0], Scope(user_id="ana"), [mid])
     finally:
         rt.close()
     assert [h.text for h in found.hits] == ["The user prefers a lower berth."]
+    assert (list(own), list(said)) == ([mid], [mid])  # indexed with the vector of the message it rests on
 
 
 @pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
