@@ -445,17 +445,7 @@ def test_an_edge_index_built_before_message_vectors_opens_without_them_until_cle
     from dreamer.index import _edge_config
 
     qe.EdgeShard.create(str(tmp_path / "edge"), _edge_config(DIM, said=False)).close()
-    index = EdgeIndex(tmp_path / "edge", DIM)
-    try:
-        assert index.said is False
-        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])  # its message vectors are left out
-        assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {})
-        index.clear()  # what `dreamer reindex` does first
-        assert index.said is True
-        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])
-        assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {"a": 1.0})
-    finally:
-        index.close()
+    used_without_message_vectors_until_cleared(EdgeIndex(tmp_path / "edge", DIM))
 
 
 def test_a_collection_built_before_message_vectors_is_used_without_them_until_cleared(tmp_path):
@@ -464,12 +454,15 @@ def test_a_collection_built_before_message_vectors_is_used_without_them_until_cl
     client = QdrantClient(path=str(tmp_path / "local"))
     client.create_collection("memories", vectors_config={"dense": models.VectorParams(size=DIM, distance=models.Distance.COSINE)},
                              sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)})
-    index = QdrantClientIndex(client, collection="memories", dim=DIM)
+    used_without_message_vectors_until_cleared(QdrantClientIndex(client, collection="memories", dim=DIM))
+
+
+def used_without_message_vectors_until_cleared(index: MemoryIndex) -> None:
     try:
         assert index.said is False
-        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])
+        index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])  # its message vectors are left out
         assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {})
-        index.clear()
+        index.clear()  # what `dreamer reindex` does first
         assert index.said is True
         index.upsert([said(mem("a", "x", [1, 0, 0, 0]), [0, 1, 0, 0])])
         assert index.candidate_scores([0, 1, 0, 0], ALICE, ["a"]) == ({"a": 0.0}, {"a": 1.0})
