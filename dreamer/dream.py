@@ -233,7 +233,7 @@ def _finish_session(rt, work: Work, found, llm, run: DreamRun, tally: Tally, hel
     run.messages += work.new_messages
 
 
-def _failed(rt, sess: Session, exc: Exception, run: DreamRun, tally: Tally, llm=None) -> None:
+def _failed(rt, sess: Session, exc: Exception, run: DreamRun, tally: Tally, llm) -> None:
     """A session whose lease was lost is dropped; one the model failed on is recorded failed.
     The breaker and the budget stop the whole pass."""
     if isinstance(exc, LeaseLost):

@@ -169,14 +169,16 @@ def meter_in(s: DBSession, settings, session_id: int, *, figure: int | None = No
     `dreamer.meter` keeps there) and its flush windows."""
     row = s.exec(
         select(Session.external_id, Session.last_seq, Session.token_total, Session.meter_cycle,
-               Session.meter_figure, Session.meter_base, _flushed_to(session_id), _cycle_flushed(session_id))
+               Session.meter_figure, Session.meter_base, _flushed_to(session_id).label("flushed"),
+               _cycle_flushed(session_id).label("done"))
         .where(Session.id == session_id)
     ).first()
     if row is None:
         raise NotFound(f"no session {session_id}")
-    external_id, last_seq, total, cycle, last_figure, base, flushed, done = row
-    tokens = figure if figure is not None else MeterState(total, cycle, last_figure, base).tokens
-    return Meter(session_id, external_id, tokens, flush_point(settings), cycle, last_seq, int(flushed), bool(done))
+    state = MeterState.of(row)
+    tokens = figure if figure is not None else state.tokens
+    return Meter(session_id, row.external_id, tokens, flush_point(settings), state.cycle, row.last_seq,
+                 int(row.flushed), bool(row.done))
 
 
 def _flushed_to(session_id: int):

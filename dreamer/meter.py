@@ -40,6 +40,16 @@ class MeterState:
         """The tokens of the active context."""
         return self.figure + self.total - self.base
 
+    @classmethod
+    def of(cls, row: Any) -> "MeterState":
+        """The state a session row keeps."""
+        return cls(row.token_total, row.meter_cycle, row.meter_figure, row.meter_base)
+
+    def columns(self) -> dict[str, int]:
+        """The session row's columns holding this state."""
+        return {"token_total": self.total, "meter_cycle": self.cycle, "meter_figure": self.figure,
+                "meter_base": self.base}
+
 
 def mark_of(meta: Any) -> dict:
     """A message's meter mark (empty when it carries none, or something else under the key)."""

@@ -32,7 +32,7 @@ def upgrade() -> None:
     conn = op.get_bind()
     summed = (sa.select(sa.func.coalesce(sa.func.sum(messages.c.token_count), 0))
               .where(messages.c.session_id == sessions.c.id).scalar_subquery())
-    conn.execute(sa.update(sessions).values(token_total=summed, meter_base=0))
+    conn.execute(sa.update(sessions).values(token_total=summed))
     _backfill_marked(conn)
 
 
@@ -44,8 +44,7 @@ def _backfill_marked(conn) -> None:
         rows = conn.execute(sa.select(messages.c.token_count, messages.c.meta)
                             .where(messages.c.session_id == sid).order_by(messages.c.seq)).all()
         state = advance(MeterState(), ((tokens or 0, meta) for tokens, meta in rows))
-        conn.execute(sa.update(sessions).where(sessions.c.id == sid).values(
-            token_total=state.total, meter_cycle=state.cycle, meter_figure=state.figure, meter_base=state.base))
+        conn.execute(sa.update(sessions).where(sessions.c.id == sid).values(**state.columns()))
 
 
 def downgrade() -> None:

@@ -440,10 +440,9 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     ]
     for batch in _batches(rows):
         s.exec(insert(Message), params=batch)
-    state = advance(MeterState(row.token_total, row.meter_cycle, row.meter_figure, row.meter_base),
-                    ((r["token_count"], r.get("meta")) for r in rows))
-    row.token_total, row.meter_cycle, row.meter_figure, row.meter_base = (
-        state.total, state.cycle, state.figure, state.base)
+    state = advance(MeterState.of(row), ((r["token_count"], r.get("meta")) for r in rows))
+    for column, value in state.columns().items():
+        setattr(row, column, value)
     row.last_seq = first_seq + len(messages) - 1
     row.message_count += len(messages)
     row.rounds += sum(1 for m in messages if m.role == "user")
