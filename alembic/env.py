@@ -1,10 +1,10 @@
 """Alembic environment: runs against the engine handed in by dreamer.db, or alembic.ini's URL."""
 
-from alembic import context
 from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
-import dreamer.models  # noqa: F401  (registers the tables)
+import dreamer.core.models  # noqa: F401  (registers the tables)
+from alembic import context
 
 config = context.config
 target_metadata = SQLModel.metadata

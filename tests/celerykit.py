@@ -15,15 +15,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import AMQP_URL, REDIS_URL, need_service
+from dreamkit import chat_bodies, extraction_script
 from sqlmodel import select
 
-from dreamer import db
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.models import Cursor, Memory, MemoryEvent, Session
-from dreamer.scripted import ScriptedServer
-from dreamkit import chat_bodies, extraction_script
-from conftest import AMQP_URL, REDIS_URL, need_service
+from dreamer.core.models import Cursor, Memory, MemoryEvent, Session
+from dreamer.core.settings import Settings
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.store import db
+from dreamer.store.db import session_scope
 from workers.celery_app import make_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def requests_per_session(server) -> Counter:
     return found
 
 
-def wait_for(check, timeout: float, what: str, workers: "Workers | None" = None):
+def wait_for(check, timeout: float, what: str, workers: Workers | None = None):
     """`check()`'s first true value within `timeout` seconds; else an AssertionError that carries
     the end of every worker's log, so a timeout in CI says what the workers were doing."""
     deadline = time.monotonic() + timeout
@@ -96,16 +96,34 @@ class Workers:
     def start(self, name: str) -> None:
         log = self.tmp_path / f"{name}.log"
         self.logs[name] = log
-        cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", self.queue,
-               "--pool=prefork", "-c", "1", "-n", f"{name}-{self.queue}@%h", "--without-gossip",
-               "--without-mingle", "--without-heartbeat", "-l", "INFO"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "worker",
+            "-Q",
+            self.queue,
+            "--pool=prefork",
+            "-c",
+            "1",
+            "-n",
+            f"{name}-{self.queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "INFO",
+        ]
         with open(log, "wb") as out:
-            self.procs[name] = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self.procs[name] = subprocess.Popen(
+                cmd, env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def wait_ready(self, *names: str) -> None:
         for name in names:
-            wait_for(lambda: " ready." in self.log(name) or self._died(name), 60, f"worker {name}")
+            wait_for(lambda name=name: " ready." in self.log(name) or self._died(name), 60, f"worker {name}")
             assert self.procs[name].poll() is None, self.log(name)
 
     def _died(self, name: str) -> bool:
@@ -115,8 +133,10 @@ class Workers:
         return self.logs[name].read_text(errors="replace")
 
     def tails(self, lines: int = 40) -> str:
-        return "".join(f"\n--- worker {name}, last {lines} lines:\n" + "\n".join(self.log(name).splitlines()[-lines:])
-                       for name in self.logs)
+        return "".join(
+            f"\n--- worker {name}, last {lines} lines:\n" + "\n".join(self.log(name).splitlines()[-lines:])
+            for name in self.logs
+        )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs[name]
@@ -125,7 +145,7 @@ class Workers:
         proc.wait(timeout=30)
 
     def stop_all(self) -> None:
-        for name, proc in self.procs.items():
+        for proc in self.procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
         for name, proc in self.procs.items():
@@ -140,14 +160,22 @@ class Workers:
 def celery_setup(tmp_path, broker, store, server):
     queue = f"dreamer-test-{uuid.uuid4().hex[:10]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
-    env.update({
-        "DREAMER_DATABASE_URL": str(store.url.render_as_string(hide_password=False)),
-        "DREAMER_DATA_DIR": str(tmp_path / "data"), "DREAMER_LLM_BASE_URL": server.url,
-        "DREAMER_EMBEDDER": "none", "DREAMER_BROKER_URL": broker, "DREAMER_RESULT_BACKEND": "",
-        "DREAMER_CELERY_QUEUE": queue, "DREAMER_LEASE_SECONDS": "3",
-        "DREAMER_CELERY_VISIBILITY_TIMEOUT_SECONDS": "2", "DREAMER_TASK_RETRY_BASE_SECONDS": "0.2",
-        "DREAMER_TASK_RETRY_CAP_SECONDS": "1", "DREAMER_BUSY_BACKEND": "sql",
-    })
+    env.update(
+        {
+            "DREAMER_DATABASE_URL": str(store.url.render_as_string(hide_password=False)),
+            "DREAMER_DATA_DIR": str(tmp_path / "data"),
+            "DREAMER_LLM_BASE_URL": server.url,
+            "DREAMER_EMBEDDER": "none",
+            "DREAMER_BROKER_URL": broker,
+            "DREAMER_RESULT_BACKEND": "",
+            "DREAMER_CELERY_QUEUE": queue,
+            "DREAMER_LEASE_SECONDS": "3",
+            "DREAMER_CELERY_VISIBILITY_TIMEOUT_SECONDS": "2",
+            "DREAMER_TASK_RETRY_BASE_SECONDS": "0.2",
+            "DREAMER_TASK_RETRY_CAP_SECONDS": "1",
+            "DREAMER_BUSY_BACKEND": "sql",
+        }
+    )
     settings = Settings(_env_file=None, broker_url=broker, result_backend="", celery_queue=queue)
     app = make_app(settings)
     workers = Workers(tmp_path, env, queue)
@@ -165,8 +193,11 @@ def _drop_queue(app, queue: str) -> None:
 
 def processed(engine) -> dict[str, tuple[int, int]]:
     with session_scope(engine) as s:
-        rows = s.exec(select(Session.external_id, Session.last_seq, Cursor.processed_seq)
-                      .join(Cursor, Cursor.session_id == Session.id))
+        rows = s.exec(
+            select(Session.external_id, Session.last_seq, Cursor.processed_seq).join(
+                Cursor, Cursor.session_id == Session.id
+            )
+        )
         return {ext: (last, done) for ext, last, done in rows}
 
 

@@ -9,10 +9,22 @@ import sys
 
 
 def run(tmp_path, *args, env=None, input=None):
-    e = {**os.environ, "DREAMER_DATA_DIR": str(tmp_path / "data"), "DREAMER_EMBEDDER": "none",
-         "DREAMER_LLM_BASE_URL": "", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "dreamer", *args], capture_output=True, text=True,
-                          env=e, cwd=tmp_path, input=input, timeout=120)
+    e = {
+        **os.environ,
+        "DREAMER_DATA_DIR": str(tmp_path / "data"),
+        "DREAMER_EMBEDDER": "none",
+        "DREAMER_LLM_BASE_URL": "",
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=tmp_path,
+        input=input,
+        timeout=120,
+    )
 
 
 def write_chat(path, *pairs):

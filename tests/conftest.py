@@ -9,8 +9,8 @@ import uuid
 import pytest
 from sqlalchemy import text
 
-from dreamer import db
-from dreamer.config import Settings
+from dreamer.core.settings import Settings
+from dreamer.store import db
 
 PG_ADMIN_URL = os.environ.get("DREAMER_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("DREAMER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

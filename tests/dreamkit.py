@@ -9,13 +9,13 @@ from pathlib import Path
 
 from qdrant_client import QdrantClient
 
-from dreamer.busy import AlwaysIdle
-from dreamer.consolidate import JUDGE_SYSTEM
-from dreamer.embed import CachedEmbedder, OpenAIEmbedder
-from dreamer.index import EdgeIndex, QdrantClientIndex
-from dreamer.llm import OpenAILLM, build_openai_client
-from dreamer.runtime import Runtime
-from dreamer.scripted import Reply
+from dreamer.core.consolidate import JUDGE_SYSTEM
+from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
+from dreamer.engine.runtime import Runtime
+from dreamer.index.base import EdgeIndex, QdrantClientIndex
+from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.llm.scripted import Reply
+from dreamer.store.busy import AlwaysIdle
 
 LINE = re.compile(r"^\[(\d+)\] (\w+)(?::[^ :]+)?( \(context\))?: (.*)$")
 PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
@@ -55,8 +55,9 @@ def extraction_script(verdict: str = "new"):
         for seq, role, context, text in transcript_lines(body):
             m = PREFER.search(text)
             if m and role == "user" and not context:
-                preferences.append({"text": f"The user prefers {m.group(1).strip()}.", "importance": 0.6,
-                                    "seqs": [seq], "tags": []})
+                preferences.append(
+                    {"text": f"The user prefers {m.group(1).strip()}.", "importance": 0.6, "seqs": [seq], "tags": []}
+                )
         return Reply.json({"preference": preferences})
 
     return script
@@ -81,9 +82,15 @@ def make_index(backend: str, tmp_path: Path, dim: int = EMBED_DIM):
 def make_runtime(settings, engine, server, index, *, llm: bool = True, embed: bool = True, **parts) -> Runtime:
     settings = settings.model_copy(update={"llm_base_url": server.url if llm else "", "embed_dim": EMBED_DIM})
     client = build_openai_client(settings.model_copy(update={"llm_base_url": server.url}))
-    model = OpenAILLM(client, model="scripted", max_retries=2, retry_base=0.01, retry_cap=0.02, sleep=lambda s: None) if llm else None
+    model = (
+        OpenAILLM(client, model="scripted", max_retries=2, retry_base=0.01, retry_cap=0.02, sleep=lambda s: None)
+        if llm
+        else None
+    )
     embedder = CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=EMBED_DIM)) if embed else None
-    return Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index, **{"busy": AlwaysIdle(), **parts})
+    return Runtime.open(
+        settings, engine=engine, llm=model, embedder=embedder, index=index, **{"busy": AlwaysIdle(), **parts}
+    )
 
 
 def chat_bodies(server) -> list[dict]:

@@ -9,12 +9,12 @@ import threading
 import time
 
 import uvicorn
-
-from dreamer.busy import SqlBusySignal
-from dreamer.embed import CachedEmbedder, OpenAIEmbedder
-from dreamer.llm import OpenAILLM, build_openai_client
-from dreamer.runtime import Runtime
 from dreamkit import EMBED_DIM
+
+from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
+from dreamer.engine.runtime import Runtime
+from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.store.busy import SqlBusySignal
 
 ALICE_WRITER = "alice-writer-token-0123456789"
 ALICE_READER = "alice-reader-token-0123456789"
@@ -48,7 +48,7 @@ class LiveServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "LiveServer":
+    def __enter__(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:

@@ -4,20 +4,20 @@ contradiction judged by the model supersedes, a forgotten memory stays forgotten
 from __future__ import annotations
 
 import pytest
-from sqlmodel import select
-
-from dreamer import cabinet
-from dreamer.agent_writes import WriteRejected, forget_memory, remember
-from dreamer.db import session_scope
-from dreamer.errors import NotFound
-from dreamer.flush import append
-from dreamer.index import Scope
-from dreamer.models import Memory, MemoryEvent
-from dreamer.recall import recall
-from dreamer.scripted import ScriptedServer
-from dreamer.user_locks import ProcessLocks, UserLocked
 from dreamkit import chat_bodies, extraction_script, make_index, make_runtime
 from onlinekit import chat
+from sqlmodel import select
+
+from dreamer.core.errors import NotFound
+from dreamer.core.models import Memory, MemoryEvent
+from dreamer.index.base import Scope
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.agent_writes import WriteRejected, forget_memory, remember
+from dreamer.online.flush import append
+from dreamer.online.recall import recall
+from dreamer.store import cabinet
+from dreamer.store.db import session_scope
+from dreamer.store.user_locks import ProcessLocks, UserLocked
 
 ALICE = Scope(user_id="alice")
 
@@ -93,7 +93,9 @@ def test_a_contradiction_judged_by_the_model_supersedes(settings, sqlite_engine,
         rt.close()
 
 
-def test_a_write_holds_its_users_consolidation_lock_and_stores_nothing_without_it(settings, sqlite_engine, server, tmp_path):
+def test_a_write_holds_its_users_consolidation_lock_and_stores_nothing_without_it(
+    settings, sqlite_engine, server, tmp_path
+):
     """The embedded index this process owns: the lock is the process's own (a hosted pass of
     `dreamer serve` holding it is stood in for by this thread)."""
     quick = settings.model_copy(update={"user_lock_wait_seconds": 0})

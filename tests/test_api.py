@@ -9,27 +9,37 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from dreamkit import EMBED_DIM, make_index
+from onlinekit import (
+    ALICE_READER,
+    ALICE_WRITER,
+    BOB_WRITER,
+    TOKENS,
+    LiveServer,
+    bearer,
+    chat,
+    online_runtime,
+    online_settings,
+)
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from dreamer import db, leases
-from dreamer.api import create_app, parse_tokens
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.errors import ConfigError
-from dreamer.index import EdgeIndex
-from dreamer.models import Activity, Memory, Session
-from dreamer.scripted import Reply, ScriptedServer
-from dreamer.user_locks import lock_name
-from dreamkit import EMBED_DIM, make_index
-from onlinekit import (
-    ALICE_READER, ALICE_WRITER, BOB_WRITER, TOKENS, LiveServer, bearer, chat, online_runtime, online_settings,
-)
+from dreamer.core.errors import ConfigError
+from dreamer.core.models import Activity, Memory, Session
+from dreamer.core.settings import Settings
+from dreamer.index.base import EdgeIndex
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.online.api import create_app, parse_tokens
+from dreamer.store import db, leases
+from dreamer.store.db import session_scope
+from dreamer.store.user_locks import lock_name
 
 HELPER = "alice-helper-agent-token-0123"
 TEAM = "alice-team-t1-token-0123456789"
-ALL_TOKENS = TOKENS + [{"token": HELPER, "user_id": "alice", "agent_id": "helper", "role": "writer"},
-                       {"token": TEAM, "user_id": "alice", "team": "t1", "role": "reader"}]
+ALL_TOKENS = TOKENS + [
+    {"token": HELPER, "user_id": "alice", "agent_id": "helper", "role": "writer"},
+    {"token": TEAM, "user_id": "alice", "team": "t1", "role": "reader"},
+]
 BOB_FACT = "Bob keeps his bike in the blue shed."
 
 
@@ -53,13 +63,24 @@ def world(tmp_path_factory):
         app = create_app(rt)
         try:
             with LiveServer(app) as live, httpx.Client(base_url=live.url, timeout=60) as client:
-                client.post("/v1/sessions/bob-s1/messages", headers=bearer(BOB_WRITER),
-                            json={"messages": chat("I prefer my recipes secret.", "ok")}).raise_for_status()
-                bob = client.post("/v1/memories", headers=bearer(BOB_WRITER), json={"text": BOB_FACT, "kind": "profile"})
-                client.post("/v1/sessions/alice-main/messages", headers=bearer(ALICE_WRITER),
-                            json={"messages": chat("hello", "hi")}).raise_for_status()
-                alice = client.post("/v1/memories", headers=bearer(ALICE_WRITER),
-                                    json={"text": "The user keeps a bike at the office.", "kind": "profile"})
+                client.post(
+                    "/v1/sessions/bob-s1/messages",
+                    headers=bearer(BOB_WRITER),
+                    json={"messages": chat("I prefer my recipes secret.", "ok")},
+                ).raise_for_status()
+                bob = client.post(
+                    "/v1/memories", headers=bearer(BOB_WRITER), json={"text": BOB_FACT, "kind": "profile"}
+                )
+                client.post(
+                    "/v1/sessions/alice-main/messages",
+                    headers=bearer(ALICE_WRITER),
+                    json={"messages": chat("hello", "hi")},
+                ).raise_for_status()
+                alice = client.post(
+                    "/v1/memories",
+                    headers=bearer(ALICE_WRITER),
+                    json={"text": "The user keeps a bike at the office.", "kind": "profile"},
+                )
                 yield World(rt, app, client, bob.json()["memory_id"], alice.json()["memory_id"])
         finally:
             rt.close()
@@ -79,15 +100,29 @@ def bob_state(rt) -> tuple:
 def test_the_agent_loop(world):
     c, h = world.client, bearer(ALICE_WRITER)
 
-    meter = c.post("/v1/sessions/loop-1/messages", headers=h, json={
-        "user_id": "alice", "messages": chat("I prefer answers in French.", "D'accord."), "context_tokens": 120})
+    meter = c.post(
+        "/v1/sessions/loop-1/messages",
+        headers=h,
+        json={"user_id": "alice", "messages": chat("I prefer answers in French.", "D'accord."), "context_tokens": 120},
+    )
     assert meter.status_code == 200
     assert meter.json() == {
-        "session_id": "loop-1", "tokens": 120, "flush_point": 128_000 - 20_000 - 4_000, "cycle": 0, "last_seq": 2,
-        "flushed_seq": 0, "messages_since_flush": 2, "cycle_flushed": False, "flush_due": False, "trigger": None,
-        "flush_scheduled": False}
+        "session_id": "loop-1",
+        "tokens": 120,
+        "flush_point": 128_000 - 20_000 - 4_000,
+        "cycle": 0,
+        "last_seq": 2,
+        "flushed_seq": 0,
+        "messages_since_flush": 2,
+        "cycle_flushed": False,
+        "flush_due": False,
+        "trigger": None,
+        "flush_scheduled": False,
+    }
 
-    stored = c.post("/v1/memories", headers=h, json={"text": "The user wants answers in French.", "session_id": "loop-1"})
+    stored = c.post(
+        "/v1/memories", headers=h, json={"text": "The user wants answers in French.", "session_id": "loop-1"}
+    )
     assert stored.status_code == 200
     mid = stored.json()["memory_id"]
     assert (stored.json()["source"], stored.json()["evidence"][0]["external_id"]) == ("agent", "loop-1")
@@ -99,7 +134,10 @@ def test_the_agent_loop(world):
 
     flushed = c.post("/v1/sessions/loop-1/flush", headers=h).json()
     assert (flushed["status"], flushed["extractor"], flushed["notes"]) == (
-        "flushed", "rules", ["The user prefers answers in French."])
+        "flushed",
+        "rules",
+        ["The user prefers answers in French."],
+    )
     # the client's own session id and a path inside the workspace, not the server's row or folders
     assert (flushed["session_id"], flushed["path"]) == ("loop-1", f"alice-2bd806c97f0e/memory/{flushed['day']}.md")
 
@@ -108,7 +146,12 @@ def test_the_agent_loop(world):
     assert mid not in [x["memory_id"] for x in c.post("/v1/recall", headers=h, json={"query": "French"}).json()["hits"]]
 
     status = c.get("/v1/status", headers=h).json()
-    assert (status["user_id"], status["role"], status["recall"], status["extractor"]) == ("alice", "writer", "hybrid", "rules")
+    assert (status["user_id"], status["role"], status["recall"], status["extractor"]) == (
+        "alice",
+        "writer",
+        "hybrid",
+        "rules",
+    )
     assert status["memories"]["forgotten"] >= 1 and status["daily_notes"] >= 1
 
 
@@ -134,8 +177,11 @@ def test_no_valid_token_is_401(world, method, path, body, token):
     assert r.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.parametrize(("method", "path", "body"), [e for e in ENDPOINTS if e[0] != "GET" and e[1] != "/v1/recall"],
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [e for e in ENDPOINTS if e[0] != "GET" and e[1] != "/v1/recall"],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_a_reader_that_writes_gets_403(world, method, path, body):
     path = path.replace("whatever", world.alice_memory)
     before = world.client.get("/v1/status", headers=bearer(ALICE_READER)).json()
@@ -176,10 +222,23 @@ def _cross(world) -> list[tuple[str, str, str, dict | None, int]]:
     ]
 
 
-CROSS_IDS = ["append-nothing-to-bobs", "append-as-bob", "append-other-agents-session",
-             "append-as-other-agent", "flush-bobs", "flush-other-agents", "forget-bobs", "forget-other-agents",
-             "remember-on-bobs-session", "remember-as-bob", "recall-bobs-fact", "recall-as-bob", "context",
-             "status", "recall-other-agents"]
+CROSS_IDS = [
+    "append-nothing-to-bobs",
+    "append-as-bob",
+    "append-other-agents-session",
+    "append-as-other-agent",
+    "flush-bobs",
+    "flush-other-agents",
+    "forget-bobs",
+    "forget-other-agents",
+    "remember-on-bobs-session",
+    "remember-as-bob",
+    "recall-bobs-fact",
+    "recall-as-bob",
+    "context",
+    "status",
+    "recall-other-agents",
+]
 
 
 @pytest.mark.parametrize("case", range(len(CROSS_IDS)), ids=CROSS_IDS)
@@ -192,7 +251,9 @@ def test_cross_scope_access_is_refused(world, case):
     r = world.client.request(method, path, json=body, headers=bearer(token))
 
     assert r.status_code == expected
-    leaked = [world.bob_memory, BOB_FACT, "bob-s1", "recipes secret"] + ([world.alice_memory] if token == HELPER else [])
+    leaked = [world.bob_memory, BOB_FACT, "bob-s1", "recipes secret"] + (
+        [world.alice_memory] if token == HELPER else []
+    )
     echoed = path + json.dumps(body)
     assert not any(x in r.text for x in leaked if x not in echoed)
     assert bob_state(world.rt) == before
@@ -208,13 +269,18 @@ def test_a_session_of_another_user_is_404(world):
 
 def test_status_counts_only_the_tokens_own_agent_or_team(world):
     c = world.client
-    c.post("/v1/sessions/status-1/messages", headers=bearer(ALICE_WRITER),
-           json={"messages": chat("I prefer tea to coffee.", "Noted.")}).raise_for_status()
+    c.post(
+        "/v1/sessions/status-1/messages",
+        headers=bearer(ALICE_WRITER),
+        json={"messages": chat("I prefer tea to coffee.", "Noted.")},
+    ).raise_for_status()
     assert c.post("/v1/sessions/status-1/flush", headers=bearer(ALICE_WRITER)).json()["notes"] != []
 
     alice = c.get("/v1/status", headers=bearer(ALICE_WRITER)).json()
-    counts = [(x["sessions"], x["messages"], x["daily_notes"])
-              for x in (c.get("/v1/status", headers=bearer(t)).json() for t in (HELPER, TEAM))]
+    counts = [
+        (x["sessions"], x["messages"], x["daily_notes"])
+        for x in (c.get("/v1/status", headers=bearer(t)).json() for t in (HELPER, TEAM))
+    ]
 
     assert alice["sessions"] >= 1 and alice["daily_notes"] >= 1
     assert counts == [(0, 0, 0), (0, 0, 0)]
@@ -228,30 +294,38 @@ def test_each_user_has_their_own_session_ids(world):
 
     unused = c.post("/v1/sessions/never-used/messages", headers=bearer(ALICE_WRITER), json={})
     taken = c.post("/v1/sessions/shared-7/messages", headers=bearer(ALICE_WRITER), json={})
-    mine = c.post("/v1/sessions/shared-7/messages", headers=bearer(ALICE_WRITER), json={"messages": chat("Alice's words.")})
+    mine = c.post(
+        "/v1/sessions/shared-7/messages", headers=bearer(ALICE_WRITER), json={"messages": chat("Alice's words.")}
+    )
 
     assert (unused.status_code, unused.json()) == (404, {"detail": "no session never-used"})
     assert (taken.status_code, taken.json()) == (404, {"detail": "no session shared-7"})
     assert (mine.status_code, mine.json()["last_seq"]) == (200, 1)
     with session_scope(world.rt.engine) as s:
-        rows = s.exec(select(Session.user_id, Session.message_count).where(Session.external_id == "shared-7")
-                      .order_by(Session.user_id)).all()
+        rows = s.exec(
+            select(Session.user_id, Session.message_count)
+            .where(Session.external_id == "shared-7")
+            .order_by(Session.user_id)
+        ).all()
     assert [tuple(r) for r in rows] == [("alice", 1), ("bob", 1)]
 
 
 # --------------------------------------------------------------------------- validation and limits
 
 
-@pytest.mark.parametrize(("path", "body"), [
-    ("/v1/sessions/v1/messages", {"messages": [{"role": "robot", "content": "x"}]}),
-    ("/v1/sessions/v1/messages", {"messages": [], "context_tokens": -1}),
-    ("/v1/sessions/v1/messages", {"messages": [], "compacted": True}),
-    ("/v1/recall", {"query": ""}),
-    ("/v1/recall", {"query": "x", "k": 0}),
-    ("/v1/recall", {"query": "x", "kinds": ["gossip"]}),
-    ("/v1/memories", {"text": "The user is on the team.", "kind": "decision"}),
-    ("/v1/memories", {"text": "ok"}),
-])
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/sessions/v1/messages", {"messages": [{"role": "robot", "content": "x"}]}),
+        ("/v1/sessions/v1/messages", {"messages": [], "context_tokens": -1}),
+        ("/v1/sessions/v1/messages", {"messages": [], "compacted": True}),
+        ("/v1/recall", {"query": ""}),
+        ("/v1/recall", {"query": "x", "k": 0}),
+        ("/v1/recall", {"query": "x", "kinds": ["gossip"]}),
+        ("/v1/memories", {"text": "The user is on the team.", "kind": "decision"}),
+        ("/v1/memories", {"text": "ok"}),
+    ],
+)
 def test_invalid_bodies_are_422(world, path, body):
     assert world.client.post(path, json=body, headers=bearer(ALICE_WRITER)).status_code == 422
 
@@ -265,8 +339,11 @@ def test_a_10_mb_body_is_413_and_the_server_lives_on(world):
         for _ in range(10):
             yield b"x" * 1_000_000
 
-    streamed = world.client.post("/v1/sessions/big/messages", content=chunks(),
-                                 headers=bearer(ALICE_WRITER) | {"content-type": "application/json"})
+    streamed = world.client.post(
+        "/v1/sessions/big/messages",
+        content=chunks(),
+        headers=bearer(ALICE_WRITER) | {"content-type": "application/json"},
+    )
     assert streamed.status_code == 413
     assert world.client.get("/healthz").json() == {"ok": True}
     with session_scope(world.rt.engine) as s:
@@ -325,8 +402,9 @@ def test_requests_mark_the_agent_busy_while_they_run(settings, sqlite_engine, tm
 
 def test_insecure_single_user_mode(settings, sqlite_engine, tmp_path):
     with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
-        rt = online_runtime(online_settings(settings, api_tokens=""), sqlite_engine, scripted,
-                            make_index("edge", tmp_path), llm=False)
+        rt = online_runtime(
+            online_settings(settings, api_tokens=""), sqlite_engine, scripted, make_index("edge", tmp_path), llm=False
+        )
         try:
             with pytest.raises(ConfigError, match="no API tokens"):
                 create_app(rt)
@@ -355,15 +433,21 @@ def test_a_write_that_cannot_get_its_users_consolidation_lock_is_503(settings, s
     assert r.json()["detail"].startswith("user 'solo': another writer kept consolidating their memories; gave up after")
 
 
-@pytest.mark.parametrize(("raw", "problem"), [
-    ("{not json", "not valid JSON"),
-    ('{"token": "x"}', "JSON list"),
-    ('[{"token": "short", "user_id": "a", "role": "writer"}]', "entry 0: token"),
-    ('[{"token": "long-enough-token-123", "user_id": "a", "role": "admin"}]', "entry 0: role"),
-    ('[{"token": "long-enough-token-123", "user_id": "a", "role": "reader", "scope": "*"}]', "entry 0: scope"),
-    ('[{"token": "long-enough-token-123", "user_id": "a", "role": "reader"},'
-     ' {"token": "long-enough-token-123", "user_id": "b", "role": "reader"}]', "twice"),
-])
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"token": "x"}', "JSON list"),
+        ('[{"token": "short", "user_id": "a", "role": "writer"}]', "entry 0: token"),
+        ('[{"token": "long-enough-token-123", "user_id": "a", "role": "admin"}]', "entry 0: role"),
+        ('[{"token": "long-enough-token-123", "user_id": "a", "role": "reader", "scope": "*"}]', "entry 0: scope"),
+        (
+            '[{"token": "long-enough-token-123", "user_id": "a", "role": "reader"},'
+            ' {"token": "long-enough-token-123", "user_id": "b", "role": "reader"}]',
+            "twice",
+        ),
+    ],
+)
 def test_bad_tokens_are_a_config_error(raw, problem):
     with pytest.raises(ConfigError, match=problem) as info:
         parse_tokens(raw)
@@ -371,12 +455,12 @@ def test_bad_tokens_are_a_config_error(raw, problem):
 
 
 def test_serve_refuses_to_start_without_tokens(tmp_path, monkeypatch):
-    from dreamer.cli import app
-    from dreamer.cli import cabinet, online, records  # noqa: F401  (register commands)
+    from dreamer.cli import app, cabinet, online, records  # noqa: F401  (register commands)
 
     monkeypatch.setenv("DREAMER_API_TOKENS", "")
     result = CliRunner().invoke(app, ["--data-dir", str(tmp_path / "d"), "serve"])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         "error: no API tokens configured: set DREAMER_API_TOKENS, or pass --insecure-single-user USER for a "
-        "local single-user server"]
+        "local single-user server"
+    ]

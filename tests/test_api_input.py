@@ -8,27 +8,37 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from clikit import assert_one_error_line, run
+from dreamkit import EMBED_DIM
+from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, free_port, online_runtime, online_settings
 from sqlalchemy import func
 from sqlmodel import select
 
-from clikit import assert_one_error_line, run
-from dreamer import db
-from dreamer.api import create_app, parse_tokens
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.errors import ConfigError
-from dreamer.index import EdgeIndex
-from dreamer.models import Memory, Message, Session
-from dreamer.scripted import ScriptedServer
-from dreamkit import EMBED_DIM
-from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, free_port, online_runtime, online_settings
+from dreamer.core.errors import ConfigError
+from dreamer.core.models import Memory, Message, Session
+from dreamer.core.settings import Settings
+from dreamer.index.base import EdgeIndex
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.api import create_app, parse_tokens
+from dreamer.store import db
+from dreamer.store.db import session_scope
 
 LIMIT = 5000
 UNICODE = "Input should be a valid string, unable to parse raw data as a unicode string"
 UNSTORABLE = "Value error, contains a NUL character or an unpaired surrogate"
-METER_AT_2 = {"session_id": "kept", "tokens": 900, "flush_point": 104_000, "cycle": 0, "last_seq": 2,
-              "flushed_seq": 0, "messages_since_flush": 2, "cycle_flushed": False, "flush_due": False,
-              "trigger": None, "flush_scheduled": False}
+METER_AT_2 = {
+    "session_id": "kept",
+    "tokens": 900,
+    "flush_point": 104_000,
+    "cycle": 0,
+    "last_seq": 2,
+    "flushed_seq": 0,
+    "messages_since_flush": 2,
+    "cycle_flushed": False,
+    "flush_due": False,
+    "trigger": None,
+    "flush_scheduled": False,
+}
 
 
 @dataclass
@@ -47,8 +57,9 @@ def world(tmp_path_factory):
         rt = online_runtime(settings, engine, scripted, EdgeIndex(root / "edge", EMBED_DIM), llm=False)
         try:
             with LiveServer(create_app(rt)) as live, httpx.Client(base_url=live.url, timeout=60) as client:
-                client.post("/v1/sessions/kept/messages", headers=bearer(ALICE_WRITER),
-                            json={"messages": chat("hello", "hi")}).raise_for_status()
+                client.post(
+                    "/v1/sessions/kept/messages", headers=bearer(ALICE_WRITER), json={"messages": chat("hello", "hi")}
+                ).raise_for_status()
                 yield World(rt, client)
         finally:
             rt.close()
@@ -57,8 +68,11 @@ def world(tmp_path_factory):
 
 def send(world: World, path: str, body: dict) -> httpx.Response:
     """POST `body` as ASCII JSON: a lone surrogate travels as its raw \\uXXXX escape."""
-    return world.client.post(path, content=json.dumps(body).encode("ascii"),
-                             headers=bearer(ALICE_WRITER) | {"content-type": "application/json"})
+    return world.client.post(
+        path,
+        content=json.dumps(body).encode("ascii"),
+        headers=bearer(ALICE_WRITER) | {"content-type": "application/json"},
+    )
 
 
 def stored(rt) -> tuple[int, int, int]:
@@ -82,18 +96,38 @@ def unicode_error(loc: list, echoed: str) -> dict:
 
 
 REFUSED = [
-    ("/v1/recall", {"query": "tea", "k": "\ud800"},
-     {"type": "int_type", "loc": ["body", "k"], "msg": "Input should be a valid integer", "input": "\ufffd"}),
-    ("/v1/memories", {"text": "The user likes tea.", "session_id": "s\ud800"},
-     unicode_error(["session_id"], "s\ufffd")),
+    (
+        "/v1/recall",
+        {"query": "tea", "k": "\ud800"},
+        {"type": "int_type", "loc": ["body", "k"], "msg": "Input should be a valid integer", "input": "\ufffd"},
+    ),
+    (
+        "/v1/memories",
+        {"text": "The user likes tea.", "session_id": "s\ud800"},
+        unicode_error(["session_id"], "s\ufffd"),
+    ),
     ("/v1/memories", {"text": "The user likes tea.", "\ud800": 1}, unicode_error([], "\ufffd")),
-    ("/v1/sessions/kept/messages", {"messages": [{"role": "\ud800", "content": "hi"}]},
-     unicode_error(["messages", 0, "role"], "\ufffd")),
-    ("/v1/sessions/kept/messages", {"user_id": "al\ud800ce", "messages": chat("hi")},
-     unicode_error(["user_id"], "al\ufffdce")),
-    ("/v1/sessions/kept/messages", {"agent_id": "ma\x00in", "messages": chat("hi")},
-     {"type": "value_error", "loc": ["body", "agent_id"], "msg": UNSTORABLE, "input": "ma\ufffdin",
-      "ctx": {"error": {}}}),
+    (
+        "/v1/sessions/kept/messages",
+        {"messages": [{"role": "\ud800", "content": "hi"}]},
+        unicode_error(["messages", 0, "role"], "\ufffd"),
+    ),
+    (
+        "/v1/sessions/kept/messages",
+        {"user_id": "al\ud800ce", "messages": chat("hi")},
+        unicode_error(["user_id"], "al\ufffdce"),
+    ),
+    (
+        "/v1/sessions/kept/messages",
+        {"agent_id": "ma\x00in", "messages": chat("hi")},
+        {
+            "type": "value_error",
+            "loc": ["body", "agent_id"],
+            "msg": UNSTORABLE,
+            "input": "ma\ufffdin",
+            "ctx": {"error": {}},
+        },
+    ),
 ]
 REFUSED_IDS = ["recall-k", "memory-session-id", "unknown-key", "message-role", "append-user-id", "append-agent-id-nul"]
 
@@ -123,15 +157,19 @@ def test_a_surrogate_or_nul_in_a_memory_is_stored_as_the_replacement_character(w
 
 
 def test_a_nul_in_a_forget_reason_is_stored_as_the_replacement_character(world):
-    from dreamer.models import MemoryEvent
+    from dreamer.core.models import MemoryEvent
 
     made = send(world, "/v1/memories", {"text": "The user likes oolong tea.", "kind": "preference"}).json()
-    r = world.client.delete(f"/v1/memories/{made['memory_id']}", params={"reason": "asked\x00 to"},
-                            headers=bearer(ALICE_WRITER))
+    r = world.client.delete(
+        f"/v1/memories/{made['memory_id']}", params={"reason": "asked\x00 to"}, headers=bearer(ALICE_WRITER)
+    )
     assert (r.status_code, r.json()["status"]) == (200, "forgotten")
     with session_scope(world.rt.engine) as s:
-        reasons = s.exec(select(MemoryEvent.reason).where(MemoryEvent.memory_id == made["memory_id"])
-                         .where(MemoryEvent.event == "forget")).all()
+        reasons = s.exec(
+            select(MemoryEvent.reason)
+            .where(MemoryEvent.memory_id == made["memory_id"])
+            .where(MemoryEvent.event == "forget")
+        ).all()
     assert reasons == ["asked\ufffd to"]
 
 
@@ -172,16 +210,30 @@ def test_a_body_that_is_not_utf8_is_422_not_500(world):
     assert only_error(r) == (422, "model_attributes_type", ["body"], "\ufffd\ufffd")
 
 
-@pytest.mark.parametrize(("path", "body", "field", "given"), [
-    ("/v1/sessions/kept/messages", {"agent_id": "ma\x1bin", "messages": chat("hi")}, "agent_id", "ma\x1bin"),
-    ("/v1/memories", {"text": "The user likes tea.", "session_id": "s\n1"}, "session_id", "s\n1"),
-])
+@pytest.mark.parametrize(
+    ("path", "body", "field", "given"),
+    [
+        ("/v1/sessions/kept/messages", {"agent_id": "ma\x1bin", "messages": chat("hi")}, "agent_id", "ma\x1bin"),
+        ("/v1/memories", {"text": "The user likes tea.", "session_id": "s\n1"}, "session_id", "s\n1"),
+    ],
+)
 def test_a_control_character_in_an_identifier_is_422(world, path, body, field, given):
     before = stored(world.rt)
     r = send(world, path, body)
-    assert (r.status_code, r.json()) == (422, {"detail": [
-        {"type": "value_error", "loc": ["body", field], "msg": "Value error, contains a control character or a line break",
-         "input": given, "ctx": {"error": {}}}]})
+    assert (r.status_code, r.json()) == (
+        422,
+        {
+            "detail": [
+                {
+                    "type": "value_error",
+                    "loc": ["body", field],
+                    "msg": "Value error, contains a control character or a line break",
+                    "input": given,
+                    "ctx": {"error": {}},
+                }
+            ]
+        },
+    )
     assert stored(world.rt) == before
 
 
@@ -196,7 +248,10 @@ def test_a_line_break_in_a_session_path_is_422(world):
 def test_a_nul_in_a_session_path_is_422(world, path):
     before = stored(world.rt)
     r = world.client.post(path, json={"messages": chat("hi")}, headers=bearer(ALICE_WRITER))
-    assert (r.status_code, r.json()) == (422, {"detail": "session_id contains a NUL character or an unpaired surrogate"})
+    assert (r.status_code, r.json()) == (
+        422,
+        {"detail": "session_id contains a NUL character or an unpaired surrogate"},
+    )
     assert stored(world.rt) == before
 
 
@@ -209,15 +264,35 @@ WRONG_TYPES = [
     ("/v1/recall", {"query": "tea", "kinds": []}, ("too_short", ["body", "kinds"], [])),
     ("/v1/sessions/kept/messages", {"context_tokens": True}, ("int_type", ["body", "context_tokens"], True)),
     ("/v1/sessions/kept/messages", {"context_tokens": "900"}, ("int_type", ["body", "context_tokens"], "900")),
-    ("/v1/sessions/kept/messages", {"messages": chat("hi"), "compacted": "yes"}, ("bool_type", ["body", "compacted"], "yes")),
+    (
+        "/v1/sessions/kept/messages",
+        {"messages": chat("hi"), "compacted": "yes"},
+        ("bool_type", ["body", "compacted"], "yes"),
+    ),
     ("/v1/sessions/kept/messages", {"messages": chat("hi"), "compacted": 1}, ("bool_type", ["body", "compacted"], 1)),
     ("/v1/memories", {"text": "   ...   "}, ("value_error", ["body", "text"], "   ...   ")),
     ("/v1/memories", {"text": "\u200b\u200b\u200b\u200b"}, ("value_error", ["body", "text"], "\u200b" * 4)),
-    ("/v1/memories", {"text": "The user likes tea.", "session_id": ""}, ("string_too_short", ["body", "session_id"], "")),
+    (
+        "/v1/memories",
+        {"text": "The user likes tea.", "session_id": ""},
+        ("string_too_short", ["body", "session_id"], ""),
+    ),
 ]
-WRONG_TYPE_IDS = ["k-true", "k-string", "k-float", "since-number-string", "until-number", "kinds-empty",
-                  "figure-true", "figure-string", "compacted-string", "compacted-1", "text-punctuation",
-                  "text-zero-width", "session-id-empty"]
+WRONG_TYPE_IDS = [
+    "k-true",
+    "k-string",
+    "k-float",
+    "since-number-string",
+    "until-number",
+    "kinds-empty",
+    "figure-true",
+    "figure-string",
+    "compacted-string",
+    "compacted-1",
+    "text-punctuation",
+    "text-zero-width",
+    "session-id-empty",
+]
 
 
 @pytest.mark.parametrize(("path", "body", "error"), WRONG_TYPES, ids=WRONG_TYPE_IDS)
@@ -234,7 +309,10 @@ def test_a_422_echoes_little_of_a_large_input(world):
     r = send(world, "/v1/sessions/kept/messages", many)
     detail = r.json()["detail"]
     assert (r.status_code, len(detail), detail[-1]) == (
-        422, 21, {"type": "too_many_errors", "loc": [], "msg": "10 more not shown"})
+        422,
+        21,
+        {"type": "too_many_errors", "loc": [], "msg": "10 more not shown"},
+    )
     assert [d["input"] for d in detail[:2]] == ["robot", "robot"]
 
     r = send(world, "/v1/sessions/kept/messages", {"messages": [{"role": "user", "content": "x"}] * 1001})
@@ -243,13 +321,21 @@ def test_a_422_echoes_little_of_a_large_input(world):
 
 
 def test_a_surrogate_in_a_message_name_or_tool_call_id_is_stored_as_the_replacement_character(world):
-    r = send(world, "/v1/sessions/named/messages", {"messages": [
-        {"role": "user", "content": "hi \ud800", "name": "\ud800ada"},
-        {"role": "tool", "content": "42", "tool_call_id": "call\udc00-1"},
-    ]})
+    r = send(
+        world,
+        "/v1/sessions/named/messages",
+        {
+            "messages": [
+                {"role": "user", "content": "hi \ud800", "name": "\ud800ada"},
+                {"role": "tool", "content": "42", "tool_call_id": "call\udc00-1"},
+            ]
+        },
+    )
     assert (r.status_code, r.json()["last_seq"]) == (200, 2)
     assert messages_of(world.rt, "named") == [
-        (1, "user", "hi \ufffd", "\ufffdada", None), (2, "tool", "42", None, "call\ufffd-1")]
+        (1, "user", "hi \ufffd", "\ufffdada", None),
+        (2, "tool", "42", None, "call\ufffd-1"),
+    ]
 
 
 # --------------------------------------------------------------------------- max_message_bytes
@@ -273,11 +359,18 @@ def test_tool_call_arguments_count_towards_max_message_bytes(world):
     before = stored(world.rt)
     call = {"id": "c1", "type": "function", "function": {"name": "save", "arguments": "y" * 2001}}
 
-    r = send(world, "/v1/sessions/tools/messages", {"messages": [
-        {"role": "assistant", "content": "x" * 3000, "tool_calls": [call]}]})
+    r = send(
+        world,
+        "/v1/sessions/tools/messages",
+        {"messages": [{"role": "assistant", "content": "x" * 3000, "tool_calls": [call]}]},
+    )
 
-    assert (r.status_code, r.json()) == (413, {
-        "detail": "message 1 of 1 refused (message is 5001 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"})
+    assert (r.status_code, r.json()) == (
+        413,
+        {
+            "detail": "message 1 of 1 refused (message is 5001 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"
+        },
+    )
     assert stored(world.rt) == before
 
 
@@ -285,8 +378,12 @@ def test_max_message_bytes_counts_utf8_bytes_and_admits_a_message_at_the_limit(w
     over = send(world, "/v1/sessions/accents/messages", {"messages": chat("é" * 2501)})
     at = send(world, "/v1/sessions/accents/messages", {"messages": chat("é" * 2500)})
 
-    assert (over.status_code, over.json()) == (413, {
-        "detail": "message 1 of 1 refused (message is 5002 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"})
+    assert (over.status_code, over.json()) == (
+        413,
+        {
+            "detail": "message 1 of 1 refused (message is 5002 bytes, over the 5000-byte limit, max_message_bytes): nothing was stored"
+        },
+    )
     assert (at.status_code, at.json()["last_seq"]) == (200, 1)
     assert messages_of(world.rt, "accents") == [(1, "user", "é" * 2500, None, None)]
 
@@ -317,12 +414,15 @@ def test_an_empty_append_to_a_known_session_reads_the_meter(world):
 # --------------------------------------------------------------------------- the insecure single user
 
 
-@pytest.mark.parametrize(("user", "problem"), [
-    ("u" * 300, "String should have at most 255 characters"),
-    ("ada\x00", UNSTORABLE),
-    ("ada\r", "Value error, contains a control character or a line break"),
-    ("ada\udcff", UNICODE),
-])
+@pytest.mark.parametrize(
+    ("user", "problem"),
+    [
+        ("u" * 300, "String should have at most 255 characters"),
+        ("ada\x00", UNSTORABLE),
+        ("ada\r", "Value error, contains a control character or a line break"),
+        ("ada\udcff", UNICODE),
+    ],
+)
 def test_an_insecure_single_user_id_is_validated_like_a_token(world, user, problem):
     with pytest.raises(ConfigError) as info:
         create_app(world.rt, insecure_user=user)
@@ -331,11 +431,20 @@ def test_an_insecure_single_user_id_is_validated_like_a_token(world, user, probl
 
 def test_serve_refuses_an_over_long_insecure_single_user(tmp_path):
     assert run(tmp_path, "init").returncode == 0
-    proc = run(tmp_path, "serve", "--port", str(free_port()), "--insecure-single-user", "u" * 300,
-               env={"DREAMER_API_TOKENS": ""})
+    proc = run(
+        tmp_path,
+        "serve",
+        "--port",
+        str(free_port()),
+        "--insecure-single-user",
+        "u" * 300,
+        env={"DREAMER_API_TOKENS": ""},
+    )
     assert_one_error_line(proc)
     assert (proc.returncode, proc.stderr.strip()) == (
-        1, "error: --insecure-single-user: user_id: String should have at most 255 characters")
+        1,
+        "error: --insecure-single-user: user_id: String should have at most 255 characters",
+    )
 
 
 def test_a_token_whose_user_id_the_store_cannot_keep_is_a_config_error():
@@ -345,15 +454,22 @@ def test_a_token_whose_user_id_the_store_cannot_keep_is_a_config_error():
     assert str(info.value) == f"api_tokens entry 0: user_id: {UNSTORABLE}"
 
 
-DEEP = {"type": "int_type", "loc": ["body", "k"], "msg": "Input should be a valid integer",
-        "input": "nested too deeply, not shown"}
+DEEP = {
+    "type": "int_type",
+    "loc": ["body", "k"],
+    "msg": "Input should be a valid integer",
+    "input": "nested too deeply, not shown",
+}
 
 
-@pytest.mark.parametrize(("depth", "status", "detail"), [
-    (600, 422, [DEEP]),  # read, then too deep to echo
-    (5000, 400, "There was an error parsing the body"),  # too deep to read
-    (100_000, 400, "There was an error parsing the body"),
-])
+@pytest.mark.parametrize(
+    ("depth", "status", "detail"),
+    [
+        (600, 422, [DEEP]),  # read, then too deep to echo
+        (5000, 400, "There was an error parsing the body"),  # too deep to read
+        (100_000, 400, "There was an error parsing the body"),
+    ],
+)
 def test_a_body_nested_too_deeply_is_a_4xx(world, depth, status, detail):
     before = stored(world.rt)
     r = post_raw(world, "/v1/recall", b'{"query": "tea", "k": ' + b"[" * depth + b"]" * depth + b"}")

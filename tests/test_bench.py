@@ -8,10 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 import dreamer.cli.measure  # noqa: F401  (registers eval and bench)
-from dreamer import bench
 from dreamer.cli import app
-from dreamer.config import Settings
-from dreamer.embed import minilm_available
+from dreamer.core.settings import Settings
+from dreamer.embed.embedders import minilm_available
+from dreamer.eval import bench
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 COMMON = {"bench", "seed", "machine", "seconds", "goal"}

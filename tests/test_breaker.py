@@ -1,20 +1,23 @@
 import pytest
-
-from dreamer.breaker import CLOSED, OPEN, PROBE, Breaker, breaker_state
-from dreamer.errors import CircuitOpen, LLMError
 from dreamkit import ManualClock
 
+from dreamer.core.errors import CircuitOpen, LLMError
+from dreamer.llm.breaker import CLOSED, OPEN, PROBE, Breaker, breaker_state
 
-@pytest.mark.parametrize(("failures", "threshold", "opened_at", "now", "cooldown", "state"), [
-    (0, 3, None, 0.0, 60.0, CLOSED),
-    (2, 3, None, 0.0, 60.0, CLOSED),
-    (3, 3, 100.0, 100.0, 60.0, OPEN),
-    (3, 3, 100.0, 159.9, 60.0, OPEN),
-    (3, 3, 100.0, 160.0, 60.0, PROBE),
-    (9, 3, 100.0, 1e9, None, OPEN),  # no cool-down: open for good
-    (9, 0, 100.0, 100.0, 60.0, CLOSED),  # threshold 0: never opens
-    (3, 3, 100.0, 100.0, 0.0, PROBE),  # a zero cool-down lets the next call try at once
-])
+
+@pytest.mark.parametrize(
+    ("failures", "threshold", "opened_at", "now", "cooldown", "state"),
+    [
+        (0, 3, None, 0.0, 60.0, CLOSED),
+        (2, 3, None, 0.0, 60.0, CLOSED),
+        (3, 3, 100.0, 100.0, 60.0, OPEN),
+        (3, 3, 100.0, 159.9, 60.0, OPEN),
+        (3, 3, 100.0, 160.0, 60.0, PROBE),
+        (9, 3, 100.0, 1e9, None, OPEN),  # no cool-down: open for good
+        (9, 0, 100.0, 100.0, 60.0, CLOSED),  # threshold 0: never opens
+        (3, 3, 100.0, 100.0, 0.0, PROBE),  # a zero cool-down lets the next call try at once
+    ],
+)
 def test_breaker_state(failures, threshold, opened_at, now, cooldown, state):
     assert breaker_state(failures, threshold, opened_at, now, cooldown) == state
 

@@ -7,17 +7,21 @@ import uuid
 from datetime import timedelta
 
 import pytest
-
+from conftest import REDIS_URL, need_service
 from sqlmodel import select
 
-from dreamer.busy import (
-    CoalescedBusy, RedisBusySignal, SqlBusySignal, activity, activity_key, build_busy_signal, compute_backoff,
+from dreamer.core.errors import Retryable
+from dreamer.core.models import Activity, utcnow
+from dreamer.store.busy import (
+    CoalescedBusy,
+    RedisBusySignal,
+    SqlBusySignal,
+    activity,
+    activity_key,
+    build_busy_signal,
+    compute_backoff,
 )
-from dreamer.errors import Retryable
-from dreamer.db import session_scope
-from dreamer.models import Activity, utcnow
-from conftest import REDIS_URL, need_service
-
+from dreamer.store.db import session_scope
 
 # --------------------------------------------------------------------------- backoff
 
@@ -27,10 +31,19 @@ def test_backoff_doubles_from_the_base_and_stops_at_the_cap(attempt, expected):
     assert compute_backoff(attempt, base=60, cap=1800, rand=0.5) == expected
 
 
-@pytest.mark.parametrize("attempt, rand, expected", [
-    (0, 0.0, 45.0), (0, 1.0, 75.0), (1, 0.0, 90.0), (1, 0.25, 105.0), (2, 1.0, 300.0),
-    (4, 1.0, 1200.0), (5, 0.0, 1350.0), (5, 1.0, 1800.0),
-])
+@pytest.mark.parametrize(
+    "attempt, rand, expected",
+    [
+        (0, 0.0, 45.0),
+        (0, 1.0, 75.0),
+        (1, 0.0, 90.0),
+        (1, 0.25, 105.0),
+        (2, 1.0, 300.0),
+        (4, 1.0, 1200.0),
+        (5, 0.0, 1350.0),
+        (5, 1.0, 1800.0),
+    ],
+)
 def test_backoff_jitter_spreads_a_quarter_either_way_within_the_cap(attempt, rand, expected):
     assert compute_backoff(attempt, base=60, cap=1800, rand=rand) == pytest.approx(expected)
 
@@ -209,7 +222,9 @@ def test_an_unreachable_redis_is_a_retryable_error():
 def test_build_busy_signal_follows_the_setting(settings, sqlite_engine, redis_client):
     client, prefix = redis_client
     assert isinstance(build_busy_signal(settings, sqlite_engine), SqlBusySignal)
-    redis_settings = settings.model_copy(update={"busy_backend": "redis", "busy_key_prefix": prefix, "redis_url": REDIS_URL})
+    redis_settings = settings.model_copy(
+        update={"busy_backend": "redis", "busy_key_prefix": prefix, "redis_url": REDIS_URL}
+    )
     signal = build_busy_signal(redis_settings, sqlite_engine)
     assert isinstance(signal, RedisBusySignal)
     assert signal.prefix == prefix and signal.window == settings.busy_window_seconds

@@ -15,13 +15,23 @@ import subprocess
 import sys
 from collections import Counter
 
-from dreamer.ingest.store import record_messages
-from dreamer.scripted import Reply
-from dreamkit import extraction_script
 from celerykit import (  # noqa: F401  (fixtures)
-    MARKER, all_done, broker, celery_setup, events, memories, requests_per_session, server, session_with, store,
+    MARKER,
+    all_done,
+    broker,
+    celery_setup,
+    events,
+    memories,
+    requests_per_session,
+    server,
+    session_with,
+    store,
     wait_for,
 )
+from dreamkit import extraction_script
+
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import Reply
 
 
 def test_two_workers_dream_every_session_exactly_once(celery_setup, store, server):
@@ -38,12 +48,17 @@ def test_two_workers_dream_every_session_exactly_once(celery_setup, store, serve
     for _ in range(2):  # the same due sessions, fanned out twice
         app.send_task("dreamer.dream_pass", kwargs={"trigger": "test"}, queue=queue)
     wait_for(lambda: all_done(store), 90, "every session dreamed", workers)
-    wait_for(lambda: sum(workers.log(w).count("dreamer.dream_session[") for w in ("w1", "w2")) >= 4 * len(names),
-             60, "every fanned-out task to finish", workers)
+    wait_for(
+        lambda: sum(workers.log(w).count("dreamer.dream_session[") for w in ("w1", "w2")) >= 4 * len(names),
+        60,
+        "every fanned-out task to finish",
+        workers,
+    )
 
     assert requests_per_session(server) == Counter({name: 1 for name in names})
     assert sorted(m.text for m in memories(store)) == sorted(
-        ["The user prefers dark mode in every editor."] + [f"The user prefers colour number {i}." for i in range(2, 8)])
+        ["The user prefers dark mode in every editor."] + [f"The user prefers colour number {i}." for i in range(2, 8)]
+    )
     assert events(store) == Counter({"add": 7, "merge": 1})
     for w in ("w1", "w2"):
         assert "dreamer.dream_session[" in workers.log(w) and "succeeded" in workers.log(w)
@@ -87,23 +102,34 @@ def test_a_task_whose_worker_dies_is_redelivered_and_still_counted_once(celery_s
 def test_a_worker_started_with_a_bad_setting_says_which_in_one_line_and_exits_1(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
     env["DREAMER_LEASE_SECONDS"] = "0"
-    done = subprocess.run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "unused"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: DREAMER_LEASE_SECONDS: Input should be greater than 0\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "unused"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "",
+        "error: DREAMER_LEASE_SECONDS: Input should be greater than 0\n",
+    )
 
 
 def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless_a_reprocess_asked(tmp_path, caplog):
     """The tasks applied in this process (Celery retries an applied task at once, so every retry
     finds the agent still busy); no broker is needed for that. Another app was built in the
     process first, as the daemon's Celery executor builds one: each app runs its own tasks."""
-    from dreamer import db
-    from dreamer.busy import SqlBusySignal
-    from dreamer.config import Settings
-    from dreamer.models import Cursor
+    from dreamer.core.models import Cursor
+    from dreamer.core.settings import Settings
+    from dreamer.store import db
+    from dreamer.store.busy import SqlBusySignal
     from workers.celery_app import make_app
 
-    settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none", llm_base_url="",
-                        task_max_retries=2, min_rounds=0)
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path / "data", embedder="none", llm_base_url="", task_max_retries=2, min_rounds=0
+    )
     engine = db.make_engine(settings.resolved_database_url())
     db.upgrade(engine)
     sid = record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice").session_id
@@ -114,9 +140,16 @@ def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless
     caplog.set_level(logging.INFO, logger="workers.celery_app")
     try:
         waited = app.tasks["dreamer.dream_session"].apply(args=[sid]).get()
-        retries = [(m.group(1), float(m.group(2))) for r in caplog.records
-                   if (m := re.fullmatch(r"dreamer\.dream_session: .*; retry (\d) in ([0-9.]+) s", r.getMessage()))]
-        asked = app.tasks["dreamer.dream_session"].apply(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True}).get()
+        retries = [
+            (m.group(1), float(m.group(2)))
+            for r in caplog.records
+            if (m := re.fullmatch(r"dreamer\.dream_session: .*; retry (\d) in ([0-9.]+) s", r.getMessage()))
+        ]
+        asked = (
+            app.tasks["dreamer.dream_session"]
+            .apply(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True})
+            .get()
+        )
         fanned = app.tasks["dreamer.dream_pass"].apply().get()
     finally:
         app.dreamer_runtime.close()
@@ -135,15 +168,15 @@ def test_a_redelivered_reprocess_task_does_not_rewind_the_cursors_again(tmp_path
     is the same task id again."""
     from sqlmodel import select
 
-    from dreamer import db
-    from dreamer.config import Settings
-    from dreamer.models import DreamRun, Lease
+    from dreamer.core.models import DreamRun, Lease
+    from dreamer.core.settings import Settings
+    from dreamer.store import db
     from workers.celery_app import make_app
 
     settings = Settings(_env_file=None, data_dir=tmp_path / "data", embedder="none", llm_base_url="")
     engine = db.make_engine(settings.resolved_database_url())
     db.upgrade(engine)
-    sid = record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice").session_id
+    record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice")
     app = make_app(settings)
     app.conf.task_always_eager = True
 

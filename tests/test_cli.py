@@ -5,20 +5,32 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from clikit import assert_one_error_line, run, write_chat
 
 
 def test_ingest_dream_and_json_listings(tmp_path):
     chat = tmp_path / "c1.jsonl"
-    write_chat(chat, ("user", "I prefer short answers."), ("assistant", "ok"), ("user", "My name is Ada."),
-               ("assistant", "hi"), ("user", "thanks"), ("assistant", "np"), ("user", "bye"), ("assistant", "bye"))
+    write_chat(
+        chat,
+        ("user", "I prefer short answers."),
+        ("assistant", "ok"),
+        ("user", "My name is Ada."),
+        ("assistant", "hi"),
+        ("user", "thanks"),
+        ("assistant", "np"),
+        ("user", "bye"),
+        ("assistant", "bye"),
+    )
     ing = run(tmp_path, "ingest", str(chat), "--user", "ada", "--json")
     assert ing.returncode == 0, ing.stderr
-    assert json.loads(ing.stdout) == [{"path": str(chat), "format": "openai", "sessions": 1, "added": 8, "skipped": 0, "rejections": []}]
+    assert json.loads(ing.stdout) == [
+        {"path": str(chat), "format": "openai", "sessions": 1, "added": 8, "skipped": 0, "rejections": []}
+    ]
 
     sessions = json.loads(run(tmp_path, "sessions", "ls", "--json").stdout)
-    assert [(s["external_id"], s["user_id"], s["messages"], s["processed_seq"]) for s in sessions] == [("c1", "ada", 8, 0)]
+    assert [(s["external_id"], s["user_id"], s["messages"], s["processed_seq"]) for s in sessions] == [
+        ("c1", "ada", 8, 0)
+    ]
 
     first = run(tmp_path, "dream", "--json")
     assert first.returncode == 0, first.stderr
@@ -49,7 +61,9 @@ def test_forget_removes_from_listing_and_markdown(tmp_path):
     forgot = run(tmp_path, "memories", "forget", m["id"], "--reason", "wrong")
     assert forgot.returncode == 0, forgot.stderr
     assert json.loads(run(tmp_path, "memories", "ls", "--json").stdout) == []
-    assert [x["status"] for x in json.loads(run(tmp_path, "memories", "ls", "--status", "all", "--json").stdout)] == ["forgotten"]
+    assert [x["status"] for x in json.loads(run(tmp_path, "memories", "ls", "--status", "all", "--json").stdout)] == [
+        "forgotten"
+    ]
     assert all(m["id"] not in p.read_text() for p in (tmp_path / "data" / "workspace").rglob("*.md"))
 
 
@@ -64,13 +78,16 @@ def test_ingest_reports_rejected_lines_and_exits_non_zero(tmp_path):
     assert [s["messages"] for s in sessions] == [1]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["ingest", "/no/such/file.jsonl", "--user", "u"], "/no/such/file.jsonl"),
-    (["ingest", "x.jsonl", "--format", "yaml", "--user", "u"], "unknown format"),
-    (["sessions", "show", "999"], "no session 999"),
-    (["memories", "show", "nope"], "no memory nope"),
-    (["runs", "show", "42"], "no run 42"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["ingest", "/no/such/file.jsonl", "--user", "u"], "/no/such/file.jsonl"),
+        (["ingest", "x.jsonl", "--format", "yaml", "--user", "u"], "unknown format"),
+        (["sessions", "show", "999"], "no session 999"),
+        (["memories", "show", "nope"], "no memory nope"),
+        (["runs", "show", "42"], "no run 42"),
+    ],
+)
 def test_expected_failures_are_one_line(tmp_path, args, needle):
     run(tmp_path, "init")
     proc = run(tmp_path, *args)

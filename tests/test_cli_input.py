@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from clikit import assert_one_error_line, run, write_chat
 from typer.testing import CliRunner
 
-from clikit import assert_one_error_line, run, write_chat
-from dreamer.cli import app
-from dreamer.cli import cabinet, online, ops, records  # noqa: F401  (register commands)
+from dreamer.cli import app, cabinet, online, ops, records  # noqa: F401  (register commands)
 
 HUGE = "99999999999999999999999"
 
@@ -20,11 +19,17 @@ def store(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"DREAMER_RECALL_K": "abc"}, "error: DREAMER_RECALL_K: Input should be a valid integer, unable to parse string as an integer"),
-    ({"DREAMER_RECALL_K": "0"}, "error: DREAMER_RECALL_K: Input should be greater than or equal to 1"),
-    ({"DREAMER_RECALL_SEARCH": "foo"}, "error: DREAMER_RECALL_SEARCH: Input should be 'hybrid', 'dense' or 'text'"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"DREAMER_RECALL_K": "abc"},
+            "error: DREAMER_RECALL_K: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        ({"DREAMER_RECALL_K": "0"}, "error: DREAMER_RECALL_K: Input should be greater than or equal to 1"),
+        ({"DREAMER_RECALL_SEARCH": "foo"}, "error: DREAMER_RECALL_SEARCH: Input should be 'hybrid', 'dense' or 'text'"),
+    ],
+)
 def test_a_bad_setting_is_one_line(tmp_path, env, message):
     proc = run(tmp_path, "status", env=env)
     assert_one_error_line(proc)
@@ -49,16 +54,30 @@ def test_a_database_file_that_is_not_a_database(tmp_path):
     (tmp_path / "data" / "dreamer.db").write_text("hello, not a database\n" * 100)
     proc = run(tmp_path, "status")
     assert_one_error_line(proc)
-    assert proc.stderr.strip() == f"error: cannot reach database sqlite:///{tmp_path / 'data' / 'dreamer.db'}: file is not a database"
+    assert (
+        proc.stderr.strip()
+        == f"error: cannot reach database sqlite:///{tmp_path / 'data' / 'dreamer.db'}: file is not a database"
+    )
 
 
-@pytest.mark.parametrize("args", [
-    ("sessions", "show", HUGE), ("runs", "show", HUGE), ("dream", "--session", HUGE), ("flush", "--session", HUGE),
-    ("reprocess", "--session", HUGE, "--dry-run"), ("memories", "ls", "--limit", HUGE), ("sessions", "ls", "--limit", "-1"),
-    ("checkpoints", "ls", "--limit", "0"), ("recall", "x", "--user", "u", "--k", HUGE), ("serve", "--port", "99999"),
-    ("memories", "ls", "--status", "foo"), ("memories", "ls", "--kind", "foo"),
-    ("memories", "forget", "abc", "--reason", " "),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("sessions", "show", HUGE),
+        ("runs", "show", HUGE),
+        ("dream", "--session", HUGE),
+        ("flush", "--session", HUGE),
+        ("reprocess", "--session", HUGE, "--dry-run"),
+        ("memories", "ls", "--limit", HUGE),
+        ("sessions", "ls", "--limit", "-1"),
+        ("checkpoints", "ls", "--limit", "0"),
+        ("recall", "x", "--user", "u", "--k", HUGE),
+        ("serve", "--port", "99999"),
+        ("memories", "ls", "--status", "foo"),
+        ("memories", "ls", "--kind", "foo"),
+        ("memories", "forget", "abc", "--reason", " "),
+    ],
+)
 def test_out_of_range_or_unknown_values_are_usage_errors(store, args):
     result = invoke(store, *args)
     assert result.exit_code == 2, result.output
@@ -72,10 +91,13 @@ def invoke(store, *args):
     return CliRunner().invoke(app, ["--data-dir", str(store / "data"), *args])
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("dream", "--session", "9999"), "error: no session 9999"),
-    (("dream", "--user", "nosuch"), "error: no sessions of user nosuch"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("dream", "--session", "9999"), "error: no session 9999"),
+        (("dream", "--user", "nosuch"), "error: no sessions of user nosuch"),
+    ],
+)
 def test_a_pass_over_sessions_that_are_not_there(store, args, message):
     proc = run(store, *args)
     assert_one_error_line(proc)
@@ -114,9 +136,9 @@ def test_reading_a_store_never_made_creates_nothing(tmp_path):
 
 
 def test_a_prefix_of_several_memory_ids_is_not_one_memory(store):
-    from dreamer import db
-    from dreamer.db import session_scope
-    from dreamer.models import Memory
+    from dreamer.core.models import Memory
+    from dreamer.store import db
+    from dreamer.store.db import session_scope
 
     engine = db.make_engine(f"sqlite:///{store / 'data' / 'dreamer.db'}")
     with session_scope(engine) as s:
@@ -135,9 +157,9 @@ def test_a_prefix_of_several_memory_ids_is_not_one_memory(store):
 
 def stored_memory(store, mid: str = "c0bce0000001", text: str = "The user likes green tea."):
     """One memory written straight into the store; its id."""
-    from dreamer import db
-    from dreamer.db import session_scope
-    from dreamer.models import Memory
+    from dreamer.core.models import Memory
+    from dreamer.store import db
+    from dreamer.store.db import session_scope
 
     engine = db.make_engine(f"sqlite:///{store / 'data' / 'dreamer.db'}")
     with session_scope(engine) as s:
@@ -174,8 +196,10 @@ def test_a_forget_the_index_cannot_take_is_not_made(store):
     broken_index(store)
     proc = run(store, "memories", "forget", mid, "--reason", "asked to")
     assert_one_error_line(proc)
-    assert proc.stderr.strip() == (f"error: the index folder {store / 'data' / 'index'} is a file: move it away "
-                                   "(`dreamer reindex` rebuilds the index)")
+    assert proc.stderr.strip() == (
+        f"error: the index folder {store / 'data' / 'index'} is a file: move it away "
+        "(`dreamer reindex` rebuilds the index)"
+    )
     assert status_of(store, mid) == "candidate"
 
 
@@ -225,14 +249,21 @@ def test_a_read_only_database_is_one_line_and_keeps_what_it_had(store):
     assert json.loads(run(store, "sessions", "ls", "--json").stdout) == []
 
 
-@pytest.mark.parametrize("args", [("memories", "ls", "--user", "\udcff"), ("recall", "tea\udcff", "--user", "u"),
-                                  ("memories", "forget", "c0bce0000001", "--reason", "\udcff")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("memories", "ls", "--user", "\udcff"),
+        ("recall", "tea\udcff", "--user", "u"),
+        ("memories", "forget", "c0bce0000001", "--reason", "\udcff"),
+    ],
+)
 def test_an_argument_that_is_not_utf8_is_one_line(store, args):
     mid = stored_memory(store)
     proc = run(store, *args)
     assert_one_error_line(proc)
-    assert proc.stderr.strip() == ("error: '\\udcff' is not UTF-8 text, which dreamer can neither store nor show: "
-                                   "give names and text in UTF-8")
+    assert proc.stderr.strip() == (
+        "error: '\\udcff' is not UTF-8 text, which dreamer can neither store nor show: give names and text in UTF-8"
+    )
     assert status_of(store, mid) == "candidate"
 
 
@@ -244,17 +275,24 @@ def test_a_database_of_a_newer_schema_is_named_as_such(store):
     for command in (("init",), ("sessions", "ls")):
         proc = run(store, *command)
         assert_one_error_line(proc)
-        assert proc.stderr.strip() == (f"error: database sqlite:///{store / 'data' / 'dreamer.db'} is at schema 9999, "
-                                       "which this version of dreamer does not know (a newer one made it): run that "
-                                       "version, or upgrade dreamer")
+        assert proc.stderr.strip() == (
+            f"error: database sqlite:///{store / 'data' / 'dreamer.db'} is at schema 9999, "
+            "which this version of dreamer does not know (a newer one made it): run that "
+            "version, or upgrade dreamer"
+        )
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("reprocess", "--session", "9999", "--yes"), "error: no session 9999"),
-    (("reprocess", "--user", "nosuch", "--yes"), "error: no sessions of user nosuch"),
-    (("reprocess", "--since", "9999-12-31T23:59:59-01:00", "--dry-run"),
-     "error: --since wants an ISO date such as 2024-05-01, got '9999-12-31T23:59:59-01:00'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("reprocess", "--session", "9999", "--yes"), "error: no session 9999"),
+        (("reprocess", "--user", "nosuch", "--yes"), "error: no sessions of user nosuch"),
+        (
+            ("reprocess", "--since", "9999-12-31T23:59:59-01:00", "--dry-run"),
+            "error: --since wants an ISO date such as 2024-05-01, got '9999-12-31T23:59:59-01:00'",
+        ),
+    ],
+)
 def test_a_reprocess_of_nothing_that_exists(store, args, message):
     proc = run(store, *args)
     assert_one_error_line(proc)
@@ -264,7 +302,9 @@ def test_a_reprocess_of_nothing_that_exists(store, args, message):
 def test_a_broker_out_of_reach_is_one_line(store):
     write_chat(store / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
     assert run(store, "ingest", "--user", "bob", str(store / "a.jsonl")).returncode == 0
-    proc = run(store, "reprocess", "--all", "--via", "celery", "--yes", env={"DREAMER_BROKER_URL": "redis://127.0.0.1:1/0"})
+    proc = run(
+        store, "reprocess", "--all", "--via", "celery", "--yes", env={"DREAMER_BROKER_URL": "redis://127.0.0.1:1/0"}
+    )
     assert_one_error_line(proc)
     assert proc.stderr.startswith("error: cannot reach the broker redis://127.0.0.1:1/0: ")
 
@@ -279,7 +319,10 @@ def test_a_pass_whose_model_fails_exits_non_zero(store):
 
     for proc in (dream, again):  # the pass logs its warning for the session, then the command says it failed
         assert (proc.returncode, "Traceback" in proc.stderr) == (1, False)
-    assert dream.stderr.splitlines()[-1] == "error: the pass failed on 1 session(s): see `dreamer checkpoints ls --status failed`"
+    assert (
+        dream.stderr.splitlines()[-1]
+        == "error: the pass failed on 1 session(s): see `dreamer checkpoints ls --status failed`"
+    )
     assert again.stderr.splitlines()[-1] == "error: 1 session(s) failed: see `dreamer checkpoints ls --status failed`"
     assert "1 failed" in again.stdout
 
@@ -287,16 +330,25 @@ def test_a_pass_whose_model_fails_exits_non_zero(store):
 def test_files_imported_together_are_all_stored_or_none(tmp_path):
     """The second file cannot be imported as asked (no user for a chat): the first, a LoCoMo
     file that names its own users, is not stored either."""
-    conversation = {"sample_id": "conv-1", "conversation": {
-        "speaker_a": "Caroline", "speaker_b": "Melanie", "session_1_date_time": "8:56 pm on 20 July, 2023",
-        "session_1": [{"speaker": "Caroline", "dia_id": "D1:1", "text": "Back from the lake!"}]}}
+    conversation = {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "8:56 pm on 20 July, 2023",
+            "session_1": [{"speaker": "Caroline", "dia_id": "D1:1", "text": "Back from the lake!"}],
+        },
+    }
     (tmp_path / "loco.json").write_text(json.dumps([conversation]))
     write_chat(tmp_path / "chat.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))
 
     proc = run(tmp_path, "ingest", str(tmp_path / "loco.json"), str(tmp_path / "chat.jsonl"))
 
     assert_one_error_line(proc)
-    assert proc.stderr.strip() == f"error: {tmp_path / 'chat.jsonl'}: no user id given and the openai format does not carry one"
+    assert (
+        proc.stderr.strip()
+        == f"error: {tmp_path / 'chat.jsonl'}: no user id given and the openai format does not carry one"
+    )
     assert not (tmp_path / "data").exists()
     assert run(tmp_path, "ingest", str(tmp_path / "loco.json")).returncode == 0
 
@@ -316,12 +368,17 @@ def test_a_data_dir_in_a_symbolic_link_loop_is_one_line(tmp_path):
     for command in ("status", "init"):
         proc = run(tmp_path, "--data-dir", str(tmp_path / "loop1"), command)
         assert_one_error_line(proc)
-        assert proc.stderr.strip() == (f"error: DREAMER_DATA_DIR: Value error, cannot be followed to a folder: "
-                                       f"{tmp_path / 'loop1'} is in a loop of symbolic links")
+        assert proc.stderr.strip() == (
+            f"error: DREAMER_DATA_DIR: Value error, cannot be followed to a folder: "
+            f"{tmp_path / 'loop1'} is in a loop of symbolic links"
+        )
 
 
 def test_text_the_output_cannot_show_names_the_encoding(store):
     mid = stored_memory(store, text="The user likes café au lait.")
     proc = run(store, "memories", "show", mid, env={"PYTHONIOENCODING": "ascii"})
     assert_one_error_line(proc)
-    assert proc.stderr.strip() == "error: '\\xe9' cannot be shown in the output's encoding (ascii): set PYTHONIOENCODING=utf-8"
+    assert (
+        proc.stderr.strip()
+        == "error: '\\xe9' cannot be shown in the output's encoding (ascii): set PYTHONIOENCODING=utf-8"
+    )

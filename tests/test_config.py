@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.config import Settings, load_settings
-from dreamer.errors import ConfigError
+from dreamer.core.errors import ConfigError
+from dreamer.core.settings import Settings, load_settings
 
 
 def test_load_settings_takes_the_environment_and_overrides(monkeypatch, tmp_path):
@@ -14,22 +14,39 @@ def test_load_settings_takes_the_environment_and_overrides(monkeypatch, tmp_path
     assert (st.recall_k, st.data_dir) == (7, tmp_path)
 
 
-@pytest.mark.parametrize(("variable", "value", "message"), [
-    ("DREAMER_RECALL_K", "abc", "DREAMER_RECALL_K: Input should be a valid integer, unable to parse string as an integer"),
-    ("DREAMER_RECALL_K", "0", "DREAMER_RECALL_K: Input should be greater than or equal to 1"),
-    ("DREAMER_CONTEXT_BUDGET", "-1", "DREAMER_CONTEXT_BUDGET: Input should be greater than or equal to 0"),
-    ("DREAMER_EMBEDDER", "foo", "DREAMER_EMBEDDER: Input should be 'auto', 'local', 'openai' or 'none'"),
-    ("DREAMER_LEASE_SECONDS", "0", "DREAMER_LEASE_SECONDS: Input should be greater than 0"),
-    ("DREAMER_DATA_DIR", "", "DREAMER_DATA_DIR: Value error, must name a folder (empty would put the store in the working directory)"),
-    ("DREAMER_MAX_AGE_DAYS", "1000000", "DREAMER_MAX_AGE_DAYS: Input should be less than or equal to 36600"),
-    ("DREAMER_CHUNK_TOKENS", "0", "DREAMER_CHUNK_TOKENS: Input should be greater than or equal to 1"),
-    ("DREAMER_DENSE_WEIGHT", "inf", "DREAMER_DENSE_WEIGHT: Input should be a finite number"),
-    ("DREAMER_DATE_WEIGHT", "nan", "DREAMER_DATE_WEIGHT: Input should be a finite number"),
-    ("DREAMER_REDIS_URL", "127.0.0.1:6379",
-     "DREAMER_REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
-    ("DREAMER_TIMEZONE", "Mars/Base",
-     "DREAMER_TIMEZONE: Value error, unknown time zone 'Mars/Base' (an IANA name such as UTC or Europe/Oslo)"),
-])
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "DREAMER_RECALL_K",
+            "abc",
+            "DREAMER_RECALL_K: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        ("DREAMER_RECALL_K", "0", "DREAMER_RECALL_K: Input should be greater than or equal to 1"),
+        ("DREAMER_CONTEXT_BUDGET", "-1", "DREAMER_CONTEXT_BUDGET: Input should be greater than or equal to 0"),
+        ("DREAMER_EMBEDDER", "foo", "DREAMER_EMBEDDER: Input should be 'auto', 'local', 'openai' or 'none'"),
+        ("DREAMER_LEASE_SECONDS", "0", "DREAMER_LEASE_SECONDS: Input should be greater than 0"),
+        (
+            "DREAMER_DATA_DIR",
+            "",
+            "DREAMER_DATA_DIR: Value error, must name a folder (empty would put the store in the working directory)",
+        ),
+        ("DREAMER_MAX_AGE_DAYS", "1000000", "DREAMER_MAX_AGE_DAYS: Input should be less than or equal to 36600"),
+        ("DREAMER_CHUNK_TOKENS", "0", "DREAMER_CHUNK_TOKENS: Input should be greater than or equal to 1"),
+        ("DREAMER_DENSE_WEIGHT", "inf", "DREAMER_DENSE_WEIGHT: Input should be a finite number"),
+        ("DREAMER_DATE_WEIGHT", "nan", "DREAMER_DATE_WEIGHT: Input should be a finite number"),
+        (
+            "DREAMER_REDIS_URL",
+            "127.0.0.1:6379",
+            "DREAMER_REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL",
+        ),
+        (
+            "DREAMER_TIMEZONE",
+            "Mars/Base",
+            "DREAMER_TIMEZONE: Value error, unknown time zone 'Mars/Base' (an IANA name such as UTC or Europe/Oslo)",
+        ),
+    ],
+)
 def test_a_bad_value_names_its_variable(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError) as caught:
@@ -37,15 +54,22 @@ def test_a_bad_value_names_its_variable(monkeypatch, variable, value, message):
     assert str(caught.value) == message
 
 
-@pytest.mark.parametrize(("dup", "low", "message"), [
-    ("-1", "-2", "DREAMER_DUP_THRESHOLD: Input should be greater than or equal to 0; "
-                 "DREAMER_AMBIGUOUS_LOW: Input should be greater than or equal to 0"),
-    ("1.5", "0.5", "DREAMER_DUP_THRESHOLD: Input should be less than or equal to 1"),
-    ("0.9", "2", "DREAMER_AMBIGUOUS_LOW: Input should be less than or equal to 1"),
-    ("nan", "0.5", "DREAMER_DUP_THRESHOLD: Input should be a finite number"),
-    ("0.6", "0.8", "DREAMER_AMBIGUOUS_LOW: Value error, must be at most DREAMER_DUP_THRESHOLD (0.6), got 0.8"),
-    ("x", "0.95", "DREAMER_DUP_THRESHOLD: Input should be a valid number, unable to parse string as a number"),
-])
+@pytest.mark.parametrize(
+    ("dup", "low", "message"),
+    [
+        (
+            "-1",
+            "-2",
+            "DREAMER_DUP_THRESHOLD: Input should be greater than or equal to 0; "
+            "DREAMER_AMBIGUOUS_LOW: Input should be greater than or equal to 0",
+        ),
+        ("1.5", "0.5", "DREAMER_DUP_THRESHOLD: Input should be less than or equal to 1"),
+        ("0.9", "2", "DREAMER_AMBIGUOUS_LOW: Input should be less than or equal to 1"),
+        ("nan", "0.5", "DREAMER_DUP_THRESHOLD: Input should be a finite number"),
+        ("0.6", "0.8", "DREAMER_AMBIGUOUS_LOW: Value error, must be at most DREAMER_DUP_THRESHOLD (0.6), got 0.8"),
+        ("x", "0.95", "DREAMER_DUP_THRESHOLD: Input should be a valid number, unable to parse string as a number"),
+    ],
+)
 def test_similarity_thresholds_lie_in_0_1_with_the_ambiguous_band_below_the_merge(monkeypatch, dup, low, message):
     monkeypatch.setenv("DREAMER_DUP_THRESHOLD", dup)
     monkeypatch.setenv("DREAMER_AMBIGUOUS_LOW", low)
@@ -67,16 +91,19 @@ def test_the_ambiguous_band_may_be_empty_but_not_inverted(monkeypatch):
 HUGE = "99999999999999999999999"
 
 
-@pytest.mark.parametrize(("variable", "largest"), [
-    ("DREAMER_RECALL_CANDIDATES", 10_000),
-    ("DREAMER_CANDIDATE_MULTIPLIER", 1000),
-    ("DREAMER_MAX_SESSIONS_PER_PASS", 10**15),
-    ("DREAMER_NEIGHBOURS", 1000),
-    ("DREAMER_CONTEXT_RADIUS", 1000),
-    ("DREAMER_SOFT_THRESHOLD", 10**15),
-    ("DREAMER_FLUSH_WORKERS", 1024),
-    ("DREAMER_DATE_SLACK_DAYS", 36600),
-])
+@pytest.mark.parametrize(
+    ("variable", "largest"),
+    [
+        ("DREAMER_RECALL_CANDIDATES", 10_000),
+        ("DREAMER_CANDIDATE_MULTIPLIER", 1000),
+        ("DREAMER_MAX_SESSIONS_PER_PASS", 10**15),
+        ("DREAMER_NEIGHBOURS", 1000),
+        ("DREAMER_CONTEXT_RADIUS", 1000),
+        ("DREAMER_SOFT_THRESHOLD", 10**15),
+        ("DREAMER_FLUSH_WORKERS", 1024),
+        ("DREAMER_DATE_SLACK_DAYS", 36600),
+    ],
+)
 def test_a_huge_count_is_refused_and_the_largest_taken(monkeypatch, variable, largest):
     monkeypatch.setenv(variable, HUGE)
     with pytest.raises(ConfigError) as caught:

@@ -1,9 +1,20 @@
 import pytest
 from pydantic import ValidationError
 
-from dreamer.consolidate import (
-    JUDGE_SYSTEM, Decision, JudgeRequest, Judgements, Neighbour, Thresholds, content_hash, decide, merge_evidence,
-    promoted_status, resolve, token_similarity, verdicts_by_pair,
+from dreamer.core.consolidate import (
+    JUDGE_SYSTEM,
+    Decision,
+    Judgements,
+    JudgeRequest,
+    Neighbour,
+    Thresholds,
+    content_hash,
+    decide,
+    merge_evidence,
+    promoted_status,
+    resolve,
+    token_similarity,
+    verdicts_by_pair,
 )
 
 T = Thresholds(dup=0.90, ambiguous_low=0.75)

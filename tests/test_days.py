@@ -1,18 +1,20 @@
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from dreamer.days import day_words, local_day, zone
+from dreamer.core.days import day_words, local_day, zone
 
 
 def test_zones_by_name():
-    assert zone("UTC") is timezone.utc
-    assert zone("utc") is timezone.utc
+    assert zone("UTC") is UTC
+    assert zone("utc") is UTC
     assert str(zone("Europe/Oslo")) == "Europe/Oslo"
     assert str(zone(" Europe/Oslo\n")) == "Europe/Oslo"
 
 
-@pytest.mark.parametrize("name", ["Mars/Base", "", "../etc/passwd", "America", "Europe/", "localtime", "/etc/localtime"])
+@pytest.mark.parametrize(
+    "name", ["Mars/Base", "", "../etc/passwd", "America", "Europe/", "localtime", "/etc/localtime"]
+)
 def test_an_unknown_zone_is_refused(name):
     with pytest.raises(ValueError, match=r"unknown time zone .* \(an IANA name such as UTC or Europe/Oslo\)"):
         zone(name)
@@ -20,11 +22,11 @@ def test_an_unknown_zone_is_refused(name):
 
 def test_the_day_a_time_falls_on():
     late_evening = datetime(2023, 5, 9, 2, 30)  # naive, as the store keeps it: UTC
-    assert local_day(late_evening, timezone.utc) == date(2023, 5, 9)
+    assert local_day(late_evening, UTC) == date(2023, 5, 9)
     assert local_day(late_evening, zone("America/Los_Angeles")) == date(2023, 5, 8)
     assert local_day(late_evening, zone("Asia/Tokyo")) == date(2023, 5, 9)
     aware = datetime(2023, 5, 8, 23, 30, tzinfo=timezone(timedelta(hours=-2)))  # 01:30 UTC the next day
-    assert local_day(aware, timezone.utc) == date(2023, 5, 9)
+    assert local_day(aware, UTC) == date(2023, 5, 9)
     assert local_day(aware, zone("Europe/Oslo")) == date(2023, 5, 9)
 
 

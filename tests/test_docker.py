@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dreamer.cli import app as dreamer_app
-from dreamer.config import Settings
+from dreamer.core.settings import Settings
 
 DOCKER = Path(__file__).resolve().parent.parent / "docker"
 SERVICES = {"postgres", "redis", "qdrant", "migrate", "api", "worker", "scheduler", "beat"}
@@ -30,11 +30,15 @@ def dreamer_cli() -> None:
 
 
 def dreamer_services(compose: dict) -> dict[str, dict]:
-    return {name: svc for name, svc in compose["services"].items() if "build" in svc or str(svc.get("image", "")).startswith("dreamer")}
+    return {
+        name: svc
+        for name, svc in compose["services"].items()
+        if "build" in svc or str(svc.get("image", "")).startswith("dreamer")
+    }
 
 
 def is_setting(name: str) -> bool:
-    return name.startswith("DREAMER_") and name[len("DREAMER_"):].lower() in Settings.model_fields
+    return name.startswith("DREAMER_") and name[len("DREAMER_") :].lower() in Settings.model_fields
 
 
 def check_dreamer_command(args: list[str]) -> None:
@@ -89,8 +93,9 @@ def test_every_dreamer_service_is_configured_only_through_settings(compose):
         env = svc["environment"]
         assert env["DREAMER_DATABASE_URL"].startswith("postgresql+psycopg://"), name
         assert env["DREAMER_DATA_DIR"] == "/data" and "dreamer-data:/data" in svc["volumes"], name
-        parsed = Settings(_env_file=None, **{k[len("DREAMER_"):].lower(): v for k, v in env.items()
-                                             if "${" not in str(v)})
+        parsed = Settings(
+            _env_file=None, **{k[len("DREAMER_") :].lower(): v for k, v in env.items() if "${" not in str(v)}
+        )
         assert parsed.busy_backend == "redis" and parsed.scheduler_executor == "celery"
 
 

@@ -1,15 +1,17 @@
 from datetime import timedelta
 
-from dreamer.due import DueRules, due_sessions, is_due, session_groups
-from dreamer.db import session_scope
-from dreamer.models import Cursor, Session, utcnow
+from dreamer.core.models import Cursor, Session, utcnow
+from dreamer.engine.due import DueRules, due_sessions, is_due, session_groups
+from dreamer.store.db import session_scope
 
 RULES = DueRules(min_rounds=4, quiet=timedelta(minutes=10), max_age=timedelta(days=30), limit=10)
 
 
 def test_is_due_policy():
     now = utcnow()
-    ok = dict(last_seq=10, processed_seq=5, status="ok", rounds=4, updated_at=now - timedelta(hours=1), now=now, rules=RULES)
+    ok = dict(
+        last_seq=10, processed_seq=5, status="ok", rounds=4, updated_at=now - timedelta(hours=1), now=now, rules=RULES
+    )
     assert is_due(**ok)
     assert not is_due(**{**ok, "processed_seq": 10})
     assert not is_due(**{**ok, "status": "quarantined"})
@@ -22,7 +24,15 @@ def test_is_due_policy():
 
 
 def _add(s, ext, *, last_seq, processed, status="ok", rounds=5, age=timedelta(hours=1), now):
-    sess = Session(external_id=ext, source="t", user_id="u", last_seq=last_seq, rounds=rounds, updated_at=now - age, created_at=now - age)
+    sess = Session(
+        external_id=ext,
+        source="t",
+        user_id="u",
+        last_seq=last_seq,
+        rounds=rounds,
+        updated_at=now - age,
+        created_at=now - age,
+    )
     s.add(sess)
     s.flush()
     s.add(Cursor(session_id=sess.id, processed_seq=processed, status=status))
@@ -52,8 +62,16 @@ def test_session_groups_are_consecutive_sessions_of_one_owner_and_mode_at_most_s
     def sess(i, user, mode="agent", agent=None):
         return Session(id=i, external_id=str(i), user_id=user, mode=mode, agent_id=agent)
 
-    order = [sess(1, "a"), sess(2, "a"), sess(3, "a"), sess(4, "b"), sess(5, "a"), sess(6, "a", "code"),
-             sess(7, "a", "code"), sess(8, "a", agent="x")]
+    order = [
+        sess(1, "a"),
+        sess(2, "a"),
+        sess(3, "a"),
+        sess(4, "b"),
+        sess(5, "a"),
+        sess(6, "a", "code"),
+        sess(7, "a", "code"),
+        sess(8, "a", agent="x"),
+    ]
     assert [[s.id for s in g] for g in session_groups(order, 2)] == [[1, 2], [3], [4], [5], [6, 7], [8]]
     assert [[s.id for s in g] for g in session_groups(order, 1)] == [[i] for i in range(1, 9)]
     assert session_groups([], 3) == []

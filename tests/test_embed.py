@@ -12,9 +12,10 @@ import numpy as np
 import openai
 import pytest
 
-from dreamer import embed
-from dreamer.config import Settings
-from dreamer.embed import (
+from dreamer.core.errors import ConfigError, LLMError, TransientLLMError
+from dreamer.core.settings import Settings
+from dreamer.embed import embedders as embed
+from dreamer.embed.embedders import (
     CachedEmbedder,
     Embedder,
     MiniLMEmbedder,
@@ -23,11 +24,8 @@ from dreamer.embed import (
     minilm_available,
     set_torch_threads,
 )
-from dreamer.errors import ConfigError, LLMError, TransientLLMError
 
-needs_minilm = pytest.mark.skipif(
-    not minilm_available(), reason="the `local` extra is not installed"
-)
+needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -83,10 +81,7 @@ class EmbeddingsServer:
     def answer(body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         dim = 8 if body["model"] == "fixed-8" else body.get("dimensions", 8)
-        data = [
-            {"object": "embedding", "index": i, "embedding": fake_vector(t, dim)}
-            for i, t in enumerate(texts)
-        ]
+        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)} for i, t in enumerate(texts)]
         data.reverse()  # servers may answer out of order; `index` is authoritative
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         return {"object": "list", "data": data, "model": body["model"], "usage": usage}
@@ -324,12 +319,15 @@ def test_build_openai_prefers_embed_base_url(tmp_path, server):
     assert len(server.requests) == 1
 
 
-@pytest.mark.parametrize(("embed_key", "llm_key", "sent"), [("emb-key", "chat-key", "emb-key"), ("", "chat-key", "chat-key"),
-                                                       ("", "", "none")])
+@pytest.mark.parametrize(
+    ("embed_key", "llm_key", "sent"),
+    [("emb-key", "chat-key", "emb-key"), ("", "chat-key", "chat-key"), ("", "", "none")],
+)
 def test_build_openai_api_key(tmp_path, server, embed_key, llm_key, sent):
     """The embeddings endpoint may be another provider's: its own key, else the LLM's."""
-    settings = make_settings(tmp_path, embedder="openai", embed_base_url=server.url, embed_api_key=embed_key,
-                             llm_api_key=llm_key)
+    settings = make_settings(
+        tmp_path, embedder="openai", embed_base_url=server.url, embed_api_key=embed_key, llm_api_key=llm_key
+    )
     built = build_embedder(settings)
     assert built.inner.client.api_key == sent
     assert len(built.embed(["x"])) == 1

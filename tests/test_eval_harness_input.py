@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import dreamer.cli.measure  # noqa: F401  (registers eval and bench)
 from dreamer.cli import app
 from dreamer.cli.measure import check_json_target, write_json
-from dreamer.errors import ConfigError, IngestError, NotFound
+from dreamer.core.errors import ConfigError, IngestError, NotFound
 from dreamer.eval.harness import conversation_dir
 from dreamer.eval.locomo import load_conversations
 
@@ -27,9 +27,13 @@ def conv(sample_id: str = "c-1", **replace) -> dict:
     item = {
         "sample_id": sample_id,
         "conversation": {
-            "speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I play the cello."},
-                          {"speaker": "Bob", "dia_id": "D1:2", "text": "I bake bread on Sundays."}],
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I play the cello."},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "I bake bread on Sundays."},
+            ],
         },
         "observation": {"session_1_observation": {"Ann": [["Ann plays the cello.", "D1:1"]]}},
         "qa": [{"question": "What does Ann play?", "answer": "cello", "evidence": ["D1:1"], "category": 4}],
@@ -78,8 +82,13 @@ def test_dot_sample_ids_never_touch_the_work_dir_or_its_parent(tmp_path):
     assert (parent / "canary.txt").read_text() == "parent's"
     assert (work / "canary.txt").read_text() == "work's"
     assert sorted(os.listdir(parent)) == ["canary.txt", "work"]
-    assert sorted(os.listdir(work)) == ["a-b-c14cddc033f6", "a-b-c2a7b64a2d25", "canary.txt",
-                                        "x-5ec1f7e700f3", "x-cdb4ee2aea69"]
+    assert sorted(os.listdir(work)) == [
+        "a-b-c14cddc033f6",
+        "a-b-c2a7b64a2d25",
+        "canary.txt",
+        "x-5ec1f7e700f3",
+        "x-cdb4ee2aea69",
+    ]
     assert all((conversation_dir(work, i) / "dreamer.db").is_file() for i in ids)
     result = json.loads(res.stdout)
     assert (result["n_questions"], result["memories"], result["recall_at"]["5"]) == (4, 8, 1.0)
@@ -109,22 +118,32 @@ BAD_FILES = [
     ([{k: v for k, v in conv().items() if k != "sample_id"}], "conversation 1: 'sample_id' must be a non-empty string"),
     ([conv(["c"])], "conversation 1: sample_id must be a string"),
     ([conv(observation=[1])], "conversation 1 (c-1): 'observation' must be an object"),
-    ([conv(observation={"session_1_observation": [1]})],
-     "conversation 1 (c-1): 'observation' session_1_observation must be an object of speakers"),
-    ([conv(observation={"session_1_observation": {"Ann": 3}})],
-     "conversation 1 (c-1): 'observation' session_1_observation Ann: expected a list of observations"),
+    (
+        [conv(observation={"session_1_observation": [1]})],
+        "conversation 1 (c-1): 'observation' session_1_observation must be an object of speakers",
+    ),
+    (
+        [conv(observation={"session_1_observation": {"Ann": 3}})],
+        "conversation 1 (c-1): 'observation' session_1_observation Ann: expected a list of observations",
+    ),
     ([conv(qa={"x": 1})], "conversation 1 (c-1): 'qa' must be a list of questions"),
     ([conv(qa=[1])], "conversation 1 (c-1): qa item 1 must be an object"),
-    ([conv(qa=[{"question": "q", "category": 4, "evidence": 5}])],
-     "conversation 1 (c-1): qa item 1: 'evidence' must be a list of dia_ids"),
-    ([conv(qa=[{"question": 5, "category": 1, "evidence": ["D1:1"]}])],
-     "conversation 1 (c-1): qa item 1: 'question' must be a string"),
+    (
+        [conv(qa=[{"question": "q", "category": 4, "evidence": 5}])],
+        "conversation 1 (c-1): qa item 1: 'evidence' must be a list of dia_ids",
+    ),
+    (
+        [conv(qa=[{"question": 5, "category": 1, "evidence": ["D1:1"]}])],
+        "conversation 1 (c-1): qa item 1: 'question' must be a string",
+    ),
     ([conv("x" * 256)], "conversation 1: sample_id longer than 255 characters"),
     ([with_body(speaker_b="Ann")], "conversation 1 (c-1): 'speaker_a' and 'speaker_b' must be two distinct names"),
     ([conv("c-1"), conv("c-2", observation=[1])], "conversation 2 (c-2): 'observation' must be an object"),
     ([conv("c-1"), conv("c-1")], "sample_id 'c-1' appears twice"),
-    ([conv(qa=[{"question": "q", "category": 5, "evidence": ["D1:1"]}])],
-     "no question to score (category 1-4, evidence naming a turn) in c-1"),
+    (
+        [conv(qa=[{"question": "q", "category": 5, "evidence": ["D1:1"]}])],
+        "no question to score (category 1-4, evidence naming a turn) in c-1",
+    ),
 ]
 
 
@@ -143,7 +162,9 @@ def test_the_entry_point_prints_one_line_and_exits_1(tmp_path):
     path = write(tmp_path / "in.json", "")
     proc = subprocess.run(
         [sys.executable, "-c", "from dreamer.cli import main; main()", "eval", "locomo", path],
-        capture_output=True, text=True, env={**os.environ, **ENV, "DREAMER_DATA_DIR": str(tmp_path / "d")},
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV, "DREAMER_DATA_DIR": str(tmp_path / "d")},
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"error: {path}: the file is empty\n")
 
@@ -244,11 +265,15 @@ def test_a_json_target_behind_a_symlink_is_written_through_it(tmp_path):
     assert json.loads(real.read_text()) == {"n_questions": 3}
 
 
-@pytest.mark.parametrize("replace", [
-    {"qa": [*conv()["qa"], {"question": 5, "category": 5, "evidence": 7}]},  # never scored
-    {"observation": None}, {"observation": {"session_1_observation": {"Ann": None, "Bob": []}}},
-    {"observation": {"session_1_observation": None}},
-])
+@pytest.mark.parametrize(
+    "replace",
+    [
+        {"qa": [*conv()["qa"], {"question": 5, "category": 5, "evidence": 7}]},  # never scored
+        {"observation": None},
+        {"observation": {"session_1_observation": {"Ann": None, "Bob": []}}},
+        {"observation": {"session_1_observation": None}},
+    ],
+)
 def test_absent_or_unscored_parts_are_no_reason_to_refuse(tmp_path, replace):
     [loaded] = load_conversations(Path(write(tmp_path / "in.json", [conv(**replace)])))
     assert (loaded.sample_id, [q.text for q in loaded.questions]) == ("c-1", ["What does Ann play?"])

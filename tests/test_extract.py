@@ -2,13 +2,21 @@ from datetime import date, timedelta
 
 import openai
 
-from dreamer.extract import (
-    Chunk, Line, LLMExtractor, RulesExtractor, chunk_lines, render_body, render_line, render_transcript,
-    rule_matches, worth_a_call,
+from dreamer.core.tokens import count_tokens
+from dreamer.engine.extract import (
+    Chunk,
+    Line,
+    LLMExtractor,
+    RulesExtractor,
+    chunk_lines,
+    render_body,
+    render_line,
+    render_transcript,
+    rule_matches,
+    worth_a_call,
 )
-from dreamer.llm import OpenAILLM
-from dreamer.scripted import Reply, ScriptedServer
-from dreamer.tokens import count_tokens
+from dreamer.llm.client import OpenAILLM
+from dreamer.llm.scripted import Reply, ScriptedServer
 
 
 def lines(*items, start=1):
@@ -16,12 +24,14 @@ def lines(*items, start=1):
 
 
 def test_rules_extract_explicit_user_statements_in_third_person():
-    chunk = Chunk(lines(
-        ("user", "Hi, my name is Dana and I prefer quiet boutique hotels."),
-        ("assistant", "I prefer to be helpful."),
-        ("user", "Please always give prices in euros."),
-        ("user", "What's the weather like?"),
-    ))
+    chunk = Chunk(
+        lines(
+            ("user", "Hi, my name is Dana and I prefer quiet boutique hotels."),
+            ("assistant", "I prefer to be helpful."),
+            ("user", "Please always give prices in euros."),
+            ("user", "What's the weather like?"),
+        )
+    )
     result = RulesExtractor(limit=5).extract(chunk, "agent")
     got = [(c.kind, c.text, c.seqs) for c in result.candidates]
     assert got == [
@@ -79,9 +89,13 @@ def test_render_line():
 
 def test_each_day_heads_its_first_line_once():
     may8, may9 = date(2023, 5, 8), date(2023, 5, 9)
-    lines = [Line(1, "user", "Dana", "I moved.", day=may8), Line(2, "assistant", None, "Where?", day=may8),
-             Line(3, "user", "Dana", "Oslo.", day=may9), Line(4, "user", "Dana", "undated"),
-             Line(5, "user", "Dana", "back", day=may9)]
+    lines = [
+        Line(1, "user", "Dana", "I moved.", day=may8),
+        Line(2, "assistant", None, "Where?", day=may8),
+        Line(3, "user", "Dana", "Oslo.", day=may9),
+        Line(4, "user", "Dana", "undated"),
+        Line(5, "user", "Dana", "back", day=may9),
+    ]
     assert render_transcript(lines) == (
         '<transcript user="Dana">\n# 8 May 2023\n[1] Dana: I moved.\n[2] assistant: Where?\n'
         "# 9 May 2023\n[3] Dana: Oslo.\n[4] Dana: undated\n[5] Dana: back\n</transcript>"
@@ -135,31 +149,49 @@ def _extract_with(answer: dict, mode: str = "agent"):
 
 
 def test_the_answer_is_one_list_per_kind_and_no_entry_names_its_kind():
-    got, schema = _extract_with({"profile": [{"text": "The user teaches chemistry.", "seqs": [1]}],
-                                 "preference": [{"text": "The user prefers tea.", "seqs": [2], "importance": 0.8}]})
-    assert got == [("preference", "The user prefers tea.", [2], 0.8), ("profile", "The user teaches chemistry.", [1], 0.5)]
+    got, schema = _extract_with(
+        {
+            "profile": [{"text": "The user teaches chemistry.", "seqs": [1]}],
+            "preference": [{"text": "The user prefers tea.", "seqs": [2], "importance": 0.8}],
+        }
+    )
+    assert got == [
+        ("preference", "The user prefers tea.", [2], 0.8),
+        ("profile", "The user teaches chemistry.", [1], 0.5),
+    ]
     assert list(schema["properties"]) == ["preference", "profile", "focus"]
     assert list(schema["$defs"]["Item"]["properties"]) == ["text", "seqs", "importance", "tags"]
 
 
 def test_code_mode_asks_for_the_code_kinds_and_keeps_only_them():
-    got, schema = _extract_with({"root_cause": [{"text": "The parser dropped the last line.", "seqs": [1]}],
-                                 "preference": [{"text": "The user prefers tea.", "seqs": [2]}]}, mode="code")
+    got, schema = _extract_with(
+        {
+            "root_cause": [{"text": "The parser dropped the last line.", "seqs": [1]}],
+            "preference": [{"text": "The user prefers tea.", "seqs": [2]}],
+        },
+        mode="code",
+    )
     assert got == [("root_cause", "The parser dropped the last line.", [1], 0.5)]
     assert list(schema["properties"]) == ["root_cause", "interface_behavior", "design_decision"]
 
 
 def test_an_answer_in_the_earlier_one_list_shape_is_still_read():
-    got, _ = _extract_with({"memories": [
-        {"kind": "profile", "text": "The user teaches chemistry.", "seqs": [1]},
-        {"kind": "root_cause", "text": "Not an agent-mode kind.", "seqs": [2]},
-    ]})
+    got, _ = _extract_with(
+        {
+            "memories": [
+                {"kind": "profile", "text": "The user teaches chemistry.", "seqs": [1]},
+                {"kind": "root_cause", "text": "Not an agent-mode kind.", "seqs": [2]},
+            ]
+        }
+    )
     assert got == [("profile", "The user teaches chemistry.", [1], 0.5)]
 
 
 def test_over_the_limit_the_least_important_go_whatever_their_kind():
     prefs = [{"text": f"The user prefers colour number {i}.", "seqs": [2], "importance": 0.5} for i in range(6)]
-    got, _ = _extract_with({"preference": prefs, "profile": [{"text": "The user teaches chemistry.", "seqs": [1],
-                                                               "importance": 0.9}]})
+    got, _ = _extract_with(
+        {"preference": prefs, "profile": [{"text": "The user teaches chemistry.", "seqs": [1], "importance": 0.9}]}
+    )
     assert got == [("profile", "The user teaches chemistry.", [1], 0.9)] + [
-        ("preference", f"The user prefers colour number {i}.", [2], 0.5) for i in range(4)]  # limit 5
+        ("preference", f"The user prefers colour number {i}.", [2], 0.5) for i in range(4)
+    ]  # limit 5

@@ -4,31 +4,39 @@ request path, never twice per window, the rules extractor without an LLM, the da
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 import pytest
+from dreamkit import ManualClock, chat_bodies, make_index
+from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from dreamer import leases, markdown
-from dreamer.api import create_app
-from dreamer.breaker import Breaker
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.errors import ConfigError, IngestError
-from dreamer.days import day_words
-from dreamer.flush import (
-    FlushRunner, append, compaction_point, flush_due, flush_point, flush_session, flush_trigger,
-    validate_flush_settings, with_marks,
+from dreamer.core.days import day_words
+from dreamer.core.errors import ConfigError, IngestError
+from dreamer.core.models import DailyNote, Memory, Message
+from dreamer.core.settings import Settings
+from dreamer.core.tokens import count_tokens
+from dreamer.engine import markdown
+from dreamer.index.base import Scope
+from dreamer.llm.breaker import Breaker
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.online.api import create_app
+from dreamer.online.flush import (
+    FlushRunner,
+    append,
+    compaction_point,
+    flush_due,
+    flush_point,
+    flush_session,
+    flush_trigger,
+    validate_flush_settings,
+    with_marks,
 )
-from dreamer.index import Scope
-from dreamer.models import DailyNote, Memory, Message
-from dreamer.scripted import Reply, ScriptedServer
-from dreamer.tokens import count_tokens
-from dreamer.user_locks import UserLocked, lock_name
-from dreamkit import ManualClock, chat_bodies, make_index
-from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
+from dreamer.store import leases
+from dreamer.store.db import session_scope
+from dreamer.store.user_locks import UserLocked, lock_name
 
 SMALL = {"context_window": 1000, "reserve_floor": 200, "soft_threshold": 100, "flush_every_messages": 50}
 ALICE = Scope(user_id="alice")
@@ -87,11 +95,15 @@ def test_defaults_and_small_settings_are_accepted():
 
 
 def test_marks_ride_on_the_batch_and_client_marks_are_dropped():
-    msgs = [{"role": "user", "content": "a", "meta": {"meter": {"compacted": True}, "x": 1}},
-            {"role": "assistant", "content": "b"}]
+    msgs = [
+        {"role": "user", "content": "a", "meta": {"meter": {"compacted": True}, "x": 1}},
+        {"role": "assistant", "content": "b"},
+    ]
     marked = with_marks(msgs, context_tokens=42, compacted=False)
-    assert marked == [{"role": "user", "content": "a", "meta": {"x": 1}},
-                      {"role": "assistant", "content": "b", "meta": {"meter": {"context_tokens": 42}}}]
+    assert marked == [
+        {"role": "user", "content": "a", "meta": {"x": 1}},
+        {"role": "assistant", "content": "b", "meta": {"meter": {"context_tokens": 42}}},
+    ]
     assert with_marks(msgs[1:], context_tokens=None, compacted=True)[0]["meta"] == {"meter": {"compacted": True}}
 
 
@@ -154,7 +166,7 @@ def test_the_meter_is_read_in_one_statement_that_reads_no_message(make_rt):
     """The session row (its running state) and its flush windows, however long the session is."""
     from sqlalchemy import event
 
-    from dreamer.flush import read_meter
+    from dreamer.online.flush import read_meter
 
     rt = make_rt(llm=False)
     meter = append(rt, ALICE, "s1", chat(*[f"message {n}" for n in range(40)]), context_tokens=500)
@@ -183,7 +195,9 @@ def test_flush_fires_once_per_cycle_at_the_point_and_not_before(make_rt):
         beyond = append(rt, ALICE, "s1", chat("I prefer tea."), context_tokens=790, runner=runner)
         assert (beyond.tokens, beyond.cycle_flushed, beyond.trigger, beyond.flush_scheduled) == (790, True, None, False)
 
-        compacted = append(rt, ALICE, "s1", chat("Back to the trip."), compacted=True, context_tokens=100, runner=runner)
+        compacted = append(
+            rt, ALICE, "s1", chat("Back to the trip."), compacted=True, context_tokens=100, runner=runner
+        )
         assert (compacted.cycle, compacted.tokens, compacted.trigger) == (1, 100, None)
 
         again = append(rt, ALICE, "s1", chat("I prefer night trains."), context_tokens=700, runner=runner)
@@ -205,7 +219,10 @@ def test_meter_and_flush_on_both_stores(settings, engine, server, tmp_path):
         assert (meter.tokens, meter.trigger) == (700, "tokens")
         result = flush_session(rt, meter.session_id)
         assert (result.trigger, result.window, result.notes) == (
-            "tokens", (1, 4), ["The user prefers aisle seats.", "The user prefers tea."])
+            "tokens",
+            (1, 4),
+            ["The user prefers aisle seats.", "The user prefers tea."],
+        )
         assert windows(rt) == [(1, 4, 1, "tokens")]
         assert append(rt, ALICE, "s1", chat("more"), context_tokens=760).cycle_flushed is True
     finally:
@@ -241,8 +258,12 @@ def test_the_flush_runs_off_the_request_path(make_rt, server):
     app = create_app(rt)
     try:
         with LiveServer(app) as live:
-            r = httpx.post(f"{live.url}/v1/sessions/s1/messages", headers=bearer(ALICE_WRITER), timeout=30,
-                           json={"messages": chat("Plan Lisbon in May.", "Sure."), "context_tokens": 720})
+            r = httpx.post(
+                f"{live.url}/v1/sessions/s1/messages",
+                headers=bearer(ALICE_WRITER),
+                timeout=30,
+                json={"messages": chat("Plan Lisbon in May.", "Sure."), "context_tokens": 720},
+            )
             assert r.status_code == 200
             assert (r.json()["tokens"], r.json()["flush_scheduled"]) == (720, True)
             assert not release.is_set()
@@ -259,8 +280,11 @@ def test_the_runner_defers_flushes_while_the_model_keeps_failing(make_rt, server
     rt = make_rt()
     clock = ManualClock()
     outcomes = []
-    runner = FlushRunner(rt, breaker=Breaker(2, cooldown_seconds=300, clock=clock),
-                         on_done=lambda result, exc: outcomes.append(result.status if result else type(exc).__name__))
+    runner = FlushRunner(
+        rt,
+        breaker=Breaker(2, cooldown_seconds=300, clock=clock),
+        on_done=lambda result, exc: outcomes.append(result.status if result else type(exc).__name__),
+    )
     meter = append(rt, ALICE, "s1", chat("hello", "hi"))
 
     def flush_once():
@@ -329,12 +353,20 @@ def test_the_flush_sends_only_cleaned_recent_content(make_rt, server):
     append(rt, ALICE, "s1", chat("old message", "old reply"))
     flush_session(rt, 1)
     server.push(notes_reply())
-    append(rt, ALICE, "s1", [
-        {"role": "system", "content": "You are a travel agent."},
-        {"role": "user", "content": f"<memory-context>\n- The user likes tea.\n</memory-context>\nMy key is {secret}"},
-        {"role": "tool", "name": "search", "content": "0123456789" * 10},
-        {"role": "assistant", "content": "Found three hotels."},
-    ])
+    append(
+        rt,
+        ALICE,
+        "s1",
+        [
+            {"role": "system", "content": "You are a travel agent."},
+            {
+                "role": "user",
+                "content": f"<memory-context>\n- The user likes tea.\n</memory-context>\nMy key is {secret}",
+            },
+            {"role": "tool", "name": "search", "content": "0123456789" * 10},
+            {"role": "assistant", "content": "Found three hotels."},
+        ],
+    )
 
     result = flush_session(rt, 1)
 
@@ -384,7 +416,7 @@ def test_the_daily_notes_are_filed_under_the_users_day(make_rt, server):
     server.push(notes_reply("Alice booked Hotel Lusa."))
     said = [{**m, "created_at": "2023-05-09T02:00:00+00:00"} for m in chat("Book Hotel Lusa.", "Booked.")]
     meter = append(rt, ALICE, "s1", said)
-    result = flush_session(rt, meter.session_id, now=datetime(2023, 5, 9, 2, 30, tzinfo=timezone.utc))
+    result = flush_session(rt, meter.session_id, now=datetime(2023, 5, 9, 2, 30, tzinfo=UTC))
     sent = chat_bodies(server)[-1]["messages"][-1]["content"]
     assert sent.startswith("<transcript>\n# 8 May 2023\n[1] ")  # still the 8th in California
     assert result.day == "2023-05-08"
@@ -415,7 +447,7 @@ def test_an_empty_answer_still_closes_the_window(make_rt, server):
 
 
 def test_a_failed_model_call_leaves_the_window_open(make_rt, server):
-    from dreamer.errors import LLMError
+    from dreamer.core.errors import LLMError
 
     rt = make_rt()
     server.push(Reply.error(400))
@@ -428,8 +460,7 @@ def test_a_failed_model_call_leaves_the_window_open(make_rt, server):
 
 
 def test_the_flush_cli_and_serve_refuse_a_bad_threshold(tmp_path, monkeypatch):
-    from dreamer.cli import app
-    from dreamer.cli import cabinet, online, records  # noqa: F401  (register commands)
+    from dreamer.cli import app, cabinet, online, records  # noqa: F401  (register commands)
 
     monkeypatch.setenv("DREAMER_SOFT_THRESHOLD", "-1")
     monkeypatch.setenv("DREAMER_API_TOKENS", "")
@@ -458,7 +489,9 @@ def test_a_flush_holds_its_users_consolidation_lock_and_writes_nothing_without_i
     rt = make_rt(qdrant_url="http://127.0.0.1:1", user_lock_wait_seconds=0)  # its index handed in
     meter = append(rt, ALICE, "s1", chat("I prefer aisle seats.", "noted"))
     outcomes = []
-    runner = FlushRunner(rt, on_done=lambda result, exc: outcomes.append(result.status if result else type(exc).__name__))
+    runner = FlushRunner(
+        rt, on_done=lambda result, exc: outcomes.append(result.status if result else type(exc).__name__)
+    )
     assert leases.acquire(rt.engine, lock_name("alice"), "another writer", 600)
     try:
         server.push(notes_reply("Alice prefers aisle seats."), notes_reply("Alice prefers aisle seats."))
@@ -479,8 +512,8 @@ def test_a_flush_holds_its_users_consolidation_lock_and_writes_nothing_without_i
 def test_with_the_index_taken_in_turns_a_flush_takes_the_turn_before_it_writes(settings, sqlite_engine, server):
     """The turn is what keeps two workers' flushes of one user apart there: a flush that cannot
     get it writes nothing, where it used to write its notes and only then wait for the index."""
-    from dreamer.llm import OpenAILLM, build_openai_client
-    from dreamer.shared_index import IndexBusy, end_turn, open_shared_runtime
+    from dreamer.engine.shared_index import IndexBusy, end_turn, open_shared_runtime
+    from dreamer.llm.client import OpenAILLM, build_openai_client
 
     st = online_settings(settings, **SMALL, llm_base_url=server.url, embedder="none", index_wait_seconds=0)
     holder = open_shared_runtime(st, engine=sqlite_engine)

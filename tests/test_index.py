@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.config import Settings
-from dreamer.errors import ConfigError, IndexInUse, ScopeRequired
-from dreamer.index import (
+from dreamer.core.errors import ConfigError, IndexInUse, ScopeRequired
+from dreamer.core.settings import Settings
+from dreamer.index.base import (
     EdgeIndex,
     Hit,
     IndexPoint,
@@ -146,7 +146,7 @@ def test_delete(index):
 
 
 def test_point_without_user_is_refused(index):
-    from dreamer.errors import IndexFailure
+    from dreamer.core.errors import IndexFailure
 
     bad = IndexPoint("m1", "text", None, {"kind": "preference"})
     with pytest.raises(IndexFailure, match="user_id"):
@@ -182,8 +182,14 @@ def test_dense_search_ranks_nearest_first(index):
 
 
 def test_dense_search_many_answers_each_vector_as_one_search_would(index):
-    index.upsert([mem("x", vector=[1, 0, 0, 0]), mem("y", vector=[0, 1, 0, 0]), mem("xy", vector=[1, 1, 0, 0]),
-                  mem("bob-x", vector=[1, 0, 0, 0], user="bob")])
+    index.upsert(
+        [
+            mem("x", vector=[1, 0, 0, 0]),
+            mem("y", vector=[0, 1, 0, 0]),
+            mem("xy", vector=[1, 1, 0, 0]),
+            mem("bob-x", vector=[1, 0, 0, 0], user="bob"),
+        ]
+    )
     queries = [[1, 0, 0, 0], [0, 1, 0, 0], [0.2, 1, 0, 0]]
     many = index.search_dense_many(queries, ALICE, 2, SearchFilter(payload_fields=("kind",)))
     assert [ids(hits) for hits in many] == [["x", "xy"], ["y", "xy"], ["y", "xy"]]
@@ -399,8 +405,18 @@ def test_hits_carry_only_the_payload_fields_asked_for(index):
     for hits in (index.search_dense([1, 0, 0, 0], ALICE, 5, flt), index.search_text("kubernetes", ALICE, 5, flt)):
         assert [(h.memory_id, h.payload) for h in hits] == [("m1", {"memory_id": "m1", "kind": "preference"})]
     (whole,) = index.search_text("kubernetes", ALICE, 5)
-    assert set(whole.payload) == {"memory_id", "text", "user_id", "agent_id", "project", "team", "kind", "status",
-                                  "created_at", "importance"}
+    assert set(whole.payload) == {
+        "memory_id",
+        "text",
+        "user_id",
+        "agent_id",
+        "project",
+        "team",
+        "kind",
+        "status",
+        "created_at",
+        "importance",
+    }
 
 
 def test_filter_combines_with_scope(filtered):
@@ -419,13 +435,15 @@ def said(point: IndexPoint, *vectors: list[float]) -> IndexPoint:
 
 
 def test_candidate_scores_give_own_and_message_similarity_of_the_ids_asked(index):
-    index.upsert([
-        said(mem("a", "about a", [1, 0, 0, 0]), [0, 1, 0, 0], [0, 0, 1, 0]),  # rests on two messages
-        mem("b", "about b", [0, 1, 0, 0]),  # no message vectors
-        said(mem("c", "about c", [0, 0, 0, 1]), [1, 0, 0, 0]),
-        said(mem("d", "bob's", [0, 0.6, 0.8, 0], user="bob"), [0, 0.6, 0.8, 0]),
-        mem("s", "sparse only", None),
-    ])
+    index.upsert(
+        [
+            said(mem("a", "about a", [1, 0, 0, 0]), [0, 1, 0, 0], [0, 0, 1, 0]),  # rests on two messages
+            mem("b", "about b", [0, 1, 0, 0]),  # no message vectors
+            said(mem("c", "about c", [0, 0, 0, 1]), [1, 0, 0, 0]),
+            said(mem("d", "bob's", [0, 0.6, 0.8, 0], user="bob"), [0, 0.6, 0.8, 0]),
+            mem("s", "sparse only", None),
+        ]
+    )
     own, by_message = index.candidate_scores([0, 0.6, 0.8, 0], ALICE, ["a", "b", "c", "d", "s"])
     assert {k: round(v, 4) for k, v in own.items()} == {"a": 0.0, "b": 0.6, "c": 0.0}  # bob's is out of scope
     assert {k: round(v, 4) for k, v in by_message.items()} == {"a": 0.8, "c": 0.0}  # the nearest of a's two
@@ -442,7 +460,7 @@ def test_a_message_vector_of_the_wrong_length_is_refused(index):
 def test_an_edge_index_built_before_message_vectors_opens_without_them_until_cleared(tmp_path):
     import qdrant_edge as qe
 
-    from dreamer.index import _edge_config
+    from dreamer.index.base import _edge_config
 
     qe.EdgeShard.create(str(tmp_path / "edge"), _edge_config(DIM, said=False)).close()
     used_without_message_vectors_until_cleared(EdgeIndex(tmp_path / "edge", DIM))
@@ -452,8 +470,11 @@ def test_a_collection_built_before_message_vectors_is_used_without_them_until_cl
     from qdrant_client import QdrantClient, models
 
     client = QdrantClient(path=str(tmp_path / "local"))
-    client.create_collection("memories", vectors_config={"dense": models.VectorParams(size=DIM, distance=models.Distance.COSINE)},
-                             sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)})
+    client.create_collection(
+        "memories",
+        vectors_config={"dense": models.VectorParams(size=DIM, distance=models.Distance.COSINE)},
+        sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+    )
     used_without_message_vectors_until_cleared(QdrantClientIndex(client, collection="memories", dim=DIM))
 
 
@@ -540,7 +561,7 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from dreamer.index import EdgeIndex, QdrantClientIndex
+    from dreamer.index.base import EdgeIndex, QdrantClientIndex
     backend, root = sys.argv[1], Path(sys.argv[2])
     if backend == "edge":
         index = EdgeIndex(root / "edge", 4)
@@ -611,7 +632,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from dreamer.index import EdgeIndex, IndexPoint
+    from dreamer.index.base import EdgeIndex, IndexPoint
     index = EdgeIndex(Path(sys.argv[1]), 4, flush_seconds=3600)
     payload = {"user_id": "alice", "kind": "preference", "status": "verified", "created_at": 1.0}
     index.upsert([IndexPoint(f"m{i}", f"kubernetes note {i}", [1.0, 0.0, 0.0, float(i)], payload)
@@ -625,9 +646,7 @@ WRITER = textwrap.dedent(
 def test_edge_acknowledged_points_survive_a_kill(tmp_path):
     """Acknowledged but not yet flushed: the write-ahead log brings them back."""
     path = tmp_path / "edge"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "acknowledged"
     finally:

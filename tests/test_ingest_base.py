@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,13 +25,13 @@ def test_rejection_str():
 @pytest.mark.parametrize(
     "value, expected",
     [
-        ("2025-06-01T09:00:05.000Z", datetime(2025, 6, 1, 9, 0, 5, tzinfo=timezone.utc)),
-        ("2025-06-01T11:00:05+02:00", datetime(2025, 6, 1, 9, 0, 5, tzinfo=timezone.utc)),
-        ("2025-06-01 09:00:05", datetime(2025, 6, 1, 9, 0, 5, tzinfo=timezone.utc)),
-        (1748768405, datetime(2025, 6, 1, 9, 0, 5, tzinfo=timezone.utc)),
-        (1748768405500, datetime(2025, 6, 1, 9, 0, 5, 500000, tzinfo=timezone.utc)),
-        ("1748768405", datetime(2025, 6, 1, 9, 0, 5, tzinfo=timezone.utc)),
-        (datetime(2025, 6, 1, 9, 0, 5), datetime(2025, 6, 1, 9, 0, 5, tzinfo=timezone.utc)),
+        ("2025-06-01T09:00:05.000Z", datetime(2025, 6, 1, 9, 0, 5, tzinfo=UTC)),
+        ("2025-06-01T11:00:05+02:00", datetime(2025, 6, 1, 9, 0, 5, tzinfo=UTC)),
+        ("2025-06-01 09:00:05", datetime(2025, 6, 1, 9, 0, 5, tzinfo=UTC)),
+        (1748768405, datetime(2025, 6, 1, 9, 0, 5, tzinfo=UTC)),
+        (1748768405500, datetime(2025, 6, 1, 9, 0, 5, 500000, tzinfo=UTC)),
+        ("1748768405", datetime(2025, 6, 1, 9, 0, 5, tzinfo=UTC)),
+        (datetime(2025, 6, 1, 9, 0, 5), datetime(2025, 6, 1, 9, 0, 5, tzinfo=UTC)),
         ("yesterday", None),
         (None, None),
         (True, None),

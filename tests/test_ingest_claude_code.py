@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dreamer.ingest import claude_code
@@ -44,23 +44,78 @@ def transcript() -> list:
     return [
         {"type": "summary", "summary": "Fix rounding in invoice totals", "leafUuid": "uuid-x"},
         line("user", {"role": "user", "content": "Invoice totals are off by one cent. Fix it."}, 1),
-        line("assistant", {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
-                           "content": [{"type": "thinking", "thinking": "Probably float math.", "signature": "s"}]}, 2),
-        line("assistant", {"id": "msg_1", "type": "message", "role": "assistant", "content": [
-            {"type": "text", "text": "Let me look at the totals code."},
-            {"type": "tool_use", "id": "toolu_01", "name": "Read",
-             "input": {"file_path": "/home/dev/projects/billing-service/totals.py"}}]}, 3),
-        line("user", {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "def total(xs): return sum(xs)"}]}, 4,
-            toolUseResult={"type": "text"}),
+        line(
+            "assistant",
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4",
+                "content": [{"type": "thinking", "thinking": "Probably float math.", "signature": "s"}],
+            },
+            2,
+        ),
+        line(
+            "assistant",
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me look at the totals code."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "Read",
+                        "input": {"file_path": "/home/dev/projects/billing-service/totals.py"},
+                    },
+                ],
+            },
+            3,
+        ),
+        line(
+            "user",
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01", "content": "def total(xs): return sum(xs)"}
+                ],
+            },
+            4,
+            toolUseResult={"type": "text"},
+        ),
         line("system", None, 5, content="Running PostToolUse hooks", level="info"),
-        line("assistant", {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_02", "name": "Bash",
-             "input": {"command": "pytest -q " + "x" * 3000}}]}, 6),
-        line("user", {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_02", "is_error": True,
-             "content": [{"type": "text", "text": "1 failed"}, {"type": "text", "text": "exit 1"}]},
-            {"type": "text", "text": "Use Decimal please."}]}, 7),
+        line(
+            "assistant",
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_02",
+                        "name": "Bash",
+                        "input": {"command": "pytest -q " + "x" * 3000},
+                    }
+                ],
+            },
+            6,
+        ),
+        line(
+            "user",
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_02",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": "1 failed"}, {"type": "text", "text": "exit 1"}],
+                    },
+                    {"type": "text", "text": "Use Decimal please."},
+                ],
+            },
+            7,
+        ),
         line("assistant", {"role": "assistant", "content": [{"type": "text", "text": "Switched to Decimal."}]}, 8),
     ]
 
@@ -74,18 +129,26 @@ def test_realistic_transcript(tmp_path):
     assert session.project == "billing-service"
     assert session.title == "Fix rounding in invoice totals"
     assert session.source == "claude-code"
-    assert session.created_at == datetime(2025, 6, 1, 9, 0, 1, tzinfo=timezone.utc)
+    assert session.created_at == datetime(2025, 6, 1, 9, 0, 1, tzinfo=UTC)
     got = [(m.role, m.line) for m in session.messages]
-    assert got == [("user", 2), ("assistant", 4), ("tool", 5), ("assistant", 7), ("tool", 8), ("user", 8),
-                   ("assistant", 9)]
+    assert got == [
+        ("user", 2),
+        ("assistant", 4),
+        ("tool", 5),
+        ("assistant", 7),
+        ("tool", 8),
+        ("user", 8),
+        ("assistant", 9),
+    ]
     ask, look, read_result, bash, bash_result, follow_up, done = session.messages
     assert ask.content == "Invoice totals are off by one cent. Fix it."
     assert look.content == (
         "Let me look at the totals code.\n"
         '[tool_use Read: {"file_path": "/home/dev/projects/billing-service/totals.py"}]'
     )
-    assert look.tool_calls == [{"id": "toolu_01", "name": "Read",
-                                "arguments": '{"file_path": "/home/dev/projects/billing-service/totals.py"}'}]
+    assert look.tool_calls == [
+        {"id": "toolu_01", "name": "Read", "arguments": '{"file_path": "/home/dev/projects/billing-service/totals.py"}'}
+    ]
     assert read_result.content == "def total(xs): return sum(xs)"
     assert read_result.tool_call_id == "toolu_01"
     assert read_result.name == "Read"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.errors import IngestError
+from dreamer.core.errors import IngestError
 from dreamer.ingest import detect
 
 
@@ -21,9 +21,14 @@ def write_lines(path: Path, lines: list) -> Path:
     [
         ("a.jsonl", [{"role": "user", "content": "hi"}], "openai"),
         ("b.jsonl", [{"id": "x", "messages": [{"role": "user", "content": "hi"}]}], "openai"),
-        ("c.jsonl", [{"type": "summary", "summary": "s", "leafUuid": "u"},
-                     {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}}],
-         "claude-code"),
+        (
+            "c.jsonl",
+            [
+                {"type": "summary", "summary": "s", "leafUuid": "u"},
+                {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}},
+            ],
+            "claude-code",
+        ),
         ("d.jsonl", [{"type": "session", "id": "s", "timestamp": "2026-01-01T00:00:00Z"}], "openclaw"),
         ("e.jsonl", [{"type": "message", "message": {"role": "user", "content": "hi"}}], "openclaw"),
         ("f.data", [[{"sample_id": "c", "conversation": {}}]], "locomo"),
@@ -66,7 +71,12 @@ def test_unknown_format_and_missing_file(tmp_path):
 def test_a_line_nested_too_deeply_is_not_judged(tmp_path):
     deep = "[" * 100_000 + "]" * 100_000
     path = tmp_path / "s1.jsonl"
-    path.write_text('{"type": "user", "sessionId": "s1", "message": {"role": "user", "content": ' + deep + "}}\n"
-                    + json.dumps({"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}})
-                    + "\n", encoding="utf-8")
+    path.write_text(
+        '{"type": "user", "sessionId": "s1", "message": {"role": "user", "content": '
+        + deep
+        + "}}\n"
+        + json.dumps({"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}})
+        + "\n",
+        encoding="utf-8",
+    )
     assert detect.detect_format(path) == "claude-code"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from dreamer.db import session_scope
-from dreamer.errors import IngestError
+from dreamer.core.errors import IngestError
+from dreamer.core.models import Session
 from dreamer.ingest.base import check_readable
 from dreamer.ingest.detect import parse_path
 from dreamer.ingest.store import ingest_file
-from dreamer.models import Session
+from dreamer.store.db import session_scope
 
 
 @contextmanager

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from dreamer.db import session_scope
-from dreamer.errors import IngestError
+from dreamer.core.errors import IngestError
+from dreamer.core.models import Message, Session
 from dreamer.ingest.base import LineRejected, json_text, parse_timestamp, project_name, to_json_text
 from dreamer.ingest.store import ingest_file, record_messages
-from dreamer.models import Message, Session
+from dreamer.store.db import session_scope
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -43,8 +43,10 @@ def claude_line(content: str) -> str:
 
 def stored_counts(engine) -> tuple[int, int]:
     with session_scope(engine) as s:
-        return (s.exec(select(func.count()).select_from(Session)).scalar_one(),
-                s.exec(select(func.count()).select_from(Message)).scalar_one())
+        return (
+            s.exec(select(func.count()).select_from(Session)).scalar_one(),
+            s.exec(select(func.count()).select_from(Message)).scalar_one(),
+        )
 
 
 @pytest.mark.parametrize("fmt", ["auto", "locomo", "openai"])
@@ -62,7 +64,10 @@ def test_an_openai_line_nested_too_deeply_is_rejected_like_malformed_json(engine
     path.write_text('{"role": "user", "content": "hi"}\n' + DEEP + "\n", encoding="utf-8")
     report = ingest_file(engine, path, user_id="u")
     assert (report.format, report.added, [str(r) for r in report.rejections]) == (
-        "openai", 1, [f"{path}:2: JSON nested too deeply"])
+        "openai",
+        1,
+        [f"{path}:2: JSON nested too deeply"],
+    )
     assert stored_counts(engine) == (1, 1)
 
 
@@ -71,7 +76,10 @@ def test_a_claude_code_line_nested_too_deeply_is_rejected_like_malformed_json(en
     path.write_text(claude_line('"run the tests"') + claude_line(DEEP) + claude_line('"thanks"'), encoding="utf-8")
     report = ingest_file(engine, path, user_id="u")
     assert (report.format, report.added, [str(r) for r in report.rejections]) == (
-        "claude-code", 2, [f"{path}:2: JSON nested too deeply"])
+        "claude-code",
+        2,
+        [f"{path}:2: JSON nested too deeply"],
+    )
     assert stored_counts(engine) == (1, 2)
 
 

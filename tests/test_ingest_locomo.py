@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,9 +29,14 @@ def conversations() -> list:
                 ],
                 "session_2_date_time": "12:09 am on 13 September, 2023",
                 "session_2": [
-                    turn("Melanie", "D2:1", "Look at my painting.",
-                         img_url=["https://example.org/p.jpg"], blip_caption="a painting of a sunset over a lake",
-                         query="sunset painting"),
+                    turn(
+                        "Melanie",
+                        "D2:1",
+                        "Look at my painting.",
+                        img_url=["https://example.org/p.jpg"],
+                        blip_caption="a painting of a sunset over a lake",
+                        query="sunset painting",
+                    ),
                     turn("Caroline", "D2:2", "Beautiful!"),
                 ],
             },
@@ -62,32 +67,40 @@ def test_two_conversations_two_sessions_each(tmp_path):
     result = locomo.parse(write(tmp_path / "locomo.json", conversations()), max_message_bytes=10_000)
     assert result.rejections == []
     assert [s.external_id for s in result.sessions] == [
-        "conv-1:session_2", "conv-1:session_10", "conv-2:session_1", "conv-2:session_3"]
+        "conv-1:session_2",
+        "conv-1:session_10",
+        "conv-2:session_1",
+        "conv-2:session_3",
+    ]
     s2, s10, j1, j3 = result.sessions
     assert (s2.user_id, s2.title, s2.source) == ("conv-1", "session 2", "locomo")
-    assert s2.created_at == datetime(2023, 9, 13, 0, 9, tzinfo=timezone.utc)
+    assert s2.created_at == datetime(2023, 9, 13, 0, 9, tzinfo=UTC)
     assert [(m.role, m.name, m.content, m.meta) for m in s2.messages] == [
-        ("assistant", "Melanie", "Look at my painting. [image: a painting of a sunset over a lake]",
-         {"dia_id": "D2:1"}),
+        (
+            "assistant",
+            "Melanie",
+            "Look at my painting. [image: a painting of a sunset over a lake]",
+            {"dia_id": "D2:1"},
+        ),
         ("user", "Caroline", "Beautiful!", {"dia_id": "D2:2"}),
     ]
     assert [m.created_at for m in s10.messages] == [
-        datetime(2023, 7, 20, 20, 56, 0, tzinfo=timezone.utc),
-        datetime(2023, 7, 20, 20, 56, 1, tzinfo=timezone.utc),
+        datetime(2023, 7, 20, 20, 56, 0, tzinfo=UTC),
+        datetime(2023, 7, 20, 20, 56, 1, tzinfo=UTC),
     ]
     assert [m.role for m in j1.messages] == ["user", "assistant"]
     assert j1.user_id == "conv-2"
     assert j3.messages[0].content == "Opened my store!"
-    assert j3.created_at == datetime(2023, 2, 1, 10, 0, tzinfo=timezone.utc)
+    assert j3.created_at == datetime(2023, 2, 1, 10, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)),
-        ("12:48 am on 1 February, 2023", datetime(2023, 2, 1, 0, 48, tzinfo=timezone.utc)),
-        ("12:05 pm on 3 Jan, 2022", datetime(2022, 1, 3, 12, 5, tzinfo=timezone.utc)),
-        ("2023-05-08T10:00:00", datetime(2023, 5, 8, 10, 0, tzinfo=timezone.utc)),
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("12:48 am on 1 February, 2023", datetime(2023, 2, 1, 0, 48, tzinfo=UTC)),
+        ("12:05 pm on 3 Jan, 2022", datetime(2022, 1, 3, 12, 5, tzinfo=UTC)),
+        ("2023-05-08T10:00:00", datetime(2023, 5, 8, 10, 0, tzinfo=UTC)),
         ("sometime", None),
         ("1:56 pm on 31 February, 2023", None),
         (None, None),
@@ -127,7 +140,7 @@ def test_malformed_turns_and_conversations_are_named(tmp_path):
     result = locomo.parse(write(tmp_path / "l.json", data), max_message_bytes=1000)
     assert [s.external_id for s in result.sessions] == ["conv-1:session_2", "conv-1:session_10", "conv-2:session_1"]
     assert [m.content for m in result.sessions[0].messages][1] == "Beautiful!"
-    assert result.sessions[0].messages[1].created_at == datetime(2023, 9, 13, 0, 9, 2, tzinfo=timezone.utc)
+    assert result.sessions[0].messages[1].created_at == datetime(2023, 9, 13, 0, 9, 2, tzinfo=UTC)
     reasons = [r.reason for r in result.rejections]
     assert reasons == [
         "conversation 1 (conv-1) session_2 turn 2: unknown speaker 'Stranger'",
@@ -142,4 +155,7 @@ def test_malformed_turns_and_conversations_are_named(tmp_path):
 
 def test_session_numbers_are_numeric():
     assert locomo.session_numbers({"session_10": [], "session_2": [], "session_1_date_time": "", "session_1": []}) == [
-        1, 2, 10]
+        1,
+        2,
+        10,
+    ]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from dreamer.errors import IngestError
+from dreamer.core.errors import IngestError
 from dreamer.ingest import openai_jsonl
 
 
@@ -32,17 +32,34 @@ def test_one_message_per_line(tmp_path):
         tmp_path / "chat-42.jsonl",
         [
             {"role": "developer", "content": "Be brief."},
-            {"role": "user", "content": "What's the weather in Paris?", "name": "alice",
-             "created_at": "2024-03-01T10:00:00Z"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 12}"},
+            {
+                "role": "user",
+                "content": "What's the weather in Paris?",
+                "name": "alice",
+                "created_at": "2024-03-01T10:00:00Z",
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 12}'},
             {"role": "function", "name": "legacy_fn", "content": "done"},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "It is 12 degrees."},
-                {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
-                {"type": "text", "text": "Take a coat."}], "timestamp": 1709287260},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "It is 12 degrees."},
+                    {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                    {"type": "text", "text": "Take a coat."},
+                ],
+                "timestamp": 1709287260,
+            },
         ],
     )
     result = openai_jsonl.parse(path, max_message_bytes=1000)
@@ -55,14 +72,14 @@ def test_one_message_per_line(tmp_path):
     first, user, call, tool, legacy, last = session.messages
     assert first.content == "Be brief."
     assert user.name == "alice"
-    assert user.created_at == datetime(2024, 3, 1, 10, 0, tzinfo=timezone.utc)
+    assert user.created_at == datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
     assert call.content == ""
-    assert call.tool_calls == [{"id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]
+    assert call.tool_calls == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
     assert tool.tool_call_id == "call_1"
-    assert tool.content == "{\"temp\": 12}"
+    assert tool.content == '{"temp": 12}'
     assert legacy.name == "legacy_fn"
     assert last.content == "It is 12 degrees.\n[image]\nTake a coat."
-    assert last.created_at == datetime(2024, 3, 1, 10, 1, tzinfo=timezone.utc)
+    assert last.created_at == datetime(2024, 3, 1, 10, 1, tzinfo=UTC)
     assert [m.line for m in session.messages] == [1, 2, 3, 4, 5, 6]
     assert session.created_at == user.created_at
 
@@ -71,14 +88,27 @@ def test_one_conversation_per_line(tmp_path):
     path = write_jsonl(
         tmp_path / "export.jsonl",
         [
-            {"id": "conv-a", "title": "Trip", "messages": [
-                {"role": "system", "content": "You plan trips."},
-                {"role": "user", "content": [{"type": "text", "text": "Plan Rome"}]},
-                {"role": "assistant", "content": "Day 1: Colosseum"}]},
-            {"messages": [
-                {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": "hello", "tool_calls": [
-                    {"id": "c9", "type": "function", "function": {"name": "log", "arguments": {"x": 1}}}]}]},
+            {
+                "id": "conv-a",
+                "title": "Trip",
+                "messages": [
+                    {"role": "system", "content": "You plan trips."},
+                    {"role": "user", "content": [{"type": "text", "text": "Plan Rome"}]},
+                    {"role": "assistant", "content": "Day 1: Colosseum"},
+                ],
+            },
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": "hello",
+                        "tool_calls": [
+                            {"id": "c9", "type": "function", "function": {"name": "log", "arguments": {"x": 1}}}
+                        ],
+                    },
+                ]
+            },
             {"session_id": 77, "messages": [{"role": "user", "content": "numbered id"}]},
         ],
     )
@@ -88,9 +118,12 @@ def test_one_conversation_per_line(tmp_path):
     first, second, third = result.sessions
     assert first.title == "Trip"
     assert [(m.role, m.content) for m in first.messages] == [
-        ("system", "You plan trips."), ("user", "Plan Rome"), ("assistant", "Day 1: Colosseum")]
+        ("system", "You plan trips."),
+        ("user", "Plan Rome"),
+        ("assistant", "Day 1: Colosseum"),
+    ]
     assert all(m.line == 1 for m in first.messages)
-    assert second.messages[1].tool_calls == [{"id": "c9", "name": "log", "arguments": "{\"x\": 1}"}]
+    assert second.messages[1].tool_calls == [{"id": "c9", "name": "log", "arguments": '{"x": 1}'}]
     assert third.messages[0].content == "numbered id"
 
 
@@ -99,9 +132,9 @@ def test_bad_lines_are_rejected_with_line_numbers(tmp_path):
         tmp_path / "bad.jsonl",
         [
             {"role": "user", "content": "one"},
-            "{\"role\": \"user\", \"content\": ",
+            '{"role": "user", "content": ',
             {"role": "wizard", "content": "abracadabra"},
-            b"{\"role\": \"user\", \"content\": \"caf\xe9\"}",
+            b'{"role": "user", "content": "caf\xe9"}',
             {"role": "user", "content": "x" * 1001},
             "",
             {"role": "assistant", "content": "two"},
@@ -126,10 +159,16 @@ def test_bad_lines_are_rejected_with_line_numbers(tmp_path):
 def test_bad_message_inside_a_conversation_line(tmp_path):
     path = write_jsonl(
         tmp_path / "conv.jsonl",
-        [{"id": "c1", "messages": [
-            {"role": "user", "content": "fine"},
-            {"role": "robot", "content": "nope"},
-            {"role": "assistant", "content": "also fine"}]}],
+        [
+            {
+                "id": "c1",
+                "messages": [
+                    {"role": "user", "content": "fine"},
+                    {"role": "robot", "content": "nope"},
+                    {"role": "assistant", "content": "also fine"},
+                ],
+            }
+        ],
     )
     result = openai_jsonl.parse(path, max_message_bytes=1000)
     [session] = result.sessions

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from dreamer.db import session_scope
-from dreamer.errors import IngestError
+from dreamer.core.errors import IngestError
+from dreamer.core.models import Cursor, Message, Session
+from dreamer.core.tokens import count_tokens
 from dreamer.ingest import ParsedMessage, ingest_file, record_messages, store
 from dreamer.ingest.claude_code import FORMAT as CLAUDE
-from dreamer.models import Cursor, Message, Session
-from dreamer.tokens import count_tokens
+from dreamer.store.db import session_scope
 
 
 def write_jsonl(path: Path, lines: list) -> Path:
@@ -50,8 +50,13 @@ def counts(engine) -> tuple[int, int, int]:
 CHAT = [
     {"role": "system", "content": "You are helpful."},
     {"role": "user", "content": "I prefer tea over coffee.", "name": "sam"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "save_pref", "arguments": "{\"drink\": \"tea\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "save_pref", "arguments": '{"drink": "tea"}'}}
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "saved"},
     {"role": "assistant", "content": "Noted: tea."},
     {"role": "user", "content": [{"type": "text", "text": "Thanks!"}]},
@@ -62,12 +67,20 @@ CHAT = [
 
 
 def test_record_creates_session_cursor_and_messages(engine):
-    result = record_messages(engine, "chat-1", CHAT, user_id="u1", agent_id="bot", project="p", team="t",
-                             title="Drinks")
+    result = record_messages(
+        engine, "chat-1", CHAT, user_id="u1", agent_id="bot", project="p", team="t", title="Drinks"
+    )
     assert (result.external_id, result.added, result.skipped, result.changed) == ("chat-1", 6, 0, False)
     row = session_row(engine, result.session_id)
     assert (row.user_id, row.agent_id, row.project, row.team, row.mode, row.source, row.title) == (
-        "u1", "bot", "p", "t", "agent", "api", "Drinks")
+        "u1",
+        "bot",
+        "p",
+        "t",
+        "agent",
+        "api",
+        "Drinks",
+    )
     assert (row.message_count, row.rounds, row.last_seq) == (6, 2, 6)
     assert row.updated_at.utcoffset() == timedelta(0)
     with session_scope(engine) as s:
@@ -83,7 +96,7 @@ def test_record_creates_session_cursor_and_messages(engine):
         (6, "user", "Thanks!"),
     ]
     assert messages[1].name == "sam"
-    assert messages[2].tool_calls == [{"id": "call_1", "name": "save_pref", "arguments": "{\"drink\": \"tea\"}"}]
+    assert messages[2].tool_calls == [{"id": "call_1", "name": "save_pref", "arguments": '{"drink": "tea"}'}]
     assert messages[3].tool_call_id == "call_1"
     assert messages[0].tool_calls is None and messages[0].meta is None
     assert messages[1].content_hash == store.content_hash("user", "sam", "I prefer tea over coffee.", None)
@@ -127,8 +140,9 @@ def test_parsed_messages_and_validation(engine):
     assert stored(engine, ok.session_id)[0].meta == {"k": 1}
     assert session_row(engine, ok.session_id).mode == "code"
     with pytest.raises(IngestError, match="message 2: unknown role 'wizard'"):
-        record_messages(engine, "v", [{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}],
-                        user_id="u1")
+        record_messages(
+            engine, "v", [{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}], user_id="u1"
+        )
     with pytest.raises(IngestError, match="message 1: .*content"):
         record_messages(engine, "v", [{"role": "user", "content": 5}], user_id="u1")
     with pytest.raises(IngestError, match="expected a dict"):
@@ -140,13 +154,16 @@ def test_parsed_messages_and_validation(engine):
     assert counts(engine) == (1, 1, 1)
 
 
-@pytest.mark.parametrize(("field", "value", "problem"), [
-    ("external_id", "s\x1b[2J", "a control character or a line break"),
-    ("user_id", "ada\nbob", "a control character or a line break"),
-    ("agent_id", "main\u2028", "a control character or a line break"),
-    ("team", "a\tb", "a control character or a line break"),
-    ("project", "p\x00", "a NUL character or an unpaired surrogate"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("external_id", "s\x1b[2J", "a control character or a line break"),
+        ("user_id", "ada\nbob", "a control character or a line break"),
+        ("agent_id", "main\u2028", "a control character or a line break"),
+        ("team", "a\tb", "a control character or a line break"),
+        ("project", "p\x00", "a NUL character or an unpaired surrogate"),
+    ],
+)
 def test_an_identifier_holds_no_control_character_nor_line_break(engine, field, value, problem):
     ids = {"external_id": "s1", "user_id": "u1", field: value}
     with pytest.raises(IngestError) as caught:
@@ -156,8 +173,9 @@ def test_an_identifier_holds_no_control_character_nor_line_break(engine, field, 
 
 
 def test_nul_characters_are_stored_safely(engine):
-    result = record_messages(engine, "nul", [{"role": "tool", "content": "bin\x00ary", "tool_call_id": "c"}],
-                             user_id="u1")
+    result = record_messages(
+        engine, "nul", [{"role": "tool", "content": "bin\x00ary", "tool_call_id": "c"}], user_id="u1"
+    )
     assert stored(engine, result.session_id)[0].content == "bin\ufffdary"
 
 
@@ -170,8 +188,9 @@ def test_caller_session_is_not_committed(engine):
     assert counts(engine) == (0, 0, 0)
     with session_scope(engine) as s:
         record_messages(engine, "tx", CHAT, user_id="u1", db_session=s)
-        again = record_messages(engine, "tx", CHAT + [{"role": "assistant", "content": "more"}], user_id="u1",
-                                db_session=s)
+        again = record_messages(
+            engine, "tx", CHAT + [{"role": "assistant", "content": "more"}], user_id="u1", db_session=s
+        )
         assert (again.added, again.skipped) == (1, 6)
     assert counts(engine) == (1, 7, 1)
 
@@ -180,25 +199,34 @@ def test_caller_session_is_not_committed(engine):
 
 
 def test_ingest_openai_file_with_bad_lines(engine, tmp_path):
-    path = write_jsonl(tmp_path / "support.jsonl", [
-        CHAT[0],
-        CHAT[1],
-        b"{\"role\": \"user\", ",
-        {"role": "oracle", "content": "?"},
-        b"{\"role\": \"user\", \"content\": \"\xff\"}",
-        {"role": "user", "content": "x" * 1001},
-        CHAT[4],
-    ])
+    path = write_jsonl(
+        tmp_path / "support.jsonl",
+        [
+            CHAT[0],
+            CHAT[1],
+            b'{"role": "user", ',
+            {"role": "oracle", "content": "?"},
+            b'{"role": "user", "content": "\xff"}',
+            {"role": "user", "content": "x" * 1001},
+            CHAT[4],
+        ],
+    )
     report = ingest_file(engine, path, user_id="u1", max_message_bytes=1000)
     assert report.format == "openai"
     [result] = report.sessions
     assert (result.external_id, result.added) == ("support", 3)
     assert [(r.line, r.reason.split(":")[0]) for r in report.rejections] == [
-        (3, "invalid JSON"), (4, "unknown role 'oracle'"), (5, "not valid UTF-8 (byte offset 29)"),
-        (6, "message is 1001 bytes, over the 1000-byte limit")]
+        (3, "invalid JSON"),
+        (4, "unknown role 'oracle'"),
+        (5, "not valid UTF-8 (byte offset 29)"),
+        (6, "message is 1001 bytes, over the 1000-byte limit"),
+    ]
     messages = stored(engine, result.session_id)
     assert [(m.seq, m.role, m.content) for m in messages] == [
-        (1, "system", "You are helpful."), (2, "user", "I prefer tea over coffee."), (3, "assistant", "Noted: tea.")]
+        (1, "system", "You are helpful."),
+        (2, "user", "I prefer tea over coffee."),
+        (3, "assistant", "Noted: tea."),
+    ]
     row = session_row(engine, result.session_id)
     assert (row.source, row.user_id, row.mode, row.message_count, row.rounds) == ("openai", "u1", "agent", 3, 1)
 
@@ -208,11 +236,14 @@ def test_ingest_openai_file_with_bad_lines(engine, tmp_path):
 
 
 def test_ingest_five_megabyte_message_against_default_limit(engine, tmp_path):
-    path = write_jsonl(tmp_path / "big.jsonl", [
-        {"role": "user", "content": "cat the log"},
-        {"role": "tool", "tool_call_id": "c1", "content": "L" * (5 * 1024 * 1024)},
-        {"role": "assistant", "content": "The log is huge."},
-    ])
+    path = write_jsonl(
+        tmp_path / "big.jsonl",
+        [
+            {"role": "user", "content": "cat the log"},
+            {"role": "tool", "tool_call_id": "c1", "content": "L" * (5 * 1024 * 1024)},
+            {"role": "assistant", "content": "The log is huge."},
+        ],
+    )
     report = ingest_file(engine, path, user_id="u1", max_message_bytes=1_000_000)
     assert report.added == 2
     [rejection] = report.rejections
@@ -221,8 +252,12 @@ def test_ingest_five_megabyte_message_against_default_limit(engine, tmp_path):
 
 
 def test_grown_and_changed_files(engine, tmp_path):
-    conv = lambda cid, texts: {"id": cid, "messages": [  # noqa: E731
-        {"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]}
+    def conv(cid, texts):
+        return {
+            "id": cid,
+            "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)],
+        }
+
     path = tmp_path / "export.jsonl"
     write_jsonl(path, [conv("a", ["a1", "a2"]), conv("b", ["b1", "b2"])])
     first = ingest_file(engine, path, user_id="u1")
@@ -231,7 +266,9 @@ def test_grown_and_changed_files(engine, tmp_path):
     write_jsonl(path, [conv("a", ["a1 edited", "a2", "a3"]), conv("b", ["b1", "b2", "b3", "b4"])])
     second = ingest_file(engine, path, user_id="u1")
     assert [(r.external_id, r.added, r.skipped, r.changed) for r in second.sessions] == [
-        ("a", 0, 0, True), ("b", 2, 2, False)]
+        ("a", 0, 0, True),
+        ("b", 2, 2, False),
+    ]
     [rejection] = second.rejections
     assert rejection.line is None
     assert rejection.reason == f"session a: {store.CHANGED_REASON}"
@@ -242,10 +279,13 @@ def test_grown_and_changed_files(engine, tmp_path):
 
 
 def test_ingest_file_is_all_or_nothing(engine, tmp_path, monkeypatch):
-    path = write_jsonl(tmp_path / "two.jsonl", [
-        {"id": "one", "messages": [{"role": "user", "content": "first"}]},
-        {"id": "two", "messages": [{"role": "user", "content": "second"}]},
-    ])
+    path = write_jsonl(
+        tmp_path / "two.jsonl",
+        [
+            {"id": "one", "messages": [{"role": "user", "content": "first"}]},
+            {"id": "two", "messages": [{"role": "user", "content": "second"}]},
+        ],
+    )
     real = store._record
     calls = []
 
@@ -265,21 +305,48 @@ def test_ingest_file_is_all_or_nothing(engine, tmp_path, monkeypatch):
 
 def test_ingest_claude_code_defaults(engine, tmp_path):
     base = {"sessionId": "cc-1", "cwd": "/srv/acme-api", "timestamp": "2025-06-01T09:00:00Z"}
-    path = write_jsonl(tmp_path / "cc-1.jsonl", [
-        {**base, "type": "user", "uuid": "1", "message": {"role": "user", "content": "run tests"}},
-        {**base, "type": "assistant", "uuid": "2", "message": {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "hmm"},
-            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}}]}},
-        {**base, "type": "user", "uuid": "3", "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "3 passed"}]}},
-    ])
+    path = write_jsonl(
+        tmp_path / "cc-1.jsonl",
+        [
+            {**base, "type": "user", "uuid": "1", "message": {"role": "user", "content": "run tests"}},
+            {
+                **base,
+                "type": "assistant",
+                "uuid": "2",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm"},
+                        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}},
+                    ],
+                },
+            },
+            {
+                **base,
+                "type": "user",
+                "uuid": "3",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "3 passed"}],
+                },
+            },
+        ],
+    )
     report = ingest_file(engine, path, user_id="dev")
     assert report.format == CLAUDE
     row = session_row(engine, report.sessions[0].session_id)
     assert (row.external_id, row.source, row.mode, row.project, row.rounds) == (
-        "cc-1", "claude-code", "code", "acme-api", 1)
+        "cc-1",
+        "claude-code",
+        "code",
+        "acme-api",
+        1,
+    )
     assert [(m.seq, m.role, m.tool_call_id) for m in stored(engine, row.id)] == [
-        (1, "user", None), (2, "assistant", None), (3, "tool", "t1")]
+        (1, "user", None),
+        (2, "assistant", None),
+        (3, "tool", "t1"),
+    ]
     other = ingest_file(engine, path, user_id="dev2", project="override", mode="agent")
     row2 = session_row(engine, other.sessions[0].session_id)
     assert (row2.project, row2.mode) == ("override", "agent")
@@ -287,28 +354,46 @@ def test_ingest_claude_code_defaults(engine, tmp_path):
 
 def test_ingest_locomo_user_ids(engine, tmp_path):
     data = [
-        {"sample_id": f"conv-{n}", "conversation": {
-            "speaker_a": "A", "speaker_b": "B",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"},
-                          {"speaker": "B", "dia_id": "D1:2", "text": "hey"}],
-            "session_10_date_time": "1:56 pm on 9 May, 2023",
-            "session_10": [{"speaker": "B", "dia_id": "D10:1", "text": "later", "blip_caption": "a cat"}],
-        }} for n in (1, 2)
+        {
+            "sample_id": f"conv-{n}",
+            "conversation": {
+                "speaker_a": "A",
+                "speaker_b": "B",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "A", "dia_id": "D1:1", "text": "hi"},
+                    {"speaker": "B", "dia_id": "D1:2", "text": "hey"},
+                ],
+                "session_10_date_time": "1:56 pm on 9 May, 2023",
+                "session_10": [{"speaker": "B", "dia_id": "D10:1", "text": "later", "blip_caption": "a cat"}],
+            },
+        }
+        for n in (1, 2)
     ]
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     report = ingest_file(engine, path, user_id=None)
     assert report.format == "locomo"
     assert [r.external_id for r in report.sessions] == [
-        "conv-1:session_1", "conv-1:session_10", "conv-2:session_1", "conv-2:session_10"]
+        "conv-1:session_1",
+        "conv-1:session_10",
+        "conv-2:session_1",
+        "conv-2:session_10",
+    ]
     rows = [session_row(engine, r.session_id) for r in report.sessions]
     assert [(r.user_id, r.title, r.mode) for r in rows] == [
-        ("conv-1", "session 1", "agent"), ("conv-1", "session 10", "agent"),
-        ("conv-2", "session 1", "agent"), ("conv-2", "session 10", "agent")]
+        ("conv-1", "session 1", "agent"),
+        ("conv-1", "session 10", "agent"),
+        ("conv-2", "session 1", "agent"),
+        ("conv-2", "session 10", "agent"),
+    ]
     later = stored(engine, rows[1].id)[0]
-    assert (later.role, later.name, later.content, later.meta) == ("assistant", "B", "later [image: a cat]",
-                                                                   {"dia_id": "D10:1"})
+    assert (later.role, later.name, later.content, later.meta) == (
+        "assistant",
+        "B",
+        "later [image: a cat]",
+        {"dia_id": "D10:1"},
+    )
     assert ingest_file(engine, path, user_id=None).added == 0
     assert ingest_file(engine, path, user_id="bench").added == 6
     assert counts(engine) == (8, 12, 8)
@@ -362,13 +447,14 @@ def test_concurrent_writers_of_one_session(engine):
 
 @pytest.mark.parametrize("record", [record_messages, store.append_messages])
 def test_a_message_over_the_size_limit_refuses_the_whole_call(engine, record):
-    from dreamer.errors import TooLarge
+    from dreamer.core.errors import TooLarge
 
     messages = [{"role": "user", "content": "short"}, {"role": "assistant", "content": "é" * 6}]  # 12 bytes
     with pytest.raises(TooLarge) as caught:
         record(engine, "sized", messages, user_id="u", max_message_bytes=11)
-    assert str(caught.value) == ("message 2 of 2 refused (message is 12 bytes, over the 11-byte limit, "
-                                 "max_message_bytes): nothing was stored")
+    assert str(caught.value) == (
+        "message 2 of 2 refused (message is 12 bytes, over the 11-byte limit, max_message_bytes): nothing was stored"
+    )
     with session_scope(engine) as s:
         assert s.exec(select(func.count()).select_from(Session)).one() == (0,)
     assert record(engine, "sized", messages, user_id="u", max_message_bytes=12).added == 2

@@ -6,14 +6,16 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from dreamer import jobs, leases
-from dreamer.busy import AlwaysIdle, SqlBusySignal
-from dreamer.db import session_scope
-from dreamer.errors import Busy
-from dreamer.index import EdgeIndex
+from dreamer.core.errors import Busy
+from dreamer.core.models import DreamRun
+from dreamer.engine import jobs
+from dreamer.engine.runtime import Runtime
+from dreamer.index.base import EdgeIndex
 from dreamer.ingest.store import record_messages
-from dreamer.models import DreamRun
-from dreamer.runtime import Runtime
+from dreamer.online import flush as flushing
+from dreamer.store import leases
+from dreamer.store.busy import AlwaysIdle, SqlBusySignal
+from dreamer.store.db import session_scope
 
 
 def session_with(text: str) -> list[dict]:
@@ -25,8 +27,9 @@ def session_with(text: str) -> list[dict]:
 
 @pytest.fixture
 def rt(settings, engine, tmp_path):
-    runtime = Runtime.open(settings, engine=engine, llm=None, embedder=None,
-                           index=EdgeIndex(tmp_path / "edge", 8), busy=AlwaysIdle())
+    runtime = Runtime.open(
+        settings, engine=engine, llm=None, embedder=None, index=EdgeIndex(tmp_path / "edge", 8), busy=AlwaysIdle()
+    )
     yield runtime
     runtime._index.close()
 
@@ -85,7 +88,7 @@ def test_catch_up_runs_passes_until_a_long_session_is_done(rt):
 
 def test_flush_runs_through_the_online_companion(rt):
     sid = record_messages(rt.engine, "a", session_with("I prefer tea."), user_id="alice").session_id
-    result = jobs.run_flush(rt, sid)
+    result = flushing.run_flush(rt, sid)
     assert result.session_id == sid and result.status in ("flushed", "nothing_new")
     with session_scope(rt.engine) as s:
         assert s.exec(select(DreamRun)).all() == []

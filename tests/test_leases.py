@@ -2,12 +2,12 @@ from datetime import timedelta
 
 from sqlmodel import select
 
-from dreamer import leases
-from dreamer.busy import AlwaysIdle
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass
-from dreamer.models import DreamRun, Lease, utcnow
-from dreamer.runtime import Runtime
+from dreamer.core.models import DreamRun, Lease, utcnow
+from dreamer.engine.dream import dream_pass
+from dreamer.engine.runtime import Runtime
+from dreamer.store import leases
+from dreamer.store.busy import AlwaysIdle
+from dreamer.store.db import session_scope
 
 
 def test_lease_is_exclusive_until_expiry(engine):
@@ -41,16 +41,21 @@ def test_a_running_run_without_a_live_run_lease_is_swept_as_abandoned(engine):
     assert leases.acquire(engine, leases.run_lease(2), "host:2:2", 60, now - timedelta(seconds=61))  # expired
     # run 3 has no lease at all: its process died before its first session, or long ago
     assert leases.sweep_abandoned_runs(engine, now) == [2, 3]
-    assert _runs(engine) == {1: ("running", None), 2: ("abandoned", leases.ABANDONED),
-                             3: ("abandoned", leases.ABANDONED), 4: ("ok", None)}
+    assert _runs(engine) == {
+        1: ("running", None),
+        2: ("abandoned", leases.ABANDONED),
+        3: ("abandoned", leases.ABANDONED),
+        4: ("ok", None),
+    }
     assert leases.sweep_abandoned_runs(engine, now) == []
 
 
 def test_a_pass_holds_its_run_lease_while_it_runs_and_gives_it_back(settings, engine):
     with session_scope(engine) as s:
         s.add(DreamRun(status="running"))  # left behind by a killed pass
-    with Runtime.open(settings.model_copy(update={"extractor": "rules"}), engine=engine, llm=None,
-                      embedder=None, busy=AlwaysIdle()) as rt:
+    with Runtime.open(
+        settings.model_copy(update={"extractor": "rules"}), engine=engine, llm=None, embedder=None, busy=AlwaysIdle()
+    ) as rt:
         run = dream_pass(rt)
     assert _runs(engine) == {1: ("abandoned", leases.ABANDONED), run.id: ("ok", None)}
     with session_scope(engine) as s:

@@ -9,7 +9,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from dreamer.errors import (
+from dreamer.core.errors import (
     BudgetExceeded,
     CircuitOpen,
     LLMError,
@@ -17,10 +17,17 @@ from dreamer.errors import (
     LLMTimeout,
     TransientLLMError,
 )
-from dreamer.llm import (
-    LLM, GuardedLLM, OpenAILLM, Usage, build_llm, build_openai_client, compute_backoff, endpoint_answers,
+from dreamer.llm.client import (
+    LLM,
+    GuardedLLM,
+    OpenAILLM,
+    Usage,
+    build_llm,
+    build_openai_client,
+    compute_backoff,
+    endpoint_answers,
 )
-from dreamer.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted import Reply, ScriptedServer
 
 SYSTEM = "Extract durable facts about the user."
 USER = "I always use tabs, never spaces."
@@ -178,8 +185,11 @@ def test_faulty_answers_take_the_repair_path(server, waits, fault, problem):
     assert waits == []
 
 
-@pytest.mark.parametrize("fault", [Reply.malformed(), Reply.truncated(VALID), Reply.empty_choices(),
-                                   Reply.refusal("no")], ids=["malformed", "truncated", "empty", "refusal"])
+@pytest.mark.parametrize(
+    "fault",
+    [Reply.malformed(), Reply.truncated(VALID), Reply.empty_choices(), Reply.refusal("no")],
+    ids=["malformed", "truncated", "empty", "refusal"],
+)
 def test_faulty_twice_is_invalid_output(server, waits, fault):
     server.push(fault.times(2))
     with pytest.raises(LLMInvalidOutput):
@@ -443,8 +453,15 @@ def test_build_llm_none_without_endpoint(settings):
 
 
 def test_build_llm_end_to_end(settings, server):
-    settings = settings.model_copy(update={"llm_base_url": server.url, "llm_model": "m-x", "llm_timeout": 7.0,
-                                           "llm_max_retries": 0, "llm_json_schema": False})
+    settings = settings.model_copy(
+        update={
+            "llm_base_url": server.url,
+            "llm_model": "m-x",
+            "llm_timeout": 7.0,
+            "llm_max_retries": 0,
+            "llm_json_schema": False,
+        }
+    )
     client = build_openai_client(settings)
     assert client.max_retries == 0
     assert client.timeout == 7.0

@@ -5,21 +5,22 @@ from __future__ import annotations
 import fcntl
 import os
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dreamer.markdown import (
+from dreamer.core.models import Memory
+from dreamer.engine.markdown import (
     NOTE,
+    RENDER_LOCK,
     Entry,
     RenderedFile,
     append_daily_note,
     escape_text,
     parse_entries,
-    RENDER_LOCK,
     render_lock,
     render_user,
     safe_name,
@@ -27,9 +28,8 @@ from dreamer.markdown import (
     user_dir,
     write_files,
 )
-from dreamer.models import Memory
 
-T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 USER = "alice"
 
 

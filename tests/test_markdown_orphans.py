@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from dreamer import markdown
+from dreamer.engine import markdown
 
 
 def dead_pid() -> int:

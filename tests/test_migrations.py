@@ -1,12 +1,21 @@
 import pytest
 from sqlalchemy import inspect
 
-from dreamer import db
-from dreamer.errors import ConfigError, StoreError
+from dreamer.core.errors import ConfigError, StoreError
+from dreamer.store import db
 
 TABLES = {
-    "sessions", "messages", "cursors", "memories", "memory_events", "daily_notes", "dream_runs",
-    "leases", "activity", "scheduler_state", "views_due",
+    "sessions",
+    "messages",
+    "cursors",
+    "memories",
+    "memory_events",
+    "daily_notes",
+    "dream_runs",
+    "leases",
+    "activity",
+    "scheduler_state",
+    "views_due",
 }
 
 

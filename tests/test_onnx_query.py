@@ -8,9 +8,9 @@ import logging
 import numpy as np
 import pytest
 
-from dreamer.config import Settings
-from dreamer.embed import MiniLMEmbedder, build_embedder, minilm_available
-from dreamer.onnx_query import export_name
+from dreamer.core.settings import Settings
+from dreamer.embed.embedders import MiniLMEmbedder, build_embedder, minilm_available
+from dreamer.embed.onnx_query import export_name
 
 pytestmark = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 
@@ -48,7 +48,7 @@ def test_batches_stay_on_torch(exported):
 def test_the_export_is_made_once_and_reused_by_the_next_process(exported, cache, caplog):
     path = cache / EXPORT
     before = (path.stat().st_ino, path.stat().st_mtime_ns)
-    with caplog.at_level(logging.INFO, logger="dreamer.onnx_query"):
+    with caplog.at_level(logging.INFO, logger="dreamer.embed.onnx_query"):
         again = MiniLMEmbedder(cache_dir=cache)
         (vector,) = again.embed([TEXTS[1]])
     assert again._query is not None
@@ -62,7 +62,7 @@ def test_the_export_is_made_once_and_reused_by_the_next_process(exported, cache,
 def test_a_cache_that_cannot_be_written_keeps_torch_and_says_why_once(tmp_path, caplog):
     blocked = tmp_path / "cache"
     blocked.write_text("a file where the folder should be")
-    with caplog.at_level(logging.WARNING, logger="dreamer.onnx_query"):
+    with caplog.at_level(logging.WARNING, logger="dreamer.embed.onnx_query"):
         embedder = MiniLMEmbedder(cache_dir=blocked)
         (vector,) = embedder.embed([TEXTS[0]])
         embedder.embed([TEXTS[1]])
@@ -70,7 +70,9 @@ def test_a_cache_that_cannot_be_written_keeps_torch_and_says_why_once(tmp_path, 
     expected = embedder._load().encode([TEXTS[0]], normalize_embeddings=True, convert_to_numpy=True)[0]
     assert vector == np.asarray(expected, dtype=np.float32).tolist()  # torch's own vector
     [record] = caplog.records
-    assert record.getMessage().startswith(f"queries are embedded by torch: the ONNX export at {blocked / EXPORT} is unusable (")
+    assert record.getMessage().startswith(
+        f"queries are embedded by torch: the ONNX export at {blocked / EXPORT} is unusable ("
+    )
 
 
 def test_a_cached_file_that_is_not_the_model_is_exported_afresh(tmp_path, exported):
@@ -102,8 +104,10 @@ def test_threads_embedding_one_text_and_batches_at_once_get_their_own_vectors(ex
     def work(k):
         try:
             for i in range(15):
-                results.append(exported.embed([TEXTS[1]])[0] == one if (i + k) % 2 else exported.embed(TEXTS[:2]) == batch)
-        except Exception as exc:  # noqa: BLE001  (collected for the assertion below)
+                results.append(
+                    exported.embed([TEXTS[1]])[0] == one if (i + k) % 2 else exported.embed(TEXTS[:2]) == batch
+                )
+        except Exception as exc:
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]

@@ -3,11 +3,12 @@ that marks the rows indexed, rendered later and cleared only if still the mark t
 
 from __future__ import annotations
 
-from dreamer import cabinet, markdown, outbox
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.index import EdgeIndex
-from dreamer.runtime import Runtime
+from dreamer.core.settings import Settings
+from dreamer.engine import markdown, outbox
+from dreamer.engine.runtime import Runtime
+from dreamer.index.base import EdgeIndex
+from dreamer.store import cabinet
+from dreamer.store.db import session_scope
 
 
 def runtime(tmp_path, engine) -> Runtime:
@@ -18,8 +19,9 @@ def runtime(tmp_path, engine) -> Runtime:
 
 def add(engine, user_id: str, text: str) -> str:
     with session_scope(engine) as s:
-        m = cabinet.add_memory(s, user_id=user_id, kind="profile", text=text, source="dream",
-                               evidence=[{"session_id": 1, "seqs": [1]}])
+        m = cabinet.add_memory(
+            s, user_id=user_id, kind="profile", text=text, source="dream", evidence=[{"session_id": 1, "seqs": [1]}]
+        )
         return m.id
 
 

@@ -10,18 +10,20 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from dreamer import cabinet, db, outbox
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.index import EdgeIndex, IndexPoint
-from dreamer.models import Memory
-from dreamer.runtime import Runtime
+from dreamer.core.models import Memory
+from dreamer.core.settings import Settings
+from dreamer.engine import outbox
+from dreamer.engine.runtime import Runtime
+from dreamer.index.base import EdgeIndex, IndexPoint
+from dreamer.store import cabinet, db
+from dreamer.store.db import session_scope
 
 
 def check(data_dir):
     env = {**os.environ, "DREAMER_DATA_DIR": str(data_dir), "DREAMER_EMBEDDER": "none", "DREAMER_LLM_BASE_URL": ""}
-    done = subprocess.run([sys.executable, "-m", "dreamer", "reindex", "--check"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dreamer", "reindex", "--check"], capture_output=True, text=True, env=env, timeout=120
+    )
     return done.returncode, done.stdout.strip()
 
 
@@ -31,8 +33,17 @@ def test_every_kind_of_drift_is_reported(tmp_path):
     db.upgrade(engine)
     with Runtime.open(settings, engine=engine, llm=None, embedder=None) as rt:
         with session_scope(engine) as s:
-            ids = [cabinet.add_memory(s, user_id="u", kind="preference", text=f"The user prefers item {i}.",
-                                      source="dream", evidence=[{"session_id": i, "seqs": [1]}]).id for i in range(4)]
+            ids = [
+                cabinet.add_memory(
+                    s,
+                    user_id="u",
+                    kind="preference",
+                    text=f"The user prefers item {i}.",
+                    source="dream",
+                    evidence=[{"session_id": i, "seqs": [1]}],
+                ).id
+                for i in range(4)
+            ]
         outbox.drain(rt)
         assert outbox.check(rt).clean
         with session_scope(engine) as s:  # changed in SQL behind the outbox's back
@@ -71,8 +82,17 @@ def test_a_row_changed_while_it_is_drained_is_drained_again(tmp_path):
     engine = db.make_engine(settings.resolved_database_url())
     db.upgrade(engine)
     with session_scope(engine) as s:
-        ids = [cabinet.add_memory(s, user_id="u", kind="preference", text=f"The user prefers item {i}.",
-                                  source="dream", evidence=[{"session_id": i, "seqs": [1]}]).id for i in range(3)]
+        ids = [
+            cabinet.add_memory(
+                s,
+                user_id="u",
+                kind="preference",
+                text=f"The user prefers item {i}.",
+                source="dream",
+                evidence=[{"session_id": i, "seqs": [1]}],
+            ).id
+            for i in range(3)
+        ]
 
     def edit():
         with session_scope(engine) as s:

@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 
-from dreamer.days import zone
-from dreamer.documents import (
-    Document, Said, document, evidence_keys, evidence_points, key_points, render, speakers_of, windows,
+from dreamer.core.days import zone
+from dreamer.engine.documents import (
+    Document,
+    Said,
+    document,
+    evidence_keys,
+    evidence_points,
+    key_points,
+    render,
+    speakers_of,
+    windows,
     with_document,
 )
-from dreamer.index import Hit, IndexPoint
-from dreamer.ranking import (
-    Passage, Period, Weights, boost_dated, boost_passage, covers, demote_repeats, fuse, hit_days, hit_evidence,
-    named_speakers, query_period, rescaled, said_dense, speaker_matches, without_names,
+from dreamer.index.base import Hit, IndexPoint
+from dreamer.online.ranking import (
+    Passage,
+    Period,
+    Weights,
+    boost_dated,
+    boost_passage,
+    covers,
+    demote_repeats,
+    fuse,
+    hit_days,
+    hit_evidence,
+    named_speakers,
+    query_period,
+    rescaled,
+    said_dense,
+    speaker_matches,
+    without_names,
 )
 
-MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 def test_named_speakers_are_whole_words_of_first_names():
@@ -29,7 +51,10 @@ def test_named_speakers_are_whole_words_of_first_names():
 
 
 def test_without_names_drops_names_and_possessives():
-    assert without_names("When did Caroline go to Melanie's party?", ["Caroline", "Melanie Stone"]) == "When did go to party?"
+    assert (
+        without_names("When did Caroline go to Melanie's party?", ["Caroline", "Melanie Stone"])
+        == "When did go to party?"
+    )
     assert without_names("Caroline", ["Caroline"]) == "Caroline"  # never an empty query
 
 
@@ -72,7 +97,12 @@ def test_speaker_matches_reads_the_payload():
 
 def test_demote_repeats_picks_the_head_without_spending_places_on_the_same_messages():
     ranked = [("a", 1.0), ("b", 0.9), ("c", 0.8), ("d", 0.5), ("e", 0.4)]
-    evidence = {"a": frozenset({"1:1"}), "b": frozenset({"1:1"}), "c": frozenset({"1:1", "1:2"}), "d": frozenset({"2:7"})}
+    evidence = {
+        "a": frozenset({"1:1"}),
+        "b": frozenset({"1:1"}),
+        "c": frozenset({"1:1", "1:2"}),
+        "d": frozenset({"2:7"}),
+    }
     out = demote_repeats(ranked, evidence, 0.3, head=3)
     # b repeats a (0.9 - 0.3 = 0.6): c and d go first; e has no known evidence and never repeats
     assert out == [("a", 1.0), ("c", 0.8), ("b", pytest.approx(0.6)), ("d", 0.5), ("e", 0.4)]
@@ -80,13 +110,16 @@ def test_demote_repeats_picks_the_head_without_spending_places_on_the_same_messa
     assert demote_repeats(ranked, {}, 0.3, head=5) == ranked
     # a penalty of 0 and ties keep the input order
     assert demote_repeats([("x", 1.0), ("y", 1.0)], {"x": frozenset({"1:1"}), "y": frozenset({"1:1"})}, 0.0, 2) == [
-        ("x", 1.0), ("y", 1.0)]
+        ("x", 1.0),
+        ("y", 1.0),
+    ]
 
 
 def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
     ranked = [("a", 1.0), ("b", 0.9), ("c", 0.8), ("d", 0.7), ("e", 0.6), ("f", 0.5), ("g", 0.4)]
     evidence = {
-        "a": frozenset({"1:10"}), "b": frozenset({"2:3"}),
+        "a": frozenset({"1:10"}),
+        "b": frozenset({"2:3"}),
         "c": frozenset({"1:10"}),  # the same message as a: a repeat, not a neighbour
         "d": frozenset({"1:15"}),  # 5 away from a: outside the window
         "e": frozenset({"1:14", "7:1"}),  # 4 away from a
@@ -94,17 +127,31 @@ def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
         "g": frozenset({"2:1", "bad", "2:x", "--1:3", "\u00b2:3", "2:"}),  # 2 away from b; malformed keys are ignored
     }
     out = boost_passage(ranked, evidence, Passage(top=2, window=4, weight=0.2))
-    assert out == [("a", 1.0), ("b", 0.9), ("c", 0.8), ("e", pytest.approx(0.8)), ("d", 0.7),
-                   ("g", pytest.approx(0.6)), ("f", 0.5)]
+    assert out == [
+        ("a", 1.0),
+        ("b", 0.9),
+        ("c", 0.8),
+        ("e", pytest.approx(0.8)),
+        ("d", 0.7),
+        ("g", pytest.approx(0.6)),
+        ("f", 0.5),
+    ]
     # only the first `top` set the passage; b is near nothing of a's
     assert boost_passage(ranked, evidence, Passage(top=1, window=4, weight=0.2))[3:5] == [
-        ("e", pytest.approx(0.8)), ("d", 0.7)]
+        ("e", pytest.approx(0.8)),
+        ("d", 0.7),
+    ]
     assert boost_passage(ranked, evidence, Passage(top=2, window=4, weight=0.0)) == ranked
     assert boost_passage(ranked, evidence, Passage(top=0, window=4, weight=0.2)) == ranked
     assert boost_passage(ranked, {}, Passage(top=2, window=4, weight=0.2)) == ranked
     # two of the best in one session: their own messages stay repeats, whichever comes first
-    same = {"a": frozenset({"1:10"}), "b": frozenset({"1:12"}), "c": frozenset({"1:10"}), "d": frozenset({"1:16"}),
-            "e": frozenset({"1:5"})}
+    same = {
+        "a": frozenset({"1:10"}),
+        "b": frozenset({"1:12"}),
+        "c": frozenset({"1:10"}),
+        "d": frozenset({"1:16"}),
+        "e": frozenset({"1:5"}),
+    }
     for order in (["a", "b", "c", "d", "e"], ["b", "a", "c", "d", "e"]):
         out = boost_passage([(i, 1.0 - 0.1 * n) for n, i in enumerate(order)], same, Passage(2, 4, 0.2))
         assert [i for i, _ in out] == [*order[:2], "d", "c", "e"]
@@ -112,22 +159,25 @@ def test_boost_passage_lifts_what_rests_near_the_best_candidates_evidence():
     assert boost_passage(ranked, evidence, Passage(top=2, window=0, weight=0.2)) == ranked
 
 
-@pytest.mark.parametrize(("query", "period"), [
-    ("What did Mel show Caroline on October 13, 2023?", Period(2023, 10, 13)),
-    ("What did Gina find on 1 February, 2023?", Period(2023, 2, 1)),
-    ("What happened on the 3rd of May?", Period(None, 5, 3)),
-    ("What happened on 3rd May?", Period(None, 5, 3)),
-    ("When did Melanie go camping in June?", Period(None, 6, None)),
-    ("What did she start in December 2023?", Period(2023, 12, None)),
-    ("How often did she go to the beach in 2023?", Period(2023)),
-    ("May I ask what Jon likes?", None),
-    ("March 2023 was busy: what happened?", Period(2023, 3, None)),
-    ("What did Jon do after the dance class?", None),
-    ("Anything on 40 June?", Period(None, 6, None)),
-    ("Hi! May I ask what Jon likes?", None),
-    ("What did June say?", Period(None, 6, None)),  # a name: rank() takes the speakers' names out first
-    (without_names("What did June say on 3 May?", ["June"]), Period(None, 5, 3)),
-])
+@pytest.mark.parametrize(
+    ("query", "period"),
+    [
+        ("What did Mel show Caroline on October 13, 2023?", Period(2023, 10, 13)),
+        ("What did Gina find on 1 February, 2023?", Period(2023, 2, 1)),
+        ("What happened on the 3rd of May?", Period(None, 5, 3)),
+        ("What happened on 3rd May?", Period(None, 5, 3)),
+        ("When did Melanie go camping in June?", Period(None, 6, None)),
+        ("What did she start in December 2023?", Period(2023, 12, None)),
+        ("How often did she go to the beach in 2023?", Period(2023)),
+        ("May I ask what Jon likes?", None),
+        ("March 2023 was busy: what happened?", Period(2023, 3, None)),
+        ("What did Jon do after the dance class?", None),
+        ("Anything on 40 June?", Period(None, 6, None)),
+        ("Hi! May I ask what Jon likes?", None),
+        ("What did June say?", Period(None, 6, None)),  # a name: rank() takes the speakers' names out first
+        (without_names("What did June say on 3 May?", ["June"]), Period(None, 5, 3)),
+    ],
+)
 def test_query_period_reads_the_first_date_a_query_names(query, period):
     assert query_period(query) == period
 
@@ -136,7 +186,9 @@ def test_covers_a_year_a_month_or_a_day_with_slack():
     assert covers(Period(2023), date(2023, 1, 1), 7) and not covers(Period(2023), date(2022, 12, 31), 7)
     assert covers(Period(None, 6), date(2021, 6, 30), 0) and not covers(Period(None, 6), date(2021, 7, 1), 0)
     assert covers(Period(2023, 6), date(2023, 6, 1), 0) and not covers(Period(2023, 6), date(2022, 6, 1), 0)
-    assert covers(Period(2023, 10, 13), date(2023, 10, 20), 7) and not covers(Period(2023, 10, 13), date(2023, 10, 21), 7)
+    assert covers(Period(2023, 10, 13), date(2023, 10, 20), 7) and not covers(
+        Period(2023, 10, 13), date(2023, 10, 21), 7
+    )
     assert covers(Period(2023, 10, 13), date(2023, 10, 6), 7) and not covers(Period(2023, 10, 13), date(2023, 10, 5), 7)
     assert covers(Period(None, 10, 13), date(2021, 10, 14), 1)  # a day without a year: that day of the evidence's year
     assert not covers(Period(2023, 6, 31), date(2023, 6, 30), 7)  # no such day
@@ -152,16 +204,28 @@ def test_boost_dated_lifts_what_was_said_then():
     assert out == [("c", pytest.approx(1.1)), ("a", 1.0), ("b", 0.9), ("d", 0.7)]
     assert boost_dated(ranked, days, None, 0.3, 7) == ranked
     assert boost_dated(ranked, days, Period(2023, 6), 0.0, 7) == ranked
-    hits = [Hit("a", 1.0, {"said_on": ["2023-05-01", "not a day", 7]}), Hit("b", 1.0, {}),
-            Hit("c", 1.0, {"said_on": "2023-05-08"}), Hit("d", 1.0, {"said_on": 20230508})]
+    hits = [
+        Hit("a", 1.0, {"said_on": ["2023-05-01", "not a day", 7]}),
+        Hit("b", 1.0, {}),
+        Hit("c", 1.0, {"said_on": "2023-05-08"}),
+        Hit("d", 1.0, {"said_on": 20230508}),
+    ]
     assert hit_days(hits) == {"a": [date(2023, 5, 1)], "b": [], "c": [date(2023, 5, 8)], "d": []}
 
 
 def test_hit_evidence_reads_the_payload():
-    hits = [Hit("a", 1.0, {"evidence_at": ["1:2", "3:4", 5, ["1:2"]]}), Hit("b", 1.0, {}),
-            Hit("c", 1.0, {"evidence_at": "1:2"}), Hit("d", 1.0, {"evidence_at": 12})]
-    assert hit_evidence(hits) == {"a": frozenset({"1:2", "3:4"}), "b": frozenset(), "c": frozenset({"1:2"}),
-                                  "d": frozenset()}
+    hits = [
+        Hit("a", 1.0, {"evidence_at": ["1:2", "3:4", 5, ["1:2"]]}),
+        Hit("b", 1.0, {}),
+        Hit("c", 1.0, {"evidence_at": "1:2"}),
+        Hit("d", 1.0, {"evidence_at": 12}),
+    ]
+    assert hit_evidence(hits) == {
+        "a": frozenset({"1:2", "3:4"}),
+        "b": frozenset(),
+        "c": frozenset({"1:2"}),
+        "d": frozenset(),
+    }
 
 
 def test_windows():

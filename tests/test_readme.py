@@ -4,7 +4,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from dreamer.config import Settings
+from dreamer.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,8 +28,15 @@ def test_ci_runs_the_second_line_with_services_required():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "DREAMER_REQUIRE_SERVICES=1" in ci
     extracted = subprocess.run(
-        ["bash", "-c", "awk '/^## Quick start/{f=1;next} f&&/^```/{c++; if(c==2) exit; next} f&&c==1&&NF{print}' README.md | sed -n 2p"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        [
+            "bash",
+            "-c",
+            "awk '/^## Quick start/{f=1;next} f&&/^```/{c++; if(c==2) exit; next} f&&c==1&&NF{print}' README.md | sed -n 2p",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert extracted == quick_start()[1]
     assert "awk '/^## Quick start/" in ci

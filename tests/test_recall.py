@@ -3,25 +3,31 @@ by weight, the text-only fallback, the budgeted context block, status and scope 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dreamer import cabinet, outbox
-from dreamer.busy import AlwaysIdle
-from dreamer.db import session_scope
-from dreamer.documents import DocumentedIndex
-from dreamer.embed import CachedEmbedder, MiniLMEmbedder, minilm_available
-from dreamer.index import EdgeIndex, Scope, SearchFilter
+from dreamer.core.models import Memory
+from dreamer.core.tokens import count_tokens
+from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, minilm_available
+from dreamer.engine import outbox
+from dreamer.engine.documents import DocumentedIndex
+from dreamer.engine.runtime import Runtime
+from dreamer.index.base import EdgeIndex, Scope, SearchFilter
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
-from dreamer.models import Memory
-from dreamer.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed
-from dreamer.recall import (
-    CONTEXT_CLOSE, CONTEXT_OPEN, context, context_rank_key, cut_to_budget, recall,
+from dreamer.online.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed
+from dreamer.online.recall import (
+    CONTEXT_CLOSE,
+    CONTEXT_OPEN,
+    context,
+    context_rank_key,
+    cut_to_budget,
+    recall,
 )
-from dreamer.runtime import Runtime
-from dreamer.tokens import count_tokens
+from dreamer.store import cabinet
+from dreamer.store.busy import AlwaysIdle
+from dreamer.store.db import session_scope
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 ALICE, BOB = Scope("alice"), Scope("bob")
@@ -63,10 +69,19 @@ def test_fuse_order_follows_the_weights():
 
 
 def _memory(mid: str, *, status="candidate", sessions=1, importance=0.5, seen_days_ago=0) -> Memory:
-    seen = datetime(2024, 6, 1, tzinfo=timezone.utc) - timedelta(days=seen_days_ago)
+    seen = datetime(2024, 6, 1, tzinfo=UTC) - timedelta(days=seen_days_ago)
     evidence = [{"session_id": i + 1, "seqs": [1]} for i in range(sessions)]
-    return Memory(id=mid, user_id="u", kind="preference", text=mid, content_hash=mid, status=status,
-                  evidence=evidence, importance=importance, last_seen=seen)
+    return Memory(
+        id=mid,
+        user_id="u",
+        kind="preference",
+        text=mid,
+        content_hash=mid,
+        status=status,
+        evidence=evidence,
+        importance=importance,
+        last_seen=seen,
+    )
 
 
 def test_context_ranking_verified_then_evidence_then_importance_then_recency():
@@ -131,7 +146,9 @@ def test_a_rare_exact_token_is_answered_by_bm25(hybrid):
     text_side = rt.index.search_text("E4711", ALICE, 20)
     assert [h.memory_id for h in text_side] == [ids["deploy"]]
     dense_st = rt.settings.model_copy(update={"dense_weight": 1.0, "text_weight": 0.0})
-    dense_rt = Runtime.open(dense_st, engine=rt.engine, llm=None, embedder=rt.embedder, index=rt.index, busy=AlwaysIdle())
+    dense_rt = Runtime.open(
+        dense_st, engine=rt.engine, llm=None, embedder=rt.embedder, index=rt.index, busy=AlwaysIdle()
+    )
     dense_only = recall(dense_rt, "E4711", ALICE)
     assert dense_only.hits[0].memory_id == ids["linker"]  # the dense side alone picks the wrong error
 
@@ -214,7 +231,7 @@ def test_kinds_and_time_filters(hybrid):
         s.add(m)
     outbox.drain(rt)
     assert [h.memory_id for h in recall(rt, "job", ALICE, kinds=["profile"]).hits] == [ids["nurse"]]
-    future = datetime.now(timezone.utc) + timedelta(days=1)
+    future = datetime.now(UTC) + timedelta(days=1)
     assert recall(rt, "tea", ALICE, since=future).hits == []
     assert recall(rt, "tea", ALICE, until=future.replace(tzinfo=None)).hits != []
 
@@ -238,10 +255,12 @@ def test_text_only_fallback_says_so(settings, sqlite_engine, tmp_path):
 def test_context_is_ranked_and_cut_to_the_budget(settings, sqlite_engine, tmp_path):
     rt = runtime(settings, sqlite_engine, tmp_path, None)
     try:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         sessions = lambda n: [{"session_id": i + 1, "seqs": [1]} for i in range(n)]  # noqa: E731
         ids = {  # evidence from two sessions makes a memory verified
-            "most_evidence": store(rt, "alice", "The user is vegetarian.", kind="profile", evidence=sessions(3), importance=0.1),
+            "most_evidence": store(
+                rt, "alice", "The user is vegetarian.", kind="profile", evidence=sessions(3), importance=0.1
+            ),
             "verified": store(rt, "alice", "The user prefers quiet hotels.", evidence=sessions(2), importance=0.2),
             "important": store(rt, "alice", "The user prefers trains.", importance=0.9),
             "recent": store(rt, "alice", "The user prefers tea.", last_seen=now),
@@ -280,7 +299,7 @@ def on_and_off(settings, engine, tmp_path, embedder, signal: str) -> tuple[Runti
 
 @needs_minilm
 def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, tmp_path, minilm):
-    said = {"may": datetime(2023, 5, 8, 10, tzinfo=timezone.utc), "july": datetime(2023, 7, 20, 10, tzinfo=timezone.utc)}
+    said = {"may": datetime(2023, 5, 8, 10, tzinfo=UTC), "july": datetime(2023, 7, 20, 10, tzinfo=UTC)}
     texts = {"may": "The user went swimming in the lake.", "july": "The user went kayaking on the lake."}
     rt, undated = on_and_off(settings, sqlite_engine, tmp_path, minilm, "date_weight")
     queries = {"may": "What did the user do at the lake in May 2023?", "july": "What did the user do on 22 July, 2023?"}
@@ -292,7 +311,9 @@ def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, t
             ids[name] = store(rt, "alice", texts[name], evidence=[{"session_id": sid, "seqs": [1]}])
         outbox.drain(rt)
         dated = {name: recall(rt, q, ALICE, k=10).hits for name, q in queries.items()}
-        plain = {name: {h.memory_id: h.score for h in recall(undated, q, ALICE, k=10).hits} for name, q in queries.items()}
+        plain = {
+            name: {h.memory_id: h.score for h in recall(undated, q, ALICE, k=10).hits} for name, q in queries.items()
+        }
     finally:
         rt.close()
     for name, other in (("may", "july"), ("july", "may")):
@@ -305,25 +326,38 @@ def test_a_date_in_the_query_lifts_what_was_said_then(settings, sqlite_engine, t
 @needs_minilm
 def test_a_memory_is_found_by_the_message_it_rests_on(settings, sqlite_engine, tmp_path, minilm):
     index = DocumentedIndex(EdgeIndex(tmp_path / "edge", 384), sqlite_engine, embedder=minilm)
-    rt, plain = (Runtime.open(st, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
-                 for st in (settings, settings.model_copy(update={"said_match": False})))
+    rt, plain = (
+        Runtime.open(st, engine=sqlite_engine, llm=None, embedder=minilm, index=index, busy=AlwaysIdle())
+        for st in (settings, settings.model_copy(update={"said_match": False}))
+    )
     query = "How did the user celebrate winning the chess tournament?"
     said = {name: f"Well, {text[0].lower()}{text[1:]}" for name, text in FACTS.items()}  # each rests on its own turn
-    said["chess"], kept = "I joined a chess club that meets on Thursdays.", "The user plays chess in a club on Thursdays."
+    said["chess"], kept = (
+        "I joined a chess club that meets on Thursdays.",
+        "The user plays chess in a club on Thursdays.",
+    )
     said["dinner"] = "We celebrated my chess tournament win with a big dinner at the harbour!"
     texts = {**FACTS, "chess": kept, "dinner": "The user likes seafood restaurants."}
     try:
-        sessions = {name: record_messages(sqlite_engine, name, [ParsedMessage(role="user", content=text)],
-                                          user_id="alice").session_id for name, text in said.items()}
-        ids = {name: store(rt, "alice", texts[name], evidence=[{"session_id": sid, "seqs": [1]}])
-               for name, sid in sessions.items()}
+        sessions = {
+            name: record_messages(
+                sqlite_engine, name, [ParsedMessage(role="user", content=text)], user_id="alice"
+            ).session_id
+            for name, text in said.items()
+        }
+        ids = {
+            name: store(rt, "alice", texts[name], evidence=[{"session_id": sid, "seqs": [1]}])
+            for name, sid in sessions.items()
+        }
         outbox.drain(rt)
         found = [h.memory_id for h in recall(rt, query, ALICE, k=3).hits]
         before = [h.memory_id for h in recall(plain, query, ALICE, k=3).hits]
     finally:
         rt.close()
     names = {v: k for k, v in ids.items()}
-    assert [names[i] for i in found][:1] == ["dinner"], [names[i] for i in found]  # its sentence is about restaurants; its turn answers
+    assert [names[i] for i in found][:1] == ["dinner"], [
+        names[i] for i in found
+    ]  # its sentence is about restaurants; its turn answers
     assert before[0] == ids["chess"] and ids["dinner"] not in before[:1]
 
 
@@ -336,8 +370,11 @@ def test_what_rests_near_the_best_candidate_is_lifted(settings, sqlite_engine, t
     try:
         ids = {name: store(rt, "alice", text, evidence=[]) for name, text in FACTS.items() if name != "deploy"}
         sid = record_messages(sqlite_engine, "ops", turns, user_id="alice").session_id
-        for name, seq, text in (("deploy", 1, FACTS["deploy"]), ("near", 3, "The user rolled back to release 41."),
-                                ("far", 9, "The user wants a quieter pager rota.")):
+        for name, seq, text in (
+            ("deploy", 1, FACTS["deploy"]),
+            ("near", 3, "The user rolled back to release 41."),
+            ("far", 9, "The user wants a quieter pager rota."),
+        ):
             ids[name] = store(rt, "alice", text, evidence=[{"session_id": sid, "seqs": [seq]}])
         outbox.drain(rt)
         lifted = {h.memory_id: h.score for h in recall(rt, query, ALICE, k=10).hits}

@@ -7,7 +7,7 @@ import string
 
 import pytest
 
-from dreamer.redact import (
+from dreamer.core.redact import (
     MEMORY_BLOCK_RE,
     RULES,
     clean_for_model,
@@ -128,7 +128,11 @@ CORPUS: list[tuple[str, str, str]] = [
     ("stripe_key", f"Restricted key: {STRIPE_RESTRICTED}", STRIPE_RESTRICTED),
     ("stripe_key", f"STRIPE_WEBHOOK_SECRET={STRIPE_WEBHOOK}", STRIPE_WEBHOOK),
     ("google_api_key", f"https://maps.googleapis.com/maps/api/geocode/json?address=x&key={GOOGLE}", GOOGLE),
-    ("google_oauth_secret", f'{{"installed": {{"client_id": "1.apps", "client_secret": "{GOOGLE_OAUTH}"}}}}', GOOGLE_OAUTH),
+    (
+        "google_oauth_secret",
+        f'{{"installed": {{"client_id": "1.apps", "client_secret": "{GOOGLE_OAUTH}"}}}}',
+        GOOGLE_OAUTH,
+    ),
     ("twilio_key", f"Twilio API key sid {TWILIO} created", TWILIO),
     ("sendgrid_key", f"SENDGRID_API_KEY={SENDGRID}", SENDGRID),
     ("npm_token", f"//registry.npmjs.org/:_authToken={NPM}", NPM),
@@ -140,8 +144,11 @@ CORPUS: list[tuple[str, str, str]] = [
     ("private_key", f"$ cat ~/.ssh/id_ed25519\n{PEM_OPENSSH}\n$ ", PEM_OPENSSH),
     ("private_key", f"ec key:\n{PEM_EC}", PEM_EC),
     ("private_key", f"{PEM_PGP}\n", PEM_PGP),
-    ("private_key", '{"type": "service_account", "private_key": "' + PEM_PKCS8.replace("\n", "\\n") + '\\n"}',
-     PEM_PKCS8.replace("\n", "\\n")),
+    (
+        "private_key",
+        '{"type": "service_account", "private_key": "' + PEM_PKCS8.replace("\n", "\\n") + '\\n"}',
+        PEM_PKCS8.replace("\n", "\\n"),
+    ),
     # --- passwords in URLs ---
     ("url_password", "DATABASE_URL=postgresql://admin:Tr0ub4dor&3@db.internal:5432/app", "Tr0ub4dor&3"),
     ("url_password", "connecting to redis://:s3cretRedisPw@cache:6379/0 ...", "s3cretRedisPw"),
@@ -175,7 +182,11 @@ CORPUS: list[tuple[str, str, str]] = [
         f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net",
         AZURE_KEY,
     ),
-    ("azure_sas", f"https://acct.blob.core.windows.net/c/b?sv=2022-11-02&se=2030-01-01&sp=r&sig={AZURE_SIG}", AZURE_SIG),
+    (
+        "azure_sas",
+        f"https://acct.blob.core.windows.net/c/b?sv=2022-11-02&se=2030-01-01&sp=r&sig={AZURE_SIG}",
+        AZURE_SIG,
+    ),
     ("high_entropy", f'SESSION_SIGNING_SALT = "{HIGH_ENTROPY}"', HIGH_ENTROPY),
     ("high_entropy", f"cookie_key={HIGH_ENTROPY[::-1]}", HIGH_ENTROPY[::-1]),
 ]
@@ -301,7 +312,7 @@ def test_non_secrets_are_unchanged(text):
     ("text", "expected"),
     [
         ("a <memory-context>x</memory-context> b", "a  b"),
-        ('<memory-context source="recall" k=\'3\'>\nline 1\nline 2\n</memory-context>\nHello', "\nHello"),
+        ("<memory-context source=\"recall\" k='3'>\nline 1\nline 2\n</memory-context>\nHello", "\nHello"),
         ("<Memory-Context>x</MEMORY-CONTEXT >after", "after"),
         ("1<memory-context>a</memory-context>2<memory-context>b</memory-context>3", "123"),
         ("a<memory-context>1<memory-context>2</memory-context>3</memory-context>b", "ab"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.redact import PREFIX_MARGIN, clean_prefix, redact, safe_cut
+from dreamer.core.redact import PREFIX_MARGIN, clean_prefix, redact, safe_cut
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
@@ -43,29 +43,40 @@ def test_safe_cut_keeps_secrets_before_the_cut_for_redaction_later():
     assert safe_cut(text, 100) == text[:100]
 
 
-@pytest.mark.parametrize("text, kind", [
-    ("doctl auth init -t dop_v1_" + "ab12" * 16, "digitalocean_token"),
-    ("token hvs.CAESIJ" + "x1" * 20, "vault_token"),
-    ("shpat_" + "0a" * 16, "shopify_token"),
-    ("the mailgun key is key-" + "9f" * 16, "mailgun_key"),
-    ("lin_api_" + "Ab3" * 14, "linear_key"),
-    ("PMAK-" + "1a" * 12 + "-" + "2b" * 17, "postman_key"),
-    ("dapi" + "c3" * 16, "databricks_token"),
-    ("bot 1234567890:AA" + "Bc1_" * 9, "telegram_bot_token"),
-    ("https://discord.com/api/webhooks/1234/" + "Zx9-" * 12, "discord_webhook"),
-    ("Authorization: SSWS 00" + "Qw7" * 14, "authorization"),
-    ("sshpass -p hunter2x ssh root@box", "password"),
-    ("mysql -u root -pS3cretPw db", "password"),
-    ("curl -u admin:Adm1nPw https://x", "password"),
-    ("machine api.example.com\n  login bob\n  password N3trcPw", "password"),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("doctl auth init -t dop_v1_" + "ab12" * 16, "digitalocean_token"),
+        ("token hvs.CAESIJ" + "x1" * 20, "vault_token"),
+        ("shpat_" + "0a" * 16, "shopify_token"),
+        ("the mailgun key is key-" + "9f" * 16, "mailgun_key"),
+        ("lin_api_" + "Ab3" * 14, "linear_key"),
+        ("PMAK-" + "1a" * 12 + "-" + "2b" * 17, "postman_key"),
+        ("dapi" + "c3" * 16, "databricks_token"),
+        ("bot 1234567890:AA" + "Bc1_" * 9, "telegram_bot_token"),
+        ("https://discord.com/api/webhooks/1234/" + "Zx9-" * 12, "discord_webhook"),
+        ("Authorization: SSWS 00" + "Qw7" * 14, "authorization"),
+        ("sshpass -p hunter2x ssh root@box", "password"),
+        ("mysql -u root -pS3cretPw db", "password"),
+        ("curl -u admin:Adm1nPw https://x", "password"),
+        ("machine api.example.com\n  login bob\n  password N3trcPw", "password"),
+    ],
+)
 def test_added_secret_formats(text, kind):
     assert f"[REDACTED:{kind}]" in redact(text)
 
 
-@pytest.mark.parametrize("text", [
-    "mysql -u root -p", "mysql -h db --port 3306", "curl -u bob https://x", "the machine password policy",
-    "sshpass is a tool", "key-value store", "Authorization: Bearer",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql -u root -p",
+        "mysql -h db --port 3306",
+        "curl -u bob https://x",
+        "the machine password policy",
+        "sshpass is a tool",
+        "key-value store",
+        "Authorization: Bearer",
+    ],
+)
 def test_added_rules_leave_ordinary_text_alone(text):
     assert redact(text) == text

@@ -15,18 +15,18 @@ import pytest
 from sqlalchemy import func, update
 from sqlmodel import select
 
-from dreamer import db
-from dreamer import reprocess as rp
-from dreamer.busy import AlwaysIdle
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass
-from dreamer.errors import ConfigError
-from dreamer.index import EdgeIndex
+from dreamer.core.errors import ConfigError
+from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message, Session, utcnow
+from dreamer.core.settings import Settings
+from dreamer.engine import reprocess as rp
+from dreamer.engine.dream import dream_pass
+from dreamer.engine.runtime import Runtime
+from dreamer.engine.shared_index import open_shared_runtime
+from dreamer.index.base import EdgeIndex
 from dreamer.ingest.store import record_messages
-from dreamer.models import Cursor, DreamRun, Memory, MemoryEvent, Message, Session, utcnow
-from dreamer.runtime import Runtime
-from dreamer.shared_index import open_shared_runtime
+from dreamer.store import db
+from dreamer.store.busy import AlwaysIdle
+from dreamer.store.db import session_scope
 
 
 def session_with(text: str) -> list[dict]:
@@ -48,15 +48,19 @@ def store(engine) -> dict[str, int]:
     with session_scope(engine) as s:
         for name, days in (("s1", 10), ("s2", 10), ("s4", 20)):
             s.exec(update(Session).where(Session.id == ids[name]).values(updated_at=now - timedelta(days=days)))
-        s.exec(update(Cursor).where(Cursor.session_id == ids["s4"])
-               .values(status="quarantined", attempts=3, last_error="LLMError: the model refused"))
+        s.exec(
+            update(Cursor)
+            .where(Cursor.session_id == ids["s4"])
+            .values(status="quarantined", attempts=3, last_error="LLMError: the model refused")
+        )
     return ids
 
 
 @pytest.fixture
 def rt(settings, engine, tmp_path):
-    runtime = Runtime.open(settings, engine=engine, llm=None, embedder=None,
-                           index=EdgeIndex(tmp_path / "edge", 64), busy=AlwaysIdle())
+    runtime = Runtime.open(
+        settings, engine=engine, llm=None, embedder=None, index=EdgeIndex(tmp_path / "edge", 64), busy=AlwaysIdle()
+    )
     yield runtime
     runtime._index.close()
 
@@ -122,7 +126,9 @@ def test_reprocessing_twice_keeps_one_memory_with_its_history(rt):
     rp.reprocess(rt, [ids["s1"]])
     with session_scope(rt.engine) as s:
         [m] = s.exec(select(Memory).where(Memory.user_id == "alice").where(Memory.text.contains("quiet"))).all()
-        events = [e.event for e in s.exec(select(MemoryEvent).where(MemoryEvent.memory_id == m.id).order_by(MemoryEvent.id))]
+        events = [
+            e.event for e in s.exec(select(MemoryEvent).where(MemoryEvent.memory_id == m.id).order_by(MemoryEvent.id))
+        ]
     assert events == ["add", "merge", "merge"]
     assert m.status == "candidate"  # one session's evidence, however often it is read
 
@@ -134,8 +140,13 @@ def test_a_selection_is_exactly_one_kind_and_survives_json():
         rp.Selection(user_id="alice", everything=True)
     since = rp.parse_since("2024-05-01")
     assert since.isoformat() == "2024-05-01T00:00:00+00:00"
-    for sel in (rp.Selection(session_ids=(3, 1)), rp.Selection(user_id="a"), rp.Selection(since=since),
-                rp.Selection(quarantined=True), rp.Selection(everything=True)):
+    for sel in (
+        rp.Selection(session_ids=(3, 1)),
+        rp.Selection(user_id="a"),
+        rp.Selection(since=since),
+        rp.Selection(quarantined=True),
+        rp.Selection(everything=True),
+    ):
         assert rp.Selection.from_dict(json.loads(json.dumps(sel.to_dict()))) == sel
     with pytest.raises(ConfigError):
         rp.parse_since("last tuesday")
@@ -145,7 +156,9 @@ def test_the_estimate_is_message_tokens_plus_prompt_overhead_per_chunk(settings,
     ids = store(sqlite_engine)
     small = settings.model_copy(update={"chunk_tokens": 10})
     with session_scope(sqlite_engine) as s:
-        tokens = dict(s.exec(select(Message.session_id, func.sum(Message.token_count)).group_by(Message.session_id)).all())
+        tokens = dict(
+            s.exec(select(Message.session_id, func.sum(Message.token_count)).group_by(Message.session_id)).all()
+        )
         est = rp.estimate(s, [ids["s1"], ids["s3"]], settings)
         cut = rp.estimate(s, [ids["s1"]], small)
     overhead = rp.prompt_overhead(settings)
@@ -164,8 +177,15 @@ def cli(tmp_path, *args, env=None, stdin=subprocess.DEVNULL):
     e = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
     e.update({"DREAMER_DATA_DIR": str(tmp_path / "data"), "DREAMER_EMBEDDER": "none", "DREAMER_LLM_BASE_URL": ""})
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "dreamer", *args], capture_output=True, text=True, env=e,
-                          cwd=tmp_path, stdin=stdin, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=tmp_path,
+        stdin=stdin,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -186,8 +206,15 @@ def test_cli_dry_run_says_what_and_how_much_and_writes_nothing(tmp_path, cli_sto
     before = snapshot(engine)
     files = sorted((p, p.read_bytes()) for p in (tmp_path / "data" / "workspace").rglob("*.md"))
 
-    proc = cli(tmp_path, "reprocess", "--user", "alice", "--dry-run", "--json",
-               env={"DREAMER_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+    proc = cli(
+        tmp_path,
+        "reprocess",
+        "--user",
+        "alice",
+        "--dry-run",
+        "--json",
+        env={"DREAMER_LLM_BASE_URL": "http://127.0.0.1:9/v1"},
+    )
     text = cli(tmp_path, "reprocess", "--all", "--dry-run")
 
     assert proc.returncode == 0, proc.stderr
@@ -224,9 +251,12 @@ def test_cli_reprocess_with_yes_then_checkpoints(tmp_path, cli_store):
 
     rows = json.loads(cli(tmp_path, "checkpoints", "ls", "--json").stdout)
     assert [(r["session_id"], r["processed_seq"], r["last_seq"], r["status"], r["attempts"]) for r in rows] == [
-        (ids[n], 8, 8, "ok", 0) for n in ("s1", "s2", "s3", "s4")]
+        (ids[n], 8, 8, "ok", 0) for n in ("s1", "s2", "s3", "s4")
+    ]
     with session_scope(engine) as s:
-        s.exec(update(Cursor).where(Cursor.session_id == ids["s2"]).values(status="failed", attempts=1, last_error="boom"))
+        s.exec(
+            update(Cursor).where(Cursor.session_id == ids["s2"]).values(status="failed", attempts=1, last_error="boom")
+        )
     table = cli(tmp_path, "checkpoints", "ls", "--status", "failed")
     assert table.returncode == 0, table.stderr
     [row] = [ln for ln in table.stdout.splitlines() if "boom" in ln]

@@ -6,19 +6,19 @@ from __future__ import annotations
 import gc
 
 import pytest
-
-from dreamer.busy import AlwaysIdle
-from dreamer.documents import DocumentedIndex
-from dreamer.dream import dream_pass
-from dreamer.embed import CachedEmbedder, MiniLMEmbedder, OpenAIEmbedder, minilm_available
-from dreamer.index import Scope
-from dreamer.ingest.store import record_messages
-from dreamer.llm import OpenAILLM, build_openai_client
-from dreamer.recall import recall
-from dreamer.runtime import Runtime, settle
-from dreamer.scripted import ScriptedServer
-from dreamer.shared_index import open_shared_runtime
 from dreamkit import EMBED_DIM, extraction_script
+
+from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, OpenAIEmbedder, minilm_available
+from dreamer.engine.documents import DocumentedIndex
+from dreamer.engine.dream import dream_pass
+from dreamer.engine.runtime import Runtime, settle
+from dreamer.engine.shared_index import open_shared_runtime
+from dreamer.index.base import Scope
+from dreamer.ingest.store import record_messages
+from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.recall import recall
+from dreamer.store.busy import AlwaysIdle
 
 SESSION = [
     {"role": "user", "content": "Book the night train to Lisbon for Friday."},
@@ -46,7 +46,8 @@ def _parts(settings, server) -> dict:
 
 @pytest.mark.parametrize("opener", ["runtime", "shared"])
 def test_the_index_a_runtime_opens_finds_a_memory_by_the_words_around_its_evidence(
-        opener, settings, sqlite_engine, server):
+    opener, settings, sqlite_engine, server
+):
     st = settings.model_copy(update={"min_rounds": 1, "embed_dim": EMBED_DIM, "recall_search": "text"})
     parts = _parts(st, server)
     if opener == "runtime":

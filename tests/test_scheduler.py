@@ -8,27 +8,38 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from dreamkit import extraction_script
 from sqlmodel import select
 
-from dreamer import db
-from dreamer.busy import SqlBusySignal
-from dreamer.db import session_scope
-from dreamer.ingest.store import record_messages
-from dreamer.llm import build_llm
-from dreamer.models import Cursor, DreamRun, Memory, SchedulerState, Session, utcnow
-from dreamer.schedule import (
-    BACKOFF, OVERLAP, RUN, WAIT, Policy, initial_state, next_action, on_backoff, on_cut_short, on_finish, on_start,
-    scheduler_status, slot_after,
+from dreamer.core.models import Cursor, DreamRun, Memory, SchedulerState, Session, utcnow
+from dreamer.engine.schedule import (
+    BACKOFF,
+    OVERLAP,
+    RUN,
+    WAIT,
+    Policy,
+    initial_state,
+    next_action,
+    on_backoff,
+    on_cut_short,
+    on_finish,
+    on_start,
+    scheduler_status,
+    slot_after,
 )
-from dreamer.scripted import Reply, ScriptedServer
-from dreamer.shared_index import open_shared_runtime
-from dreamkit import extraction_script
+from dreamer.engine.shared_index import open_shared_runtime
+from dreamer.ingest.store import record_messages
+from dreamer.llm.client import build_llm
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.store import db
+from dreamer.store.busy import SqlBusySignal
+from dreamer.store.db import session_scope
 from workers.scheduler import DreamScheduler, InlineExecutor, Ran
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 POLICY = Policy(interval=3600, warmup=120, backoff_base=60, backoff_cap=1800)
 
 
@@ -88,8 +99,15 @@ def test_busy_backs_off_doubling_then_runs_once_idle_and_the_backoff_starts_over
 def test_the_backoff_is_capped_and_never_waits_past_the_next_regular_slot():
     policy = Policy(interval=600, warmup=0, backoff_base=60, backoff_cap=1800)
     trace = simulate(policy, busy_until=1300, until=1400)
-    assert trace == [(0, BACKOFF), (60, BACKOFF), (180, BACKOFF), (420, BACKOFF), (600, BACKOFF),
-                     (1200, BACKOFF), (1800, RUN)]
+    assert trace == [
+        (0, BACKOFF),
+        (60, BACKOFF),
+        (180, BACKOFF),
+        (420, BACKOFF),
+        (600, BACKOFF),
+        (1200, BACKOFF),
+        (1800, RUN),
+    ]
     delays = []
     rare = Policy(interval=10**6, warmup=0, backoff_base=60, backoff_cap=1800)
     state = initial_state(T0, rare)
@@ -120,8 +138,9 @@ def test_a_pass_longer_than_the_interval_is_followed_at_once_by_one_more():
 
 def test_a_pass_cut_short_by_a_busy_agent_is_retried_after_the_backoff_then_backs_off_doubling():
     state = on_start(initial_state(T0, POLICY), at(120), POLICY)
-    state = on_cut_short(on_finish(state, at(400), 5), at(400), "the agent became busy: 1 request(s) in flight",
-                         policy=POLICY, rand=0.5)
+    state = on_cut_short(
+        on_finish(state, at(400), 5), at(400), "the agent became busy: 1 request(s) in flight", policy=POLICY, rand=0.5
+    )
     assert (state.running, state.last_run_id, state.due_at, state.consecutive_skips) == (False, 5, at(460), 1)
     assert state.last_skip_reason == "the agent became busy: 1 request(s) in flight"
     again = next_action(state, at(460), "busy", policy=POLICY, rand=0.5)
@@ -175,13 +194,22 @@ def wait_for(check, timeout: float = 20.0, what: str = "condition"):
 
 def cursors(engine) -> dict[int, tuple[int, int]]:
     with session_scope(engine) as s:
-        rows = s.exec(select(Session.id, Session.last_seq, Cursor.processed_seq).join(Cursor, Cursor.session_id == Session.id))
+        rows = s.exec(
+            select(Session.id, Session.last_seq, Cursor.processed_seq).join(Cursor, Cursor.session_id == Session.id)
+        )
         return {sid: (last, done) for sid, last, done in rows}
 
 
 def fast(settings, **extra):
-    values = dict(warmup_seconds=0.2, dream_interval_seconds=1, embedder="none", llm_base_url="",
-                  busy_window_seconds=0.3, backoff_base_seconds=0.2, backoff_cap_seconds=0.8)
+    values = dict(
+        warmup_seconds=0.2,
+        dream_interval_seconds=1,
+        embedder="none",
+        llm_base_url="",
+        busy_window_seconds=0.3,
+        backoff_base_seconds=0.2,
+        backoff_cap_seconds=0.8,
+    )
     values.update(extra)
     return settings.model_copy(update=values)
 
@@ -249,8 +277,10 @@ def test_the_daemon_backs_off_while_busy_and_runs_as_soon_as_the_agent_is_idle(s
 
 def test_the_daemon_retries_a_pass_the_agent_cut_short_once_idle_not_an_interval_later(settings, sqlite_engine, shell):
     st = fast(settings, dream_interval_seconds=3600, warmup_seconds=0.1, quiet_period_seconds=0)
-    recs = [record_messages(sqlite_engine, f"s{i}", session_with(f"I prefer tea number {i}."), user_id=f"u{i}")
-            for i in range(2)]
+    recs = [
+        record_messages(sqlite_engine, f"s{i}", session_with(f"I prefer tea number {i}."), user_id=f"u{i}")
+        for i in range(2)
+    ]
     busy = SqlBusySignal(sqlite_engine, window_seconds=st.busy_window_seconds)
     script = extraction_script()
     calls = []
@@ -287,8 +317,8 @@ class Clock:
 def test_a_tick_the_database_refuses_changes_nothing_and_is_tried_again(settings, sqlite_engine):
     """The schedule cannot be saved at the slot (its table is out of reach): nothing runs, the
     daemon is not left thinking a pass runs, and the retry after the backoff base runs it."""
-    from dreamer.busy import AlwaysIdle
-    from dreamer.runtime import Runtime
+    from dreamer.engine.runtime import Runtime
+    from dreamer.store.busy import AlwaysIdle
 
     st = settings.model_copy(update={"warmup_seconds": 120, "backoff_base_seconds": 60, "embedder": "none"})
     rt = Runtime.open(st, engine=sqlite_engine, llm=None, embedder=None, busy=AlwaysIdle())
@@ -310,16 +340,27 @@ def test_a_tick_the_database_refuses_changes_nothing_and_is_tried_again(settings
     rt.close()
 
 
-def test_a_pass_the_agent_cuts_short_stops_between_sessions_and_its_rest_runs_after_the_backoff(settings, sqlite_engine):
+def test_a_pass_the_agent_cuts_short_stops_between_sessions_and_its_rest_runs_after_the_backoff(
+    settings, sqlite_engine
+):
     """The daemon's pass keeps asking whether the agent is busy between sessions (it used to
     run as forced, to the end), and what it left is retried after the backoff base rather than
     at the next regular run."""
-    from dreamer.runtime import Runtime
+    from dreamer.engine.runtime import Runtime
 
-    st = settings.model_copy(update={"warmup_seconds": 120, "backoff_base_seconds": 60, "embedder": "none",
-                                     "busy_window_seconds": 0.0, "quiet_period_seconds": 0})
-    recs = [record_messages(sqlite_engine, f"s{i}", session_with(f"I prefer colour number {i}."), user_id=f"u{i}")
-            for i in range(3)]
+    st = settings.model_copy(
+        update={
+            "warmup_seconds": 120,
+            "backoff_base_seconds": 60,
+            "embedder": "none",
+            "busy_window_seconds": 0.0,
+            "quiet_period_seconds": 0,
+        }
+    )
+    recs = [
+        record_messages(sqlite_engine, f"s{i}", session_with(f"I prefer colour number {i}."), user_id=f"u{i}")
+        for i in range(3)
+    ]
     busy = SqlBusySignal(sqlite_engine, window_seconds=0.0)
     script = extraction_script()
 
@@ -329,8 +370,9 @@ def test_a_pass_the_agent_cuts_short_stops_between_sessions_and_its_rest_runs_af
 
     with ScriptedServer(embed_dim=64) as server:
         server.set_script(busy_from_the_first_call)
-        rt = Runtime.open(st.model_copy(update={"llm_base_url": server.url}), engine=sqlite_engine, embedder=None,
-                          busy=busy)
+        rt = Runtime.open(
+            st.model_copy(update={"llm_base_url": server.url}), engine=sqlite_engine, embedder=None, busy=busy
+        )
         clock = Clock(utcnow())  # the sessions' messages are stamped by the real clock
         daemon = DreamScheduler(rt, InlineExecutor(rt, clock=clock), clock=clock, rand=lambda: 0.5)
         clock.now += timedelta(seconds=120)
@@ -340,7 +382,11 @@ def test_a_pass_the_agent_cuts_short_stops_between_sessions_and_its_rest_runs_af
             assert [first[r.session_id][1] for r in recs] == [8, 0, 0]
             with session_scope(sqlite_engine) as s:
                 run = s.exec(select(DreamRun).order_by(DreamRun.id.desc())).first()
-            assert (run.status, run.sessions, run.error) == ("stopped", 1, "the agent became busy: 1 request(s) in flight")
+            assert (run.status, run.sessions, run.error) == (
+                "stopped",
+                1,
+                "the agent became busy: 1 request(s) in flight",
+            )
             assert (daemon.state.due_at, daemon.state.consecutive_skips) == (clock.now + timedelta(seconds=60), 1)
 
             busy.end("agent:a")
@@ -354,7 +400,7 @@ def test_a_pass_the_agent_cuts_short_stops_between_sessions_and_its_rest_runs_af
 
 
 def test_a_broker_out_of_reach_is_one_error_the_daemon_logs(settings):
-    from dreamer.errors import Retryable
+    from dreamer.core.errors import Retryable
     from workers.scheduler import CeleryExecutor
 
     executor = CeleryExecutor(settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}))
@@ -383,8 +429,12 @@ def test_a_stop_signal_mid_pass_finishes_the_session_in_hand_and_exits_0(tmp_pat
     with ScriptedServer(embed_dim=64) as server:
         server.set_script(lambda body: Reply.delay(0.1, script(body)))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dreamer", "run"], env=_env(data, server.url), cwd=tmp_path,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, "-m", "dreamer", "run"],
+            env=_env(data, server.url),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         try:
             wait_for(lambda: sum(done == last for last, done in cursors(engine).values()) >= 3, what="a pass under way")
@@ -410,9 +460,15 @@ def test_a_stop_signal_mid_pass_finishes_the_session_in_hand_and_exits_0(tmp_pat
 
 def _env(data, llm_url: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
-    env.update({
-        "DREAMER_DATA_DIR": str(data), "DREAMER_LLM_BASE_URL": llm_url, "DREAMER_EMBEDDER": "none",
-        "DREAMER_WARMUP_SECONDS": "0.2", "DREAMER_DREAM_INTERVAL_SECONDS": "3600",
-        "DREAMER_MAX_SESSIONS_PER_PASS": "1000", "DREAMER_BUSY_BACKEND": "sql",
-    })
+    env.update(
+        {
+            "DREAMER_DATA_DIR": str(data),
+            "DREAMER_LLM_BASE_URL": llm_url,
+            "DREAMER_EMBEDDER": "none",
+            "DREAMER_WARMUP_SECONDS": "0.2",
+            "DREAMER_DREAM_INTERVAL_SECONDS": "3600",
+            "DREAMER_MAX_SESSIONS_PER_PASS": "1000",
+            "DREAMER_BUSY_BACKEND": "sql",
+        }
+    )
     return env

@@ -12,8 +12,8 @@ import numpy as np
 import openai
 import pytest
 
-from dreamer.scripted import SCHEMA_UNSUPPORTED, Reply, ScriptedServer, embed_text, prompt_tokens_of
-from dreamer.tokens import count_tokens
+from dreamer.core.tokens import count_tokens
+from dreamer.llm.scripted import SCHEMA_UNSUPPORTED, Reply, ScriptedServer, embed_text, prompt_tokens_of
 
 MESSAGES = [{"role": "system", "content": "You extract."}, {"role": "user", "content": "hello there"}]
 
@@ -129,8 +129,15 @@ def test_error_raw_http(server):
     assert json.loads(body) == error
 
 
-@pytest.mark.parametrize("status,exc", [(400, openai.BadRequestError), (401, openai.AuthenticationError),
-                                        (404, openai.NotFoundError), (502, openai.InternalServerError)])
+@pytest.mark.parametrize(
+    "status,exc",
+    [
+        (400, openai.BadRequestError),
+        (401, openai.AuthenticationError),
+        (404, openai.NotFoundError),
+        (502, openai.InternalServerError),
+    ],
+)
 def test_error_statuses_map_to_openai_exceptions(server, client, status, exc):
     server.push(Reply.error(status))
     with pytest.raises(exc):
@@ -295,8 +302,9 @@ def test_command_line(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"json": {"a": 1}}, {"error": 503, "retry_after": 1}, {"text": "bye"}]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dreamer.scripted", "--port", "0", "--script", str(script)],
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "dreamer.llm.scripted", "--port", "0", "--script", str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         url = proc.stdout.readline().strip()

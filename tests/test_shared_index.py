@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from dreamer.errors import IndexInUse, Retryable
-from dreamer.index import EdgeIndex, IndexPoint, Scope
-from dreamer.shared_index import IndexBusy, TimeSharedIndex, build_shared_index, end_turn, open_shared_runtime
+from dreamer.core.errors import IndexInUse, Retryable
+from dreamer.engine.shared_index import IndexBusy, TimeSharedIndex, build_shared_index, end_turn, open_shared_runtime
+from dreamer.index.base import EdgeIndex, IndexPoint, Scope
 
 
 def shared(tmp_path, wait: float = 5.0) -> TimeSharedIndex:
@@ -17,7 +17,9 @@ def shared(tmp_path, wait: float = 5.0) -> TimeSharedIndex:
 
 
 def point(memory_id: str, text: str) -> IndexPoint:
-    return IndexPoint(memory_id, text, None, {"user_id": "alice", "text": text, "status": "candidate", "kind": "preference"})
+    return IndexPoint(
+        memory_id, text, None, {"user_id": "alice", "text": text, "status": "candidate", "kind": "preference"}
+    )
 
 
 def test_the_index_is_opened_on_first_use_and_given_back_at_release(tmp_path):

@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
-
-from dreamer.dream import dream_pass
-from dreamer.index import Scope
-from dreamer.ingest.store import record_messages
-from dreamer.recall import context
-from dreamer.scripted import ScriptedServer
-from dreamer.trace import matches, trace
 from dreamkit import make_index, make_runtime
 from onlinekit import chat
+from typer.testing import CliRunner
+
+from dreamer.engine.dream import dream_pass
+from dreamer.index.base import Scope
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.recall import context
+from dreamer.online.trace import matches, trace
 
 EUROS = "Please always give prices in euros."
-SESSION_1 = chat(EUROS, "Will do.", "We talked about the weather in Lisbon.", "Yes.", "I prefer quiet hotels.", "ok",
-                 "thanks", "bye")
+SESSION_1 = chat(
+    EUROS, "Will do.", "We talked about the weather in Lisbon.", "Yes.", "I prefer quiet hotels.", "ok", "thanks", "bye"
+)
 SESSION_2 = chat("Again: always give prices in euros.", "Sure.", "hello", "hi", "fine", "ok", "yes", "no")
 
 
@@ -46,8 +47,12 @@ def test_a_stored_fact_passes_every_hop(rt):
     assert t.hops == {"said": True, "remembered": True, "indexed": True, "recalled": True, "injected": True}
     assert [(s.external_id, s.seq, s.role) for s in t.said] == [("trip", 1, "user"), ("dinner", 1, "user")]
     [m] = t.memories
-    assert (m.text, m.kind, m.status, m.source) == ("The user asks to always give prices in euros.", "preference",
-                                                    "verified", "dream")
+    assert (m.text, m.kind, m.status, m.source) == (
+        "The user asks to always give prices in euros.",
+        "preference",
+        "verified",
+        "dream",
+    )
     assert [e["event"] for e in m.history] == ["add", "merge"]
     assert m.indexed_at is not None and m.in_index
     assert m.recall_rank == 1
@@ -76,7 +81,7 @@ def test_a_memory_outside_the_context_budget_is_not_injected(rt):
 
 
 def test_a_forgotten_memory_is_remembered_no_more(rt):
-    from dreamer.agent_writes import forget_memory
+    from dreamer.online.agent_writes import forget_memory
 
     [m] = trace(rt, "prices in euros", "alice").memories
     forget_memory(rt, Scope("alice"), m.memory_id, "wrong")
@@ -86,8 +91,7 @@ def test_a_forgotten_memory_is_remembered_no_more(rt):
 
 
 def test_the_cli_traces_the_demo(tmp_path, monkeypatch):
-    from dreamer.cli import app
-    from dreamer.cli import cabinet, online, records  # noqa: F401  (register commands)
+    from dreamer.cli import app, cabinet, online, records  # noqa: F401  (register commands)
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DREAMER_EMBEDDER", "none")
@@ -105,6 +109,9 @@ def test_the_cli_traces_the_demo(tmp_path, monkeypatch):
     data = json.loads(traced.stdout)
     assert data["hops"] == {"said": True, "remembered": True, "indexed": True, "recalled": True, "injected": True}
     assert [(s["external_id"], s["seq"]) for s in data["said"]] == [
-        ("agent-trip-planning", 5), ("agent-trip-planning", 6), ("agent-weekend-dinner", 7)]
+        ("agent-trip-planning", 5),
+        ("agent-trip-planning", 6),
+        ("agent-weekend-dinner", 7),
+    ]
     assert data["memories"][0]["recall_rank"] == 1
     assert "recalled    yes rank 1" in human.stdout

@@ -9,19 +9,19 @@ import time
 from collections import Counter
 
 import pytest
+from dreamkit import ManualClock, extraction_bodies, extraction_script, make_index, make_runtime
 from sqlmodel import select
 
-from dreamer import leases
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass, locked_out
-from dreamer.jobs import run_session
-from dreamer.errors import Retryable
+from dreamer.core.errors import Retryable
+from dreamer.core.models import Cursor, Lease, Memory, MemoryEvent
+from dreamer.engine.dream import dream_pass, locked_out
+from dreamer.engine.jobs import run_session
+from dreamer.engine.shared_index import end_turn, open_shared_runtime
 from dreamer.ingest.store import record_messages
-from dreamer.models import Cursor, DreamRun, Lease, Memory, MemoryEvent
-from dreamer.scripted import ScriptedServer
-from dreamer.shared_index import end_turn, open_shared_runtime
-from dreamer.user_locks import LeaseLocks, ProcessLocks, Unlocked, UserLocked, lock_name
-from dreamkit import ManualClock, extraction_bodies, extraction_script, make_index, make_runtime
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.store import leases
+from dreamer.store.db import session_scope
+from dreamer.store.user_locks import LeaseLocks, ProcessLocks, Unlocked, UserLocked, lock_name
 from workers.scheduler import InlineExecutor
 
 ELSEWHERE = "another worker"
@@ -180,9 +180,13 @@ LOCKS = {
 @pytest.mark.parametrize("kind", list(LOCKS))
 def test_two_passes_over_sessions_of_one_user_at_once_add_one_memory(settings, engine, server, tmp_path, kind):
     index = Rendezvous(make_index("qdrant-client", tmp_path))
-    ids = [record_messages(engine, f"s{n}", session_with("I prefer green tea in the morning."), user_id="alice").session_id
-           for n in (1, 2)]
-    runtimes = [make_runtime(settings, engine, server, index, user_locks=LOCKS[kind](engine, index.lock_sleep)) for _ in ids]
+    ids = [
+        record_messages(engine, f"s{n}", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+        for n in (1, 2)
+    ]
+    runtimes = [
+        make_runtime(settings, engine, server, index, user_locks=LOCKS[kind](engine, index.lock_sleep)) for _ in ids
+    ]
     runs, errors = [], []
 
     def dream(rt, session_id: int) -> None:
@@ -216,7 +220,9 @@ def test_two_passes_over_sessions_of_one_user_at_once_add_one_memory(settings, e
 def test_with_the_index_taken_in_turns_a_pass_takes_no_user_lock(settings, engine):
     """A lock held elsewhere (as by a process waiting for the turn this pass holds) is not
     waited for: the turn already serialises consolidation."""
-    session_id = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    session_id = record_messages(
+        engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice"
+    ).session_id
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
     quick = settings.model_copy(update={"user_lock_wait_seconds": 0})
     with open_shared_runtime(quick, engine=engine, embedder=None, llm=None) as rt:
@@ -240,8 +246,9 @@ def leased(settings, engine, server, tmp_path):
     made = []
 
     def build(locks=None, **over):
-        quick = settings.model_copy(update={"user_lock_wait_seconds": 0, "qdrant_url": "http://127.0.0.1:1",
-                                            "min_rounds": 0, **over})
+        quick = settings.model_copy(
+            update={"user_lock_wait_seconds": 0, "qdrant_url": "http://127.0.0.1:1", "min_rounds": 0, **over}
+        )
         index = make_index("edge", tmp_path / f"i{len(made)}")
         rt = make_runtime(quick, engine, server, index, **({"user_locks": locks} if locks else {}))
         made.append((rt, index))
@@ -259,14 +266,22 @@ def processed(engine, session_id: int) -> int:
 
 
 def test_with_a_qdrant_server_a_pass_leaves_a_locked_users_session_due_and_dreams_the_rest(engine, leased):
-    alice = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    alice = record_messages(
+        engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice"
+    ).session_id
     bob = record_messages(engine, "s2", session_with("I prefer black coffee at night."), user_id="bob").session_id
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
     rt = leased()
     assert isinstance(rt.user_locks, LeaseLocks)
 
     first = dream_pass(rt, session_ids=[alice, bob])
-    assert (first.status, first.sessions, first.added, first.failed_sessions, first.error) == ("partial", 1, 1, 0, LOCKED_OUT)
+    assert (first.status, first.sessions, first.added, first.failed_sessions, first.error) == (
+        "partial",
+        1,
+        1,
+        0,
+        LOCKED_OUT,
+    )
     assert locked_out(first)
     assert (processed(engine, alice), processed(engine, bob)) == (0, 4)
     assert [m.text for m in memories(engine, "bob")] == ["The user prefers black coffee at night."]
@@ -281,8 +296,10 @@ def test_with_a_qdrant_server_a_pass_leaves_a_locked_users_session_due_and_dream
 
 
 def test_once_a_users_lock_was_waited_for_in_vain_their_later_sessions_wait_for_the_next_pass(engine, server, leased):
-    ids = [record_messages(engine, f"s{n}", session_with(f"I prefer tea number {n}."), user_id="alice").session_id
-           for n in (1, 2, 3)]
+    ids = [
+        record_messages(engine, f"s{n}", session_with(f"I prefer tea number {n}."), user_id="alice").session_id
+        for n in (1, 2, 3)
+    ]
     bob = record_messages(engine, "s4", session_with("I prefer black coffee at night."), user_id="bob").session_id
     clock, slept = ManualClock(), []
 
@@ -291,8 +308,10 @@ def test_once_a_users_lock_was_waited_for_in_vain_their_later_sessions_wait_for_
         clock.now += seconds
 
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
-    rt = leased(LeaseLocks(engine, ttl_seconds=600, wait_seconds=1, poll_seconds=0.5, clock=clock, sleep=sleep),
-                sessions_per_call=1)
+    rt = leased(
+        LeaseLocks(engine, ttl_seconds=600, wait_seconds=1, poll_seconds=0.5, clock=clock, sleep=sleep),
+        sessions_per_call=1,
+    )
     run = dream_pass(rt, session_ids=[*ids, bob])
 
     assert slept == [0.5, 0.5]  # one wait in all, not one a session
@@ -302,7 +321,9 @@ def test_once_a_users_lock_was_waited_for_in_vain_their_later_sessions_wait_for_
 
 
 def test_a_session_task_whose_users_lock_is_kept_elsewhere_is_retried(engine, leased):
-    alice = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    alice = record_messages(
+        engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice"
+    ).session_id
     assert leases.acquire(engine, lock_name("alice"), ELSEWHERE, 600)
     rt = leased()
 
@@ -349,8 +370,9 @@ def test_a_lease_hold_is_renewed_from_half_its_time_and_refused_once_another_wri
         leases.release(engine, name, ELSEWHERE)
         with pytest.raises(UserLocked) as caught:
             lock.confirm()
-    assert str(caught.value) == ("user 'alice': the consolidation lock ran out during planning and another writer "
-                                 "took it; nothing was applied")
+    assert str(caught.value) == (
+        "user 'alice': the consolidation lock ran out during planning and another writer took it; nothing was applied"
+    )
     assert caught.value.delay == 5.0
 
 
@@ -372,7 +394,9 @@ class TakenWhilePlanning:
 
 
 def test_a_plan_that_outlasted_its_lease_is_not_applied(settings, engine, server, tmp_path):
-    alice = record_messages(engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice").session_id
+    alice = record_messages(
+        engine, "s1", session_with("I prefer green tea in the morning."), user_id="alice"
+    ).session_id
     clock = ManualClock()
     locks = LeaseLocks(engine, ttl_seconds=600, wait_seconds=0, clock=clock, sleep=lambda s: None)
     index = make_index("edge", tmp_path)
@@ -389,7 +413,7 @@ def test_a_plan_that_outlasted_its_lease_is_not_applied(settings, engine, server
 
 
 def test_with_the_embedded_index_a_runtime_takes_the_locks_of_its_process(settings, engine, tmp_path):
-    from dreamer.runtime import Runtime
+    from dreamer.engine.runtime import Runtime
 
     index = make_index("edge", tmp_path)
     with Runtime.open(settings, engine=engine, llm=None, embedder=None, index=index) as rt:
@@ -403,8 +427,8 @@ def test_with_the_embedded_index_a_runtime_takes_the_locks_of_its_process(settin
 
 
 def test_an_agent_write_whose_plan_outlasted_its_lease_stores_nothing(settings, engine, server, tmp_path):
-    from dreamer.agent_writes import remember
-    from dreamer.index import Scope
+    from dreamer.index.base import Scope
+    from dreamer.online.agent_writes import remember
 
     clock = ManualClock()
     locks = LeaseLocks(engine, ttl_seconds=600, wait_seconds=0, clock=clock, sleep=lambda s: None)

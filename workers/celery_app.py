@@ -18,16 +18,17 @@ import logging
 import random
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from celery import Celery, Task
 from celery.signals import worker_process_init, worker_process_shutdown
 
-from dreamer.busy import compute_backoff
-from dreamer.config import Settings, load_settings
-from dreamer.db import redact_url
-from dreamer.errors import Busy, ConfigError, Retryable
-from dreamer.runtime import Runtime, settle
+from dreamer.core.errors import Busy, ConfigError, Retryable
+from dreamer.core.settings import Settings, load_settings
+from dreamer.engine.runtime import Runtime, settle
+from dreamer.store.busy import compute_backoff
+from dreamer.store.db import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class ProcessRuntime:
     def get(self) -> Runtime:
         with self._lock:
             if self._rt is None:
-                from dreamer.shared_index import open_shared_runtime
+                from dreamer.engine.shared_index import open_shared_runtime
 
                 self._rt = open_shared_runtime(self.settings)
                 log.info("worker runtime ready (database %s)", self._rt.engine.url.render_as_string(hide_password=True))
@@ -131,9 +132,9 @@ def _retrying(settings: Settings) -> Callable:
                 if self.request.retries >= settings.task_max_retries:
                     log.info("%s: %s; skipped after %d retries", self.name, exc, self.request.retries)
                     return {"skipped": str(exc)}
-                raise retry(self, exc, settings.backoff_base_seconds, settings.backoff_cap_seconds)
+                raise retry(self, exc, settings.backoff_base_seconds, settings.backoff_cap_seconds) from exc
             except Retryable as exc:
-                raise retry(self, exc, settings.task_retry_base_seconds, settings.task_retry_cap_seconds)
+                raise retry(self, exc, settings.task_retry_base_seconds, settings.task_retry_cap_seconds) from exc
 
         return task
 
@@ -147,12 +148,15 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
     @retrying
     def dream_pass(self: Task, trigger: str = "celery") -> dict:
         """Find the due sessions and send one `dream_session` per session."""
-        from dreamer.jobs import fan_out
+        from dreamer.engine.jobs import fan_out
 
         rt = process.get()
         queue = settings.celery_queue
-        result = fan_out(rt, lambda sid: dream_session.apply_async(args=[sid], kwargs={"trigger": trigger}, queue=queue),
-                         trigger=trigger)
+        result = fan_out(
+            rt,
+            lambda sid: dream_session.apply_async(args=[sid], kwargs={"trigger": trigger}, queue=queue),
+            trigger=trigger,
+        )
         if result.skipped:
             raise Busy(result.skipped)
         return {"sessions": result.session_ids}
@@ -162,12 +166,16 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
     def dream_session(self: Task, session_id: int, trigger: str = "celery", catch_up: bool = False) -> dict:
         """Dream over one session (`dream_pass(rt, session_ids=[id])`); while the agent is busy it
         waits, unless a reprocess asked for it (`catch_up`)."""
-        from dreamer.jobs import run_session
+        from dreamer.engine.jobs import run_session
 
         runs = run_session(process.get(), session_id, trigger=trigger, catch_up=catch_up, wait_while_busy=not catch_up)
-        return {"session_id": session_id, "runs": [r.id for r in runs],
-                "messages": sum(r.messages for r in runs), "added": sum(r.added for r in runs),
-                "merged": sum(r.merged for r in runs)}
+        return {
+            "session_id": session_id,
+            "runs": [r.id for r in runs],
+            "messages": sum(r.messages for r in runs),
+            "added": sum(r.added for r in runs),
+            "merged": sum(r.merged for r in runs),
+        }
 
     @app.task(name="dreamer.reprocess", bind=True, shared=False)
     @retrying
@@ -175,24 +183,27 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
         """Reset the selected cursors (once: a redelivered task does not rewind them again) and
         send one catch-up `dream_session` per session (again when redelivered: they are no-ops
         for sessions already caught up)."""
-        from dreamer.db import session_scope
-        from dreamer.reprocess import Once, Selection, reset_cursors, select_ids
+        from dreamer.engine.reprocess import Once, Selection, reset_cursors, select_ids
+        from dreamer.store.db import session_scope
 
         rt = process.get()
         with session_scope(rt.engine) as s:
             ids = select_ids(s, Selection.from_dict(selection))
         keep = max(MARK_SECONDS, 2 * settings.celery_visibility_timeout_seconds)
-        reset_cursors(rt.engine, ids, once=Once(self.request.id, keep) if self.request.id else None)  # no id: called directly
+        reset_cursors(
+            rt.engine, ids, once=Once(self.request.id, keep) if self.request.id else None
+        )  # no id: called directly
         for sid in ids:
-            dream_session.apply_async(args=[sid], kwargs={"trigger": "reprocess", "catch_up": True},
-                                      queue=settings.celery_queue)
+            dream_session.apply_async(
+                args=[sid], kwargs={"trigger": "reprocess", "catch_up": True}, queue=settings.celery_queue
+            )
         return {"sessions": ids}
 
     @app.task(name="dreamer.flush_session", bind=True, shared=False)
     @retrying
     def flush_session(self: Task, session_id: int) -> Any:
-        """The online companion's flush (`dreamer.flush.flush_session`) in a worker."""
-        from dreamer.jobs import run_flush
+        """The online companion's flush (`dreamer.online.flush.run_flush`) in a worker."""
+        from dreamer.online.flush import run_flush
 
         return _jsonable(run_flush(process.get(), session_id))
 

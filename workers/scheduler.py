@@ -15,9 +15,10 @@ import logging
 import random
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta, timezone
-from typing import Callable, Protocol
+from datetime import UTC, timedelta
+from typing import Protocol
 
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -25,17 +26,28 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.exc import SQLAlchemyError
 
-from dreamer.busy import busy_or_unreachable
-from dreamer.config import Settings
-from dreamer.db import database_problem
-from dreamer.errors import DreamerError
-from dreamer.models import utcnow
-from dreamer.runtime import Runtime, settle
-from dreamer.schedule import (
-    BACKOFF, RUN, Action, Policy, SchedState, load_state, next_action, on_backoff, on_cut_short, on_finish, on_start,
-    record_skip, save_state,
+from dreamer.core.errors import DreamerError
+from dreamer.core.models import utcnow
+from dreamer.core.settings import Settings
+from dreamer.engine.runtime import Runtime, settle
+from dreamer.engine.schedule import (
+    BACKOFF,
+    RUN,
+    Action,
+    Policy,
+    SchedState,
+    load_state,
+    next_action,
+    on_backoff,
+    on_cut_short,
+    on_finish,
+    on_start,
+    record_skip,
+    save_state,
 )
-from dreamer.shared_index import end_turn
+from dreamer.engine.shared_index import end_turn
+from dreamer.store.busy import busy_or_unreachable
+from dreamer.store.db import database_problem
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +82,15 @@ class InlineExecutor:
         self.clock = clock
 
     def __call__(self, stop: Callable[[], bool]) -> Ran:
-        from dreamer.dream import dream_pass, locked_out, stopped_busy
+        from dreamer.engine.dream import dream_pass, locked_out, stopped_busy
 
         try:  # the tick found the agent idle at its now; the pass still stops if it turns busy
             run = dream_pass(self.rt, trigger="scheduler", busy_checked=True, now=self.clock(), stop=stop)
         finally:
             end_turn(self.rt)
-        log.info("pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged)
+        log.info(
+            "pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged
+        )
         return Ran(run.id, run.error if stopped_busy(run) or locked_out(run) else None)
 
 
@@ -106,8 +120,13 @@ class DreamScheduler:
     """The decision loop: `tick()` decides and acts; `start()` / `shutdown()` drive it with APScheduler."""
 
     def __init__(
-        self, rt: Runtime, executor: Executor, *, clock: Callable = utcnow,
-        rand: Callable[[], float] = random.random, stop: threading.Event | None = None,
+        self,
+        rt: Runtime,
+        executor: Executor,
+        *,
+        clock: Callable = utcnow,
+        rand: Callable[[], float] = random.random,
+        stop: threading.Event | None = None,
     ) -> None:
         self.rt = rt
         self.executor = executor
@@ -126,7 +145,9 @@ class DreamScheduler:
         """Decide at the clock's now; run the pass, or record a skip and the retry time."""
         now = self.clock()
         with self._lock:
-            action = next_action(self.state, now, busy_or_unreachable(self.rt.busy, now), policy=self.policy, rand=self.rand())
+            action = next_action(
+                self.state, now, busy_or_unreachable(self.rt.busy, now), policy=self.policy, rand=self.rand()
+            )
             state = self._after(action, now)
             try:  # stored first, then taken: a tick the database refused changes nothing
                 if action.kind == BACKOFF:
@@ -181,17 +202,25 @@ class DreamScheduler:
     # -- the APScheduler shell
 
     def start(self) -> BackgroundScheduler:
-        sched = BackgroundScheduler(timezone=timezone.utc)
+        sched = BackgroundScheduler(timezone=UTC)
         grace = self._grace()
         sched.add_job(
-            self._fire, IntervalTrigger(seconds=self.policy.interval, start_date=self.state.anchor, timezone=timezone.utc),
-            id=JOB_ID, max_instances=1, coalesce=True, misfire_grace_time=grace,
+            self._fire,
+            IntervalTrigger(seconds=self.policy.interval, start_date=self.state.anchor, timezone=UTC),
+            id=JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=grace,
         )
         self._scheduler = sched
         save_state(self.rt.engine, self.state)
         sched.start()
-        log.info("dream scheduler started (%s executor): first pass at %s, then every %g s",
-                 self.executor.name, self.state.anchor.isoformat(), self.policy.interval)
+        log.info(
+            "dream scheduler started (%s executor): first pass at %s, then every %g s",
+            self.executor.name,
+            self.state.anchor.isoformat(),
+            self.policy.interval,
+        )
         return sched
 
     def _fire(self) -> None:
@@ -214,8 +243,12 @@ class DreamScheduler:
         if self._scheduler is None:
             return
         self._scheduler.add_job(
-            self._fire, DateTrigger(run_date=at, timezone=timezone.utc), id=RETRY_JOB_ID,
-            replace_existing=True, max_instances=1, misfire_grace_time=self._grace(),
+            self._fire,
+            DateTrigger(run_date=at, timezone=UTC),
+            id=RETRY_JOB_ID,
+            replace_existing=True,
+            max_instances=1,
+            misfire_grace_time=self._grace(),
         )
 
     def _grace(self) -> int:
@@ -248,7 +281,7 @@ def build_executor(name: str, rt: Runtime) -> Executor:
 
 def run_daemon(settings: Settings, *, executor: str | None = None, poll: float = 0.5) -> int:
     """`dreamer run`: schedule passes until SIGTERM or SIGINT, then finish the session in hand."""
-    from dreamer.shared_index import open_shared_runtime
+    from dreamer.engine.shared_index import open_shared_runtime
 
     name = executor or settings.scheduler_executor
     stop = threading.Event()

@@ -8,7 +8,7 @@ Create Date: 2026-12-01
 import sqlalchemy as sa
 from alembic import op
 
-from dreamer.meter import METER_KEY, MeterState, advance
+from dreamer.core.meter import METER_KEY, MeterState, advance
 
 
 revision = '0004'

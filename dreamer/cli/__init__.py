@@ -11,14 +11,17 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from dreamer.config import Settings, load_settings
-from dreamer.db import database_problem
-from dreamer.errors import ConfigError, DreamerError, os_reason
+from dreamer.core.errors import ConfigError, DreamerError, os_reason
+from dreamer.core.settings import Settings, load_settings
+from dreamer.store.db import database_problem
 
 ID_MAX = 2**63 - 1  # the largest SQL integer: ids, limits and budgets above it cannot be stored or asked for
 
 app = typer.Typer(
-    name="dreamer", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="dreamer",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
     help="dreamer: the memory back office for AI agents.",
 )
 out = Console(highlight=False, soft_wrap=True)
@@ -31,7 +34,9 @@ def _root(
     data_dir: str = typer.Option(None, "--data-dir", help="Overrides DREAMER_DATA_DIR."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level to stderr."),
 ) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     if data_dir is not None and not data_dir.strip():
         raise ConfigError("--data-dir is empty: give a folder")
     overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
@@ -73,7 +78,7 @@ def main() -> None:
 
 def unencodable(exc: UnicodeEncodeError) -> str:
     """An argument (or file name) with bytes that are not UTF-8, or text the output cannot show."""
-    what = f"{exc.object[exc.start:exc.end]!a}"
+    what = f"{exc.object[exc.start : exc.end]!a}"
     if exc.reason == "surrogates not allowed":  # how undecodable bytes of an argument reach Python
         return f"{what} is not UTF-8 text, which dreamer can neither store nor show: give names and text in UTF-8"
     return f"{what} cannot be shown in the output's encoding ({exc.encoding}): set PYTHONIOENCODING=utf-8"

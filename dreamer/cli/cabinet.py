@@ -9,14 +9,14 @@ import typer
 from rich.table import Table
 from sqlmodel import select
 
-from dreamer import cabinet as cab
-from dreamer import outbox
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store, prepare, require_sessions
-from dreamer.db import session_scope
-from dreamer.errors import NotFound
-from dreamer.models import CURRENT_STATUSES, KINDS, STATUSES, DreamRun, Memory, MemoryEvent, Session
-from dreamer.runtime import Runtime
+from dreamer.core.errors import NotFound
+from dreamer.core.models import CURRENT_STATUSES, KINDS, STATUSES, DreamRun, Memory, MemoryEvent, Session
+from dreamer.engine import outbox
+from dreamer.engine.runtime import Runtime
+from dreamer.store import cabinet as cab
+from dreamer.store.db import session_scope
 
 memories_app = typer.Typer(no_args_is_help=True, help="List, show and forget memories.")
 runs_app = typer.Typer(no_args_is_help=True, help="Dream-pass history.")
@@ -32,13 +32,15 @@ def runtime(ctx: typer.Context, engine=None) -> Runtime:
 @app.command()
 def dream(
     ctx: typer.Context,
-    session: list[int] = typer.Option(None, "--session", min=1, max=ID_MAX, help="Only these session ids (repeatable)."),
+    session: list[int] = typer.Option(
+        None, "--session", min=1, max=ID_MAX, help="Only these session ids (repeatable)."
+    ),
     user: str = typer.Option(None, "--user"),
     force: bool = typer.Option(False, "--force", help="Run even if the agent is busy."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run one dream pass now (no warm-up)."""
-    from dreamer.dream import dream_pass
+    from dreamer.engine.dream import dream_pass
 
     engine = open_store(settings_of(ctx))
     require_sessions(engine, session or [], user)
@@ -46,8 +48,10 @@ def dream(
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)
     if run.failed_sessions:
-        err.print(f"error: the pass failed on {run.failed_sessions} session(s): "
-                  "see `dreamer checkpoints ls --status failed`", markup=False)
+        err.print(
+            f"error: the pass failed on {run.failed_sessions} session(s): see `dreamer checkpoints ls --status failed`",
+            markup=False,
+        )
         raise typer.Exit(1)
 
 
@@ -63,7 +67,8 @@ def _print_run(run: DreamRun, as_json: bool) -> None:
         f"run {run.id} {run.status} (extractor: {run.extractor}): {run.sessions} session(s), "
         f"{run.messages} message(s), {run.candidates} candidate(s) -> {run.added} added, {run.merged} merged, "
         f"{run.superseded} superseded, {run.rejected} rejected; {run.failed_sessions} failed; "
-        f"LLM {run.llm_calls} call(s), {run.prompt_tokens}+{run.completion_tokens} tokens", markup=False,
+        f"LLM {run.llm_calls} call(s), {run.prompt_tokens}+{run.completion_tokens} tokens",
+        markup=False,
     )
     if run.error:
         out.print(f"  note: {run.error}", markup=False)
@@ -78,7 +83,9 @@ def memories_ls(
     ctx: typer.Context,
     user: str = typer.Option(None, "--user"),
     kind: str = typer.Option(None, "--kind"),
-    status: str = typer.Option(None, "--status", help="Default: current (candidate, verified, review_required); 'all' for every status."),
+    status: str = typer.Option(
+        None, "--status", help="Default: current (candidate, verified, review_required); 'all' for every status."
+    ),
     limit: int = typer.Option(200, "--limit", min=1, max=ID_MAX),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -138,17 +145,23 @@ def memories_show(ctx: typer.Context, memory_id: str, as_json: bool = typer.Opti
     if as_json:
         print_json(info)
         return
-    out.print(f"{info['id']} [{info['kind']}, {info['status']}, source {info['source']}] user {info['user_id']}", markup=False)
+    out.print(
+        f"{info['id']} [{info['kind']}, {info['status']}, source {info['source']}] user {info['user_id']}", markup=False
+    )
     out.print(f"  {info['text']}", markup=False)
     for e in info["evidence"]:
-        out.print(f"  evidence: session {e.get('session_id')} ({e.get('external_id')}) messages {e.get('seqs')}", markup=False)
+        out.print(
+            f"  evidence: session {e.get('session_id')} ({e.get('external_id')}) messages {e.get('seqs')}", markup=False
+        )
     for e in info["history"]:
         out.print(f"  {e['created_at']} {e['event']}: {e['reason'] or ''} (run {e['run_id']})", markup=False)
 
 
 @memories_app.command("forget")
 def memories_forget(
-    ctx: typer.Context, memory_id: str, reason: str = typer.Option(..., "--reason", help="Why (kept in history)."),
+    ctx: typer.Context,
+    memory_id: str,
+    reason: str = typer.Option(..., "--reason", help="Why (kept in history)."),
 ) -> None:
     """Forget a memory: it is kept for history, never returned by default."""
     if not reason.strip():
@@ -164,7 +177,11 @@ def memories_forget(
 
 
 @runs_app.command("ls")
-def runs_ls(ctx: typer.Context, limit: int = typer.Option(50, "--limit", min=1, max=ID_MAX), as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_ls(
+    ctx: typer.Context,
+    limit: int = typer.Option(50, "--limit", min=1, max=ID_MAX),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """List dream runs, newest first."""
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:
@@ -172,15 +189,31 @@ def runs_ls(ctx: typer.Context, limit: int = typer.Option(50, "--limit", min=1, 
     if as_json:
         print_json([run_json(r) for r in rows])
         return
-    table = Table("id", "trigger", "status", "extractor", "started", "sessions", "added", "merged", "superseded", "llm calls")
+    table = Table(
+        "id", "trigger", "status", "extractor", "started", "sessions", "added", "merged", "superseded", "llm calls"
+    )
     for r in rows:
-        table.add_row(str(r.id), r.trigger, r.status, r.extractor, r.started_at.isoformat(timespec="seconds"),
-                      str(r.sessions), str(r.added), str(r.merged), str(r.superseded), str(r.llm_calls))
+        table.add_row(
+            str(r.id),
+            r.trigger,
+            r.status,
+            r.extractor,
+            r.started_at.isoformat(timespec="seconds"),
+            str(r.sessions),
+            str(r.added),
+            str(r.merged),
+            str(r.superseded),
+            str(r.llm_calls),
+        )
     out.print(table)
 
 
 @runs_app.command("show")
-def runs_show(ctx: typer.Context, run_id: int = typer.Argument(..., min=1, max=ID_MAX), as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_show(
+    ctx: typer.Context,
+    run_id: int = typer.Argument(..., min=1, max=ID_MAX),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """Show one dream run."""
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:
@@ -194,14 +227,17 @@ def runs_show(ctx: typer.Context, run_id: int = typer.Argument(..., min=1, max=I
 
 
 @app.command()
-def reindex(ctx: typer.Context, check: bool = typer.Option(False, "--check", help="Report drift, change nothing.")) -> None:
+def reindex(
+    ctx: typer.Context, check: bool = typer.Option(False, "--check", help="Report drift, change nothing.")
+) -> None:
     """Rebuild the search index from SQL (or, with --check, compare them)."""
     with runtime(ctx) as rt:
         if check:
             drift = outbox.check(rt)
             out.print(
                 f"missing {len(drift.missing)}, extra {len(drift.extra)}, pending {drift.pending}, "
-                f"stale {len(drift.stale)}", markup=False,
+                f"stale {len(drift.stale)}",
+                markup=False,
             )
             if not drift.clean:
                 raise typer.Exit(1)
@@ -213,7 +249,7 @@ def reindex(ctx: typer.Context, check: bool = typer.Option(False, "--check", hel
 @app.command()
 def demo(ctx: typer.Context) -> None:
     """Ingest the bundled example sessions, dream over them, print what was learned."""
-    from dreamer.dream import dream_pass
+    from dreamer.engine.dream import dream_pass
     from dreamer.ingest.store import ingest_file
 
     settings = settings_of(ctx)
@@ -226,9 +262,15 @@ def demo(ctx: typer.Context) -> None:
                 continue
             with resources.as_file(item) as path:
                 mode = "code" if item.name.startswith("code") else "agent"
-                report = ingest_file(engine, Path(path), fmt="openai", user_id="demo",
-                                     project="shop-api" if mode == "code" else None, mode=mode,
-                                     max_message_bytes=settings.max_message_bytes)
+                report = ingest_file(
+                    engine,
+                    Path(path),
+                    fmt="openai",
+                    user_id="demo",
+                    project="shop-api" if mode == "code" else None,
+                    mode=mode,
+                    max_message_bytes=settings.max_message_bytes,
+                )
                 out.print(f"ingested {item.name}: {sum(r.added for r in report.sessions)} new message(s)", markup=False)
         with session_scope(engine) as s:
             ids = [sid for sid in s.exec(select(Session.id).where(Session.user_id == "demo")).all()]
@@ -241,5 +283,3 @@ def demo(ctx: typer.Context) -> None:
         with session_scope(engine) as s:
             print_memories(cab.current_memories(s, "demo"))
     out.print(f"Markdown view: {settings.workspace_dir.resolve()}", markup=False)
-
-

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from dreamer.cli import app, out, settings_of
-from dreamer.errors import ConfigError, os_reason
+from dreamer.core.errors import ConfigError, os_reason
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate recall on benchmark data.")
 app.add_typer(eval_app, name="eval")
@@ -90,7 +90,9 @@ def eval_locomo(
     if search not in SEARCHES:
         raise typer.BadParameter(f"--search must be one of {', '.join(SEARCHES)}")
     ids = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
-    opts = EvalOptions(path=path, memories=memories, search=search, ks=parse_ks(k), conversations=ids, work_dir=work_dir)
+    opts = EvalOptions(
+        path=path, memories=memories, search=search, ks=parse_ks(k), conversations=ids, work_dir=work_dir
+    )
     check_json_target(json_out)
     result = run_locomo(settings_of(ctx), opts)
     if json_out != "-":
@@ -116,7 +118,8 @@ def _print_eval(result: dict, memories: str, search: str) -> None:
     out.print(
         f"memories {result['memories']}; LLM {result['llm_calls']} call(s), {result['prompt_tokens']} prompt + "
         f"{result['completion_tokens']} completion tokens over {result['dialogue_tokens']} dialogue tokens "
-        f"= {result['tokens_per_dialogue_token']} per dialogue token; {result['seconds']} s", markup=False,
+        f"= {result['tokens_per_dialogue_token']} per dialogue token; {result['seconds']} s",
+        markup=False,
     )
 
 
@@ -129,7 +132,7 @@ def bench(
     seed: int = typer.Option(7, "--seed"),
 ) -> None:
     """Seeded performance benchmarks; each prints a table and reports ratios from the same run."""
-    from dreamer import bench as benches
+    from dreamer.eval import bench as benches
 
     if which not in BENCHES:
         raise typer.BadParameter(f"bench must be one of {', '.join(BENCHES)}")

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import typer
 
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
-from dreamer.config import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.cli.records import open_store
-from dreamer.errors import IndexInUse
-from dreamer.index import Scope
-from dreamer.runtime import Runtime, settle
+from dreamer.core.errors import IndexInUse
+from dreamer.core.settings import MAX_CONTEXT_BUDGET, MAX_RECALL_K
+from dreamer.engine.runtime import Runtime, settle
+from dreamer.index.base import Scope
 
 API_HINT = "while `dreamer serve` runs it owns the embedded index: use its API ({endpoint}) instead"
 
@@ -23,7 +23,7 @@ def index_runtime(ctx: typer.Context, endpoint: str) -> Iterator[Runtime]:
     settings = settings_of(ctx)
     with Runtime.open(settings, engine=open_store(settings)) as rt:
         try:
-            rt.index
+            _ = rt.index  # opens it, or says who owns it
         except IndexInUse as exc:
             raise IndexInUse(f"{exc}; {API_HINT.format(endpoint=endpoint)}") from exc
         yield rt
@@ -35,26 +35,32 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8765, "--port", min=1, max=65535),
     insecure_single_user: str = typer.Option(
-        None, "--insecure-single-user", metavar="USER",
+        None,
+        "--insecure-single-user",
+        metavar="USER",
         help="Without API tokens: every request acts as a writer for USER (local use only).",
     ),
     scheduler: bool = typer.Option(
-        None, "--scheduler/--no-scheduler",
+        None,
+        "--scheduler/--no-scheduler",
         help="Host the dream scheduler in this process (default: on with the embedded index, which one process owns).",
     ),
 ) -> None:
     """Run the HTTP API (the process owns the embedded index while it runs)."""
     import uvicorn
 
-    from dreamer.api import create_app, insecure_grant, parse_tokens
-    from dreamer.embed import set_torch_threads
-    from dreamer.flush import validate_flush_settings
+    from dreamer.embed.embedders import set_torch_threads
+    from dreamer.online.api import create_app, insecure_grant, parse_tokens
+    from dreamer.online.flush import validate_flush_settings
 
     settings = settings_of(ctx)
     validate_flush_settings(settings)
     if not parse_tokens(settings.api_tokens) and not insecure_single_user:
-        err.print("error: no API tokens configured: set DREAMER_API_TOKENS, or pass --insecure-single-user USER "
-                  "for a local single-user server", markup=False)
+        err.print(
+            "error: no API tokens configured: set DREAMER_API_TOKENS, or pass --insecure-single-user USER "
+            "for a local single-user server",
+            markup=False,
+        )
         raise typer.Exit(1)
     if insecure_single_user:
         insecure_grant(insecure_single_user)  # a user id no token could name is refused before anything opens
@@ -91,7 +97,7 @@ def recall_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Hybrid recall over one user's memories."""
-    from dreamer.recall import recall
+    from dreamer.online.recall import recall
 
     with index_runtime(ctx, "POST /v1/recall") as rt:
         found = recall(rt, query, Scope(user_id=user), k=k, include_all=include_all)
@@ -109,11 +115,13 @@ def recall_cmd(
 def context_cmd(
     ctx: typer.Context,
     user: str = typer.Option(..., "--user"),
-    budget: int = typer.Option(None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Token budget (default: context_budget)."),
+    budget: int = typer.Option(
+        None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Token budget (default: context_budget)."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The context block that would be injected for a user."""
-    from dreamer.recall import context
+    from dreamer.online.recall import context
 
     settings = settings_of(ctx)
     with Runtime.open(settings, engine=open_store(settings)) as rt:
@@ -135,7 +143,7 @@ def flush_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Flush a session's content since its last flush into daily notes now."""
-    from dreamer.flush import flush_session
+    from dreamer.online.flush import flush_session
 
     with index_runtime(ctx, "POST /v1/sessions/<id>/flush") as rt:
         result = flush_session(rt, session)
@@ -146,8 +154,11 @@ def flush_cmd(
         out.print(f"session {session}: {result.status.replace('_', ' ')}", markup=False)
         return
     start, end = result.window or (0, 0)
-    out.print(f"session {session}: messages {start}-{end} ({result.trigger}, {result.extractor}) -> "
-              f"{len(result.notes)} note(s) in {result.path}", markup=False)
+    out.print(
+        f"session {session}: messages {start}-{end} ({result.trigger}, {result.extractor}) -> "
+        f"{len(result.notes)} note(s) in {result.path}",
+        markup=False,
+    )
     for note in result.notes:
         out.print(f"  - {note}", markup=False)
 
@@ -158,11 +169,13 @@ def trace_cmd(
     fact: str = typer.Argument(..., help="The fact, as it was said or stored."),
     user: str = typer.Option(..., "--user"),
     k: int = typer.Option(None, "--k", min=1, max=MAX_RECALL_K, help="Recall depth (default: recall_k)."),
-    budget: int = typer.Option(None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Context budget (default: context_budget)."),
+    budget: int = typer.Option(
+        None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Context budget (default: context_budget)."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Follow a fact: said in a session, stored as a memory, indexed, recalled, injected."""
-    from dreamer.trace import trace
+    from dreamer.online.trace import trace
 
     with index_runtime(ctx, "POST /v1/recall and GET /v1/context") as rt:
         found = trace(rt, fact, user, k=k, budget=budget)
@@ -183,17 +196,29 @@ def _print_trace(t) -> None:
     out.print(f"  said        {_yes(hops['said'])} {len(t.said)} message(s)", markup=False)
     for s in t.said:
         out.print(f"      session {s.session_id} ({s.external_id}) message {s.seq} {s.role}: {s.excerpt}", markup=False)
-    out.print(f"  remembered  {_yes(hops['remembered'])} {len(current)} current memory(ies), {len(t.memories)} in all", markup=False)
+    out.print(
+        f"  remembered  {_yes(hops['remembered'])} {len(current)} current memory(ies), {len(t.memories)} in all",
+        markup=False,
+    )
     for m in t.memories:
         events = ", ".join(e["event"] for e in m.history)
         out.print(f"      {m.memory_id[:12]} [{m.kind}, {m.status}, source {m.source}] {m.text}", markup=False)
-        out.print(f"        history: {events or '-'}; indexed_at {m.indexed_at.isoformat() if m.indexed_at else '-'}, "
-                  f"in index {_yes(m.in_index).strip()}; recall rank {m.recall_rank or '-'}; "
-                  f"context position {m.context_position or '-'}", markup=False)
+        out.print(
+            f"        history: {events or '-'}; indexed_at {m.indexed_at.isoformat() if m.indexed_at else '-'}, "
+            f"in index {_yes(m.in_index).strip()}; recall rank {m.recall_rank or '-'}; "
+            f"context position {m.context_position or '-'}",
+            markup=False,
+        )
     out.print(f"  indexed     {_yes(hops['indexed'])}", markup=False)
     ranks = [m.recall_rank for m in current if m.recall_rank]
-    out.print(f"  recalled    {_yes(hops['recalled'])} {'rank ' + str(min(ranks)) if ranks else 'not'} in the top "
-              f"{t.recall_k} ({t.recall_mode})", markup=False)
+    out.print(
+        f"  recalled    {_yes(hops['recalled'])} {'rank ' + str(min(ranks)) if ranks else 'not'} in the top "
+        f"{t.recall_k} ({t.recall_mode})",
+        markup=False,
+    )
     spots = [m.context_position for m in current if m.context_position]
-    out.print(f"  injected    {_yes(hops['injected'])} {'position ' + str(min(spots)) if spots else 'not'} in the "
-              f"context block (budget {t.context_budget} tokens)", markup=False)
+    out.print(
+        f"  injected    {_yes(hops['injected'])} {'position ' + str(min(spots)) if spots else 'not'} in the "
+        f"context block (budget {t.context_budget} tokens)",
+        markup=False,
+    )

@@ -9,11 +9,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlmodel import select
 
-from dreamer import reprocess as rp
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store, require_sessions
-from dreamer.db import session_scope
-from dreamer.models import Cursor, Session
+from dreamer.core.models import Cursor, Session
+from dreamer.engine import reprocess as rp
+from dreamer.store.db import session_scope
 
 checkpoints_app = typer.Typer(no_args_is_help=True, help="Session cursors: how far each session was dreamed over.")
 app.add_typer(checkpoints_app, name="checkpoints")
@@ -25,7 +25,9 @@ CURSOR_STATUSES = ("ok", "failed", "quarantined")
 def run(
     ctx: typer.Context,
     executor: str = typer.Option(
-        None, "--executor", help="inline: passes run in this process; celery: enqueue the dream_pass task. "
+        None,
+        "--executor",
+        help="inline: passes run in this process; celery: enqueue the dream_pass task. "
         "Default: DREAMER_SCHEDULER_EXECUTOR (inline).",
     ),
 ) -> None:
@@ -48,7 +50,9 @@ def reprocess(
     since: str = typer.Option(None, "--since", help="Sessions active since this ISO date (UTC)."),
     quarantined: bool = typer.Option(False, "--quarantined", help="The quarantined sessions."),
     everything: bool = typer.Option(False, "--all", help="Every session."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be reprocessed and its cost; change nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Say what would be reprocessed and its cost; change nothing."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     via: str = typer.Option("inline", "--via", help="inline (here, with a progress bar) or celery (enqueue)."),
     as_json: bool = typer.Option(False, "--json"),
@@ -58,8 +62,11 @@ def reprocess(
         raise typer.BadParameter("use inline or celery", param_hint="--via")
     settings = settings_of(ctx)
     sel = rp.Selection(
-        session_ids=tuple(session or ()), user_id=user, since=rp.parse_since(since) if since else None,
-        quarantined=quarantined, everything=everything,
+        session_ids=tuple(session or ()),
+        user_id=user,
+        since=rp.parse_since(since) if since else None,
+        quarantined=quarantined,
+        everything=everything,
     )
     engine = open_store(settings)
     require_sessions(engine, list(sel.session_ids), sel.user_id)
@@ -93,13 +100,21 @@ def _confirm(question: str, yes: bool) -> None:
 
 def _plan_json(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool) -> dict:
     return {
-        "selection": sel.describe(), "session_ids": ids, "sessions": est.sessions, "messages": est.messages,
-        "chunks": est.chunks, "message_tokens": est.message_tokens, "overhead_tokens": est.overhead_tokens,
-        "estimated_tokens": est.tokens if llm else 0, "llm": llm,
+        "selection": sel.describe(),
+        "session_ids": ids,
+        "sessions": est.sessions,
+        "messages": est.messages,
+        "chunks": est.chunks,
+        "message_tokens": est.message_tokens,
+        "overhead_tokens": est.overhead_tokens,
+        "estimated_tokens": est.tokens if llm else 0,
+        "llm": llm,
     }
 
 
-def _print_plan(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool, as_json: bool, *, dry_run: bool) -> None:
+def _print_plan(
+    sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool, as_json: bool, *, dry_run: bool
+) -> None:
     plan = _plan_json(sel, ids, est, llm)
     plan["dry_run"] = dry_run
     if as_json:
@@ -110,10 +125,16 @@ def _print_plan(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool, 
     if not ids:
         return
     out.print(f"  session ids: {', '.join(str(i) for i in ids[:50])}{' ...' if len(ids) > 50 else ''}", markup=False)
-    cost = (f"~{est.tokens} LLM tokens ({est.message_tokens} in messages + {est.overhead_tokens} prompt overhead "
-            f"over {est.chunks} chunk(s))")
-    out.print(f"  estimate: {cost}" if llm else f"  no LLM configured: the rules extractor spends no tokens ({cost} with one)",
-              markup=False)
+    cost = (
+        f"~{est.tokens} LLM tokens ({est.message_tokens} in messages + {est.overhead_tokens} prompt overhead "
+        f"over {est.chunks} chunk(s))"
+    )
+    out.print(
+        f"  estimate: {cost}"
+        if llm
+        else f"  no LLM configured: the rules extractor spends no tokens ({cost} with one)",
+        markup=False,
+    )
 
 
 def _enqueue(settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None:
@@ -123,15 +144,22 @@ def _enqueue(settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None
     if as_json:
         print_json({"task_id": result.id, "sessions": len(ids), "queue": settings.celery_queue})
         return
-    out.print(f"queued reprocessing of {len(ids)} session(s) as task {result.id} on {settings.celery_queue}", markup=False)
+    out.print(
+        f"queued reprocessing of {len(ids)} session(s) as task {result.id} on {settings.celery_queue}", markup=False
+    )
 
 
 def _run_inline(settings, engine, ids: list[int]) -> rp.Progress:
-    from dreamer.shared_index import open_shared_runtime
+    from dreamer.engine.shared_index import open_shared_runtime
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("sessions"),
-               TextColumn("{task.fields[messages]} messages, {task.fields[memories]} memories touched"),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sessions"),
+        TextColumn("{task.fields[messages]} messages, {task.fields[memories]} memories touched"),
+        TimeElapsedColumn(),
+    )
     with open_shared_runtime(settings, engine=engine) as rt:
         rt.index_ready()  # before the bar shows: an index out of reach is the one line said
         with Progress(*columns, console=err, transient=False) as bar:
@@ -145,11 +173,22 @@ def _run_inline(settings, engine, ids: list[int]) -> rp.Progress:
 
 def _print_done(done: rp.Progress, as_json: bool) -> None:
     if as_json:
-        print_json({"sessions": done.sessions, "messages": done.messages, "added": done.added,
-                    "merged": done.merged, "failed": done.failed, "runs": done.runs})
+        print_json(
+            {
+                "sessions": done.sessions,
+                "messages": done.messages,
+                "added": done.added,
+                "merged": done.merged,
+                "failed": done.failed,
+                "runs": done.runs,
+            }
+        )
         return
-    out.print(f"reprocessed {done.sessions} session(s), {done.messages} message(s): "
-              f"{done.added} memories added, {done.merged} merged, {done.failed} failed", markup=False)
+    out.print(
+        f"reprocessed {done.sessions} session(s), {done.messages} message(s): "
+        f"{done.added} memories added, {done.merged} merged, {done.failed} failed",
+        markup=False,
+    )
 
 
 @checkpoints_app.command("ls")
@@ -179,9 +218,15 @@ def checkpoints_ls(
 
 def _checkpoint_json(c: Cursor, sess: Session) -> dict:
     return {
-        "session_id": c.session_id, "user_id": sess.user_id, "external_id": sess.external_id,
-        "processed_seq": c.processed_seq, "last_seq": sess.last_seq, "status": c.status,
-        "attempts": c.attempts, "last_error": c.last_error, "updated_at": c.updated_at.isoformat(),
+        "session_id": c.session_id,
+        "user_id": sess.user_id,
+        "external_id": sess.external_id,
+        "processed_seq": c.processed_seq,
+        "last_seq": sess.last_seq,
+        "status": c.status,
+        "attempts": c.attempts,
+        "last_error": c.last_error,
+        "updated_at": c.updated_at.isoformat(),
     }
 
 
@@ -191,6 +236,13 @@ def _print_checkpoints(rows: list[dict]) -> None:
         return
     table = Table("session", "user", "external id", "processed", "status", "attempts", "last error")
     for r in rows:
-        table.add_row(str(r["session_id"]), r["user_id"], r["external_id"], f"{r['processed_seq']}/{r['last_seq']}",
-                      r["status"], str(r["attempts"]), (r["last_error"] or "")[:80])
+        table.add_row(
+            str(r["session_id"]),
+            r["user_id"],
+            r["external_id"],
+            f"{r['processed_seq']}/{r['last_seq']}",
+            r["status"],
+            str(r["attempts"]),
+            (r["last_error"] or "")[:80],
+        )
     out.print(table)

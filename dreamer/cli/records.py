@@ -9,13 +9,13 @@ from rich.table import Table
 from sqlalchemy import func
 from sqlmodel import select
 
-from dreamer import db
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.errors import IngestError, NotFound, StoreError
-from dreamer.models import Cursor, DreamRun, Memory, Message, Session
-from dreamer.schedule import scheduler_status
+from dreamer.core.errors import IngestError, NotFound, StoreError
+from dreamer.core.models import Cursor, DreamRun, Memory, Message, Session
+from dreamer.core.settings import Settings
+from dreamer.engine.schedule import scheduler_status
+from dreamer.store import db
+from dreamer.store.db import session_scope
 
 sessions_app = typer.Typer(no_args_is_help=True, help="List and show recorded sessions.")
 app.add_typer(sessions_app, name="sessions")
@@ -89,8 +89,15 @@ def ingest(
         raise IngestError(f"unknown mode {mode!r}; choose agent or code")
     settings = settings_of(ctx)
     planned = [  # every file read, parsed and its owners resolved before anything is written
-        plan_file(p, fmt=fmt, user_id=user, agent_id=agent, project=project, mode=mode,
-                  max_message_bytes=settings.max_message_bytes)
+        plan_file(
+            p,
+            fmt=fmt,
+            user_id=user,
+            agent_id=agent,
+            project=project,
+            mode=mode,
+            max_message_bytes=settings.max_message_bytes,
+        )
         for p in paths
     ]
     reports = store_files(prepare(settings), planned)
@@ -122,7 +129,8 @@ def _print_reports(reports) -> None:
         j = _report_json(r)
         out.print(
             f"{j['path']}: {j['format']}, {j['sessions']} session(s), {j['added']} message(s) added, "
-            f"{j['skipped']} already stored, {len(j['rejections'])} rejected", markup=False,
+            f"{j['skipped']} already stored, {len(j['rejections'])} rejected",
+            markup=False,
         )
         for line in r.rejection_lines():
             err.print(line, markup=False)
@@ -130,11 +138,21 @@ def _print_reports(reports) -> None:
 
 def _session_json(s: Session, c: Cursor | None) -> dict:
     return {
-        "id": s.id, "external_id": s.external_id, "source": s.source, "user_id": s.user_id,
-        "agent_id": s.agent_id, "project": s.project, "mode": s.mode, "title": s.title,
-        "messages": s.message_count, "rounds": s.rounds, "last_seq": s.last_seq,
-        "processed_seq": c.processed_seq if c else 0, "cursor_status": c.status if c else None,
-        "attempts": c.attempts if c else 0, "created_at": s.created_at.isoformat(),
+        "id": s.id,
+        "external_id": s.external_id,
+        "source": s.source,
+        "user_id": s.user_id,
+        "agent_id": s.agent_id,
+        "project": s.project,
+        "mode": s.mode,
+        "title": s.title,
+        "messages": s.message_count,
+        "rounds": s.rounds,
+        "last_seq": s.last_seq,
+        "processed_seq": c.processed_seq if c else 0,
+        "cursor_status": c.status if c else None,
+        "attempts": c.attempts if c else 0,
+        "created_at": s.created_at.isoformat(),
         "updated_at": s.updated_at.isoformat(),
     }
 
@@ -152,14 +170,25 @@ def sessions_ls(
         q = select(Session, Cursor).join(Cursor, Cursor.session_id == Session.id, isouter=True)
         if user:
             q = q.where(Session.user_id == user)
-        rows = [_session_json(a, b) for a, b in s.exec(q.order_by(Session.updated_at.desc(), Session.id.desc()).limit(limit))]
+        rows = [
+            _session_json(a, b)
+            for a, b in s.exec(q.order_by(Session.updated_at.desc(), Session.id.desc()).limit(limit))
+        ]
     if as_json:
         print_json(rows)
         return
     table = Table("id", "user", "source", "external id", "mode", "messages", "processed", "cursor")
     for r in rows:
-        table.add_row(str(r["id"]), r["user_id"], r["source"], r["external_id"], r["mode"],
-                      str(r["messages"]), str(r["processed_seq"]), r["cursor_status"] or "-")
+        table.add_row(
+            str(r["id"]),
+            r["user_id"],
+            r["source"],
+            r["external_id"],
+            r["mode"],
+            str(r["messages"]),
+            str(r["processed_seq"]),
+            r["cursor_status"] or "-",
+        )
     out.print(table)
 
 
@@ -184,8 +213,11 @@ def sessions_show(
     if as_json:
         print_json(info)
         return
-    out.print(f"session {info['id']} ({info['source']} {info['external_id']}) user {info['user_id']}, "
-              f"{info['messages']} messages, processed up to {info['processed_seq']}", markup=False)
+    out.print(
+        f"session {info['id']} ({info['source']} {info['external_id']}) user {info['user_id']}, "
+        f"{info['messages']} messages, processed up to {info['processed_seq']}",
+        markup=False,
+    )
     for m in info["messages_list"]:
         who = f"{m['role']}:{m['name']}" if m["name"] else m["role"]
         out.print(f"[{m['seq']}] {who}: {m['content'][:500]}", markup=False)
@@ -222,7 +254,9 @@ def _counts(engine) -> dict:
     with session_scope(engine) as s:
         count = lambda model: s.exec(select(func.count()).select_from(model)).one()  # noqa: E731
         return {
-            "sessions": count(Session), "messages": count(Message), "memories": count(Memory),
+            "sessions": count(Session),
+            "messages": count(Message),
+            "memories": count(Memory),
             "quarantined": s.exec(select(func.count()).select_from(Cursor).where(Cursor.status == "quarantined")).one(),
             "dream_runs": count(DreamRun),
         }

@@ -15,36 +15,44 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from dreamer import cabinet, db, outbox
-from dreamer.busy import AlwaysIdle
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.documents import DocumentedIndex
-from dreamer.dream import dream_pass
-from dreamer.embed import build_embedder
-from dreamer.errors import ConfigError, os_reason
+from dreamer.core.errors import ConfigError, os_reason
+from dreamer.core.models import CURRENT_STATUSES, Memory, Message, Session
+from dreamer.core.redact import clean_for_model
+from dreamer.core.settings import Settings
+from dreamer.core.tokens import count_tokens
+from dreamer.embed.embedders import build_embedder
+from dreamer.engine import outbox
+from dreamer.engine.documents import DocumentedIndex
+from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import safe_name
+from dreamer.engine.runtime import Runtime
 from dreamer.eval.locomo import (
-    Conversation, DiaMap, ObservationReplay, Scored, aggregate, load_conversations, score_question,
+    Conversation,
+    DiaMap,
+    ObservationReplay,
+    Scored,
+    aggregate,
+    load_conversations,
+    score_question,
     session_external_id,
 )
-from dreamer.index import EdgeIndex, Scope
+from dreamer.index.base import EdgeIndex, Scope
 from dreamer.ingest.store import ingest_file
-from dreamer.llm import OpenAILLM, build_openai_client
-from dreamer.markdown import safe_name
-from dreamer.models import CURRENT_STATUSES, Memory, Message, Session
-from dreamer.recall import recall
-from dreamer.redact import clean_for_model
-from dreamer.runtime import Runtime
-from dreamer.scripted import ScriptedServer
-from dreamer.tokens import count_tokens
+from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.recall import recall
+from dreamer.store import cabinet, db
+from dreamer.store.busy import AlwaysIdle
+from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +84,24 @@ class Totals:
 def eval_settings(settings: Settings, data_dir: Path, search: str) -> Settings:
     """A conversation's settings: its own data dir, embedded stores, and the caps meant for live
     agents lifted (every session is due at once and all of it is read, kept and extracted)."""
-    return settings.model_copy(update={
-        "data_dir": data_dir, "database_url": "", "qdrant_url": "", "llm_base_url": "",
-        "entries_per_session": 1000, "tokens_per_session_pass": UNLIMITED,
-        "max_sessions_per_pass": UNLIMITED, "min_rounds": 0, "triage": False,
-        "max_age_days": 100 * 365, "quiet_period_seconds": 0, "llm_pass_token_budget": UNLIMITED,
-        "recall_search": search, "timezone": "UTC",  # LoCoMo's times are read as UTC: its days stay its own
-    })
+    return settings.model_copy(
+        update={
+            "data_dir": data_dir,
+            "database_url": "",
+            "qdrant_url": "",
+            "llm_base_url": "",
+            "entries_per_session": 1000,
+            "tokens_per_session_pass": UNLIMITED,
+            "max_sessions_per_pass": UNLIMITED,
+            "min_rounds": 0,
+            "triage": False,
+            "max_age_days": 100 * 365,
+            "quiet_period_seconds": 0,
+            "llm_pass_token_budget": UNLIMITED,
+            "recall_search": search,
+            "timezone": "UTC",  # LoCoMo's times are read as UTC: its days stay its own
+        }
+    )
 
 
 def run_locomo(settings: Settings, opts: EvalOptions) -> dict:
@@ -149,7 +168,12 @@ def result_json(totals: Totals, ks: Sequence[int], seconds: float) -> dict:
 
 
 def evaluate_conversation(
-    settings: Settings, conv: Conversation, opts: EvalOptions, embedder, data_dir: Path, totals: Totals,
+    settings: Settings,
+    conv: Conversation,
+    opts: EvalOptions,
+    embedder,
+    data_dir: Path,
+    totals: Totals,
 ) -> None:
     fresh_dir(data_dir)
     st = eval_settings(settings, data_dir, opts.search)
@@ -189,8 +213,14 @@ def _observation_runtime(stack, st, engine, conv, embedder, index, dmap, lines) 
     }
     server = stack.enter_context(ScriptedServer(ObservationReplay(sessions, dmap), embed_dim=st.embed_dim))
     st = st.model_copy(update={"llm_base_url": server.url})
-    llm = OpenAILLM(build_openai_client(st), model=st.llm_model, max_retries=st.llm_max_retries,
-                    retry_base=st.llm_retry_base, retry_cap=st.llm_retry_cap, json_schema=st.llm_json_schema)
+    llm = OpenAILLM(
+        build_openai_client(st),
+        model=st.llm_model,
+        max_retries=st.llm_max_retries,
+        retry_base=st.llm_retry_base,
+        retry_cap=st.llm_retry_cap,
+        json_schema=st.llm_json_schema,
+    )
     return Runtime.open(st, engine=engine, llm=llm, embedder=embedder, index=index, busy=AlwaysIdle())
 
 
@@ -243,16 +273,25 @@ def remember_turns(engine: Engine, user_id: str) -> int:
     """Every stored turn of the user as one memory ("Speaker: text"), evidence its own message."""
     with session_scope(engine) as s:
         rows = s.exec(
-            select(Session, Message).join(Message, Message.session_id == Session.id)
-            .where(Session.user_id == user_id).order_by(Session.id, Message.seq)
+            select(Session, Message)
+            .join(Message, Message.session_id == Session.id)
+            .where(Session.user_id == user_id)
+            .order_by(Session.id, Message.seq)
         ).all()
         for sess, m in rows:
             text = f"{m.name}: {m.content}" if m.name else m.content
             evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": [m.seq]}]
             cabinet.add_memory(
-                s, user_id=sess.user_id, agent_id=sess.agent_id, project=sess.project, team=sess.team,
-                kind=TURN_KIND, text=clean_for_model(text), source="flush", evidence=evidence,
-                reason="every turn kept", now=m.created_at,
+                s,
+                user_id=sess.user_id,
+                agent_id=sess.agent_id,
+                project=sess.project,
+                team=sess.team,
+                kind=TURN_KIND,
+                text=clean_for_model(text),
+                source="flush",
+                evidence=evidence,
+                reason="every turn kept",
+                now=m.created_at,
             )
     return len(rows)
-

@@ -10,16 +10,17 @@ import json
 import logging
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-from dreamer.errors import IngestError, NotFound
+from dreamer.core.errors import IngestError, NotFound
 from dreamer.ingest.base import LineRejected, optional_text, read_bytes
 from dreamer.ingest.locomo import load_document, session_numbers
-from dreamer.scripted import Reply
+from dreamer.llm.scripted import Reply
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,9 @@ CATEGORIES = (1, 2, 3, 4)
 DEFAULT_KIND = "profile"
 _OBSERVATION_KEY = re.compile(r"session_(\d+)_observation")
 _PREFERENCE = re.compile(r"\b(?:likes?|loves?|enjoys?|prefers?|favou?rite|hates?|dislikes?|fan of|passionate)\b", re.I)
-_FOCUS = re.compile(r"\b(?:plans?|planning|wants? to|hopes?|goals?|working (?:on|towards?)|aims?|going to|will)\b", re.I)
+_FOCUS = re.compile(
+    r"\b(?:plans?|planning|wants? to|hopes?|goals?|working (?:on|towards?)|aims?|going to|will)\b", re.I
+)
 _PAIR = re.compile(r"^(\d+)\. .*\n-> ", re.M)  # a pair of a judgement prompt: "n. old" then "-> new"
 
 
@@ -82,8 +85,10 @@ def load_conversations(path: Path, only: Sequence[str] | None = None) -> list[Co
     _check_distinct(path, [c.sample_id for c in conversations])
     chosen = select(path, conversations, only)
     if not any(c.questions for c in chosen):
-        raise IngestError(f"{path}: no question to score (category 1-4, evidence naming a turn) "
-                          f"in {', '.join(c.sample_id for c in chosen)}")
+        raise IngestError(
+            f"{path}: no question to score (category 1-4, evidence naming a turn) "
+            f"in {', '.join(c.sample_id for c in chosen)}"
+        )
     return chosen
 
 
@@ -143,8 +148,11 @@ def entry_problem(item: Any) -> str | None:
         return "expected an object with a 'conversation' object"
     if (problem := read_sample_id(item)[1]) is not None:
         return problem
-    return _body_problem(item["conversation"]) or _qa_problem(item.get("qa")) or _observation_problem(
-        item.get("observation"))
+    return (
+        _body_problem(item["conversation"])
+        or _qa_problem(item.get("qa"))
+        or _observation_problem(item.get("observation"))
+    )
 
 
 def _body_problem(body: dict) -> str | None:

@@ -7,14 +7,15 @@ import logging
 import os
 import stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Iterator
+from typing import Any
 
-from dreamer.config import Settings
-from dreamer.errors import IngestError, os_reason
-from dreamer.models import ROLES
+from dreamer.core.errors import IngestError, os_reason
+from dreamer.core.models import ROLES
+from dreamer.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,7 @@ def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         raise IngestError(_unreadable(path, exc)) from exc
     with handle:
         try:
-            for lineno, raw in enumerate(handle, start=1):
-                yield lineno, raw
+            yield from enumerate(handle, start=1)
         except OSError as exc:
             raise IngestError(_unreadable(path, exc)) from exc
 
@@ -236,7 +236,7 @@ def parse_timestamp(value: Any) -> datetime | None:
     if isinstance(value, (int, float)):
         seconds = value / 1000 if abs(value) > _EPOCH_MS_THRESHOLD else value
         try:
-            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            return datetime.fromtimestamp(seconds, tz=UTC)
         except (OverflowError, OSError, ValueError):
             return None
     if not isinstance(value, str) or not value.strip():
@@ -259,8 +259,8 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 def as_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def to_json_text(value: Any) -> str:

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dreamer.core.redact import safe_cut
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     LineRejected,
@@ -33,7 +34,6 @@ from dreamer.ingest.base import (
     short_title,
     to_json_text,
 )
-from dreamer.redact import safe_cut
 
 log = logging.getLogger(__name__)
 
@@ -143,15 +143,11 @@ def _assistant(
     if not text and not calls:
         return []
     return [
-        ParsedMessage(
-            role="assistant", content=text, tool_calls=calls or None, created_at=when, meta=meta, line=lineno
-        )
+        ParsedMessage(role="assistant", content=text, tool_calls=calls or None, created_at=when, meta=meta, line=lineno)
     ]
 
 
-def _user(
-    content: Any, when: datetime | None, meta: dict | None, lineno: int, state: _State
-) -> list[ParsedMessage]:
+def _user(content: Any, when: datetime | None, meta: dict | None, lineno: int, state: _State) -> list[ParsedMessage]:
     out: list[ParsedMessage] = []
     texts: list[str] = []
 
@@ -188,9 +184,7 @@ def _render_tool_use(name: str, tool_input: Any) -> str:
     return f"[tool_use {name}: {rendered}]"
 
 
-def _tool_result(
-    block: dict, when: datetime | None, meta: dict | None, lineno: int, state: _State
-) -> ParsedMessage:
+def _tool_result(block: dict, when: datetime | None, meta: dict | None, lineno: int, state: _State) -> ParsedMessage:
     call_id = optional_text(block.get("tool_use_id"), "tool_use_id")
     content = block.get("content")
     if isinstance(content, list):

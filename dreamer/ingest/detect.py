@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from dreamer.errors import IngestError
+from dreamer.core.errors import IngestError
 from dreamer.ingest import claude_code, locomo, openai_jsonl, openclaw
 from dreamer.ingest.base import DEFAULT_MAX_MESSAGE_BYTES, ParseResult, check_readable, iter_raw_lines
 
@@ -77,9 +78,7 @@ def resolve_format(path: Path, fmt: str = "auto") -> str:
     return detect_format(path) if fmt == "auto" else fmt
 
 
-def parse_path(
-    path: Path, fmt: str = "auto", max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-) -> ParseResult:
+def parse_path(path: Path, fmt: str = "auto", max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> ParseResult:
     """Parse one file with the named (or detected) importer."""
     name = resolve_format(Path(path), fmt)
     log.debug("parsing %s as %s", path, name)

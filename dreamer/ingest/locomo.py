@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ def parse_date_time(value: Any) -> datetime | None:
     if month is None:
         return None
     try:
-        return datetime(int(year), month, int(day), hour_24, int(minute), tzinfo=timezone.utc)
+        return datetime(int(year), month, int(day), hour_24, int(minute), tzinfo=UTC)
     except ValueError:
         return None
 

@@ -9,35 +9,36 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session as DBSession
 
-from dreamer.db import conflict_insert, is_postgres, session_scope
-from dreamer.errors import IngestError, TooLarge
+from dreamer.core.errors import IngestError, TooLarge
+from dreamer.core.meter import MeterState, advance
+from dreamer.core.models import MODES, ROLES, Cursor, Message, Session, utcnow
+from dreamer.core.tokens import count_tokens
+from dreamer.ingest import openai_jsonl
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_FIELD_CHARS,
     LineRejected,
     ParsedMessage,
-    ParseResult,
     ParsedSession,
+    ParseResult,
     Rejection,
     as_utc,
     check_message,
     clean_text,
     identifier_problem,
 )
-from dreamer.ingest import openai_jsonl
 from dreamer.ingest.detect import PARSERS, resolve_format
-from dreamer.meter import MeterState, advance
-from dreamer.models import MODES, ROLES, Cursor, Message, Session, utcnow
-from dreamer.tokens import count_tokens
+from dreamer.store.db import conflict_insert, is_postgres, session_scope
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class PlannedFile:
     path: Path
     format: str
     parsed: ParseResult
-    targets: list["_Target"]
+    targets: list[_Target]
 
 
 def plan_file(
@@ -216,8 +217,15 @@ def _store_file(engine: Engine, f: PlannedFile) -> FileReport:
             report.sessions.append(result)
             if result.changed:
                 report.rejections.append(Rejection(str(f.path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
-    log.info("ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
-             f.path, f.format, len(report.sessions), report.added, report.skipped, len(report.rejections))
+    log.info(
+        "ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
+        f.path,
+        f.format,
+        len(report.sessions),
+        report.added,
+        report.skipped,
+        len(report.rejections),
+    )
     return report
 
 
@@ -235,8 +243,9 @@ def checked_messages(messages: Sequence[ParsedMessage | dict], max_message_bytes
         try:
             check_message(message, max_message_bytes)
         except LineRejected as exc:
-            raise TooLarge(f"message {i} of {len(parsed)} refused ({exc}, max_message_bytes): "
-                           "nothing was stored") from exc
+            raise TooLarge(
+                f"message {i} of {len(parsed)} refused ({exc}, max_message_bytes): nothing was stored"
+            ) from exc
     return parsed
 
 
@@ -289,8 +298,13 @@ def _target(
     for what, value in (("external_id", external_id), ("user_id", user_id), ("source", source)):
         if not isinstance(value, str) or not value:
             raise IngestError(f"{what} is required")
-    for what, value in (("external_id", external_id), ("user_id", user_id), ("agent_id", agent_id),
-                        ("project", project), ("team", team)):
+    for what, value in (
+        ("external_id", external_id),
+        ("user_id", user_id),
+        ("agent_id", agent_id),
+        ("project", project),
+        ("team", team),
+    ):
         if value is None:
             continue
         if not isinstance(value, str):
@@ -417,10 +431,7 @@ def _stored_prefix(s: DBSession, session_id: int, hashes: list[str]) -> int | No
     if not hashes:
         return 0
     stored = s.exec(
-        select(Message.content_hash)
-        .where(Message.session_id == session_id)
-        .order_by(Message.seq)
-        .limit(len(hashes))
+        select(Message.content_hash).where(Message.session_id == session_id).order_by(Message.seq).limit(len(hashes))
     ).scalars()
     matched = 0
     for stored_hash, given_hash in zip(stored, hashes):
@@ -435,8 +446,7 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     first_seq = row.last_seq + 1
     session_id: int = row.id  # type: ignore[assignment]
     rows = [
-        _message_row(session_id, first_seq + i, m, digest, now)
-        for i, (m, digest) in enumerate(zip(messages, hashes))
+        _message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(messages, hashes))
     ]
     for batch in _batches(rows):
         s.exec(insert(Message), params=batch)

@@ -26,11 +26,10 @@ def reset_peak() -> None:
 
 
 def main(data_dir: str, url: str, scenario: str, source: str) -> dict:
-    from dreamer import db
-    from dreamer.config import Settings
-    from dreamer.dream import dream_pass
+    from dreamer.core.settings import Settings
+    from dreamer.engine.dream import dream_pass
     from dreamer.ingest.store import ingest_file, record_messages
-
+    from dreamer.store import db
     from reliability import kit
 
     settings = Settings(_env_file=None, data_dir=Path(data_dir), min_rounds=1)
@@ -41,18 +40,24 @@ def main(data_dir: str, url: str, scenario: str, source: str) -> dict:
     started = time.monotonic()
     if scenario == "tool-result-api":
         big = Path(source).read_text(encoding="utf-8")
-        messages = [{"role": "user", "content": "I prefer short summaries of long logs."},
-                    {"role": "assistant", "content": None, "tool_calls": [
-                        {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
-                    {"role": "tool", "tool_call_id": "c1", "content": big},
-                    {"role": "user", "content": "thanks, I prefer the summary in bullets."}]
+        messages = [
+            {"role": "user", "content": "I prefer short summaries of long logs."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": big},
+            {"role": "user", "content": "thanks, I prefer the summary in bullets."},
+        ]
         del big
         # a deployment that keeps large tool results raises the limit (the default refuses 5 MB)
         record_messages(engine, "big-tool", messages, user_id="u", max_message_bytes=16 * 2**20)
         out["ingest_rejections"] = []
     else:
-        report = ingest_file(engine, Path(source), fmt="openai", user_id="u",
-                             max_message_bytes=settings.max_message_bytes)
+        report = ingest_file(
+            engine, Path(source), fmt="openai", user_id="u", max_message_bytes=settings.max_message_bytes
+        )
         out["ingest_messages"] = report.added
         out["ingest_rejections"] = [str(r) for r in report.rejections][:3]
     out["ingest_seconds"] = round(time.monotonic() - started, 1)
@@ -63,8 +68,13 @@ def main(data_dir: str, url: str, scenario: str, source: str) -> dict:
         run = dream_pass(rt, force=True)
     out["pass_seconds"] = round(time.monotonic() - started, 1)
     out["pass_peak_mib"] = rss_kib("VmHWM") // 1024
-    out["run"] = {"status": run.status, "sessions": run.sessions, "messages": run.messages,
-                  "llm_calls": run.llm_calls, "prompt_tokens": run.prompt_tokens}
+    out["run"] = {
+        "status": run.status,
+        "sessions": run.sessions,
+        "messages": run.messages,
+        "llm_calls": run.llm_calls,
+        "prompt_tokens": run.prompt_tokens,
+    }
     return out
 
 

@@ -18,8 +18,12 @@ def call(client: httpx.Client, request: dict, start: threading.Barrier) -> dict:
     start.wait()
     began = time.perf_counter()
     response = client.request(request["method"], request["path"], headers=request["headers"], json=request["body"])
-    return {"path": request["path"], "status": response.status_code, "ms": (time.perf_counter() - began) * 1000,
-            "body": response.json()}
+    return {
+        "path": request["path"],
+        "status": response.status_code,
+        "ms": (time.perf_counter() - began) * 1000,
+        "body": response.json(),
+    }
 
 
 def main(base_url: str, requests: list[dict]) -> list[dict]:
@@ -27,6 +31,7 @@ def main(base_url: str, requests: list[dict]) -> list[dict]:
     start = threading.Barrier(len(requests))
     limits = httpx.Limits(max_connections=len(requests))
     with httpx.Client(base_url=base_url, timeout=120, limits=limits) as client:
+
         def run(i: int) -> None:
             results[i] = call(client, requests[i], start)
 

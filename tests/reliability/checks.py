@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 from sqlmodel import select
 
-from dreamer import markdown
-from dreamer.consolidate import same_family
-from dreamer.db import session_scope
-from dreamer.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, MemoryEvent, Message, Session
-from dreamer.scripted import embed_text
+from dreamer.core.consolidate import same_family
+from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, MemoryEvent, Message, Session
+from dreamer.engine import markdown
+from dreamer.llm.scripted import embed_text
+from dreamer.store.db import session_scope
 
 
 def scope_key(m: Memory) -> tuple:
@@ -39,15 +39,21 @@ def unfinished_cursors(engine) -> list[tuple[int, int, int, str]]:
     """(session id, processed, last seq, status) of every session not fully processed."""
     with session_scope(engine) as s:
         rows = s.exec(select(Session, Cursor).join(Cursor, Cursor.session_id == Session.id)).all()
-    return [(sess.id, c.processed_seq, sess.last_seq, c.status) for sess, c in rows
-            if c.processed_seq != sess.last_seq or c.status != "ok"]
+    return [
+        (sess.id, c.processed_seq, sess.last_seq, c.status)
+        for sess, c in rows
+        if c.processed_seq != sess.last_seq or c.status != "ok"
+    ]
 
 
 def lost_anchors(engine, pattern) -> tuple[int, list[tuple[int, int]]]:
     """(how many user lines match `pattern`, those no current memory cites as evidence)."""
     with session_scope(engine) as s:
-        said = [(m.session_id, m.seq) for m in s.exec(select(Message).where(Message.role == "user")).all()
-                if pattern.search(m.content)]
+        said = [
+            (m.session_id, m.seq)
+            for m in s.exec(select(Message).where(Message.role == "user")).all()
+            if pattern.search(m.content)
+        ]
     cited: set[tuple[int, int]] = set()
     for m in current(engine):
         for e in m.evidence:
@@ -137,5 +143,8 @@ def reindex_check(data_dir: Path, env_extra: dict | None = None) -> subprocess.C
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "dreamer", "--data-dir", str(data_dir), "reindex", "--check"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )

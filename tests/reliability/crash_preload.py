@@ -9,17 +9,17 @@ import openai  # noqa: F401
 import qdrant_edge  # noqa: F401
 import sqlalchemy.dialects.sqlite  # noqa: F401
 
-import dreamer.cli  # noqa: F401
-import dreamer.dream  # noqa: F401
-import dreamer.embed  # noqa: F401
-import dreamer.index  # noqa: F401
-import dreamer.llm  # noqa: F401
-from dreamer.tokens import count_tokens
+import dreamer.cli
+import dreamer.embed.embedders
+import dreamer.engine.dream
+import dreamer.index.base
+import dreamer.llm.client  # noqa: F401
+from dreamer.core.tokens import count_tokens
 
 from . import crashkit  # noqa: F401
 
 count_tokens("warm up the encoder")
-from dreamer.index import _bm25
+from dreamer.index.base import _bm25
 
 _bm25()
 gc.freeze()  # forked children then never touch (and copy) the preloaded objects in a collection

@@ -27,10 +27,30 @@ PHASE_WIDTH = 16
 PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
 
 SUBJECTS = [
-    "dark roast coffee", "green tea", "window seats", "aisle seats", "vim keybindings", "tabs over spaces",
-    "short answers", "metric units", "jazz records", "quiet hotels", "early flights", "paper books",
-    "dark mode", "mechanical keyboards", "python type hints", "long walks", "spicy food", "cold showers",
-    "live music", "board games", "oat milk", "rust for tooling", "sql over orms", "night trains",
+    "dark roast coffee",
+    "green tea",
+    "window seats",
+    "aisle seats",
+    "vim keybindings",
+    "tabs over spaces",
+    "short answers",
+    "metric units",
+    "jazz records",
+    "quiet hotels",
+    "early flights",
+    "paper books",
+    "dark mode",
+    "mechanical keyboards",
+    "python type hints",
+    "long walks",
+    "spicy food",
+    "cold showers",
+    "live music",
+    "board games",
+    "oat milk",
+    "rust for tooling",
+    "sql over orms",
+    "night trains",
 ]
 TAILS = ["in the morning", "on long trips", "at work", "at home", "for weekend plans", "when travelling"]
 FILLER = ["ok", "sounds good", "thanks", "noted", "sure", "great, go on", "fine by me", "right"]
@@ -92,11 +112,12 @@ def grow(rng: random.Random, messages: list[dict]) -> list[dict]:
 # --------------------------------------------------------------------------- child
 
 
-def child_main(data_dir: str, url: str, database_url: str, phase_file: str, kill_phase: str | None,
-               kill_nth: int) -> None:
+def child_main(
+    data_dir: str, url: str, database_url: str, phase_file: str, kill_phase: str | None, kill_nth: int
+) -> None:
     """Run dream passes until nothing is due; killed from outside, or by itself at `kill_phase`."""
-    from dreamer import db
-    from dreamer.dream import dream_pass
+    from dreamer.engine.dream import dream_pass
+    from dreamer.store import db
 
     tracker = Tracker(phase_file, kill_phase, kill_nth)
     tracker.enter("boot")
@@ -119,21 +140,28 @@ def child_main(data_dir: str, url: str, database_url: str, phase_file: str, kill
 
 
 def child_settings(data_dir: str, url: str, database_url: str = ""):
-    from dreamer.config import Settings
+    from dreamer.core.settings import Settings
 
     return Settings(
-        _env_file=None, data_dir=Path(data_dir), database_url=database_url, llm_base_url=url,
-        embed_dim=EMBED_DIM, min_rounds=1, max_sessions_per_pass=8, lease_seconds=LEASE_SECONDS, ambiguous_low=0.6,
+        _env_file=None,
+        data_dir=Path(data_dir),
+        database_url=database_url,
+        llm_base_url=url,
+        embed_dim=EMBED_DIM,
+        min_rounds=1,
+        max_sessions_per_pass=8,
+        lease_seconds=LEASE_SECONDS,
+        ambiguous_low=0.6,
         llm_timeout=10,
     )
 
 
 def child_runtime(settings, engine):
-    from dreamer.busy import AlwaysIdle
-    from dreamer.embed import CachedEmbedder, OpenAIEmbedder
-    from dreamer.index import EdgeIndex
-    from dreamer.llm import OpenAILLM, build_openai_client
-    from dreamer.runtime import Runtime
+    from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
+    from dreamer.engine.runtime import Runtime
+    from dreamer.index.base import EdgeIndex
+    from dreamer.llm.client import OpenAILLM, build_openai_client
+    from dreamer.store.busy import AlwaysIdle
 
     client = build_openai_client(settings)
     llm = OpenAILLM(client, model="scripted", max_retries=2, retry_base=0.01, retry_cap=0.05)
@@ -146,13 +174,16 @@ def pending(rt) -> bool:
     """Anything left to do: a session with messages past its cursor, or an unindexed memory."""
     from sqlmodel import func, select
 
-    from dreamer.db import session_scope
-    from dreamer.models import Cursor, Memory, Session
+    from dreamer.core.models import Cursor, Memory, Session
+    from dreamer.store.db import session_scope
 
     with session_scope(rt.engine) as s:
         due = s.exec(
-            select(func.count()).select_from(Session).join(Cursor, Cursor.session_id == Session.id)
-            .where(Session.last_seq > Cursor.processed_seq).where(Cursor.status != "quarantined")
+            select(func.count())
+            .select_from(Session)
+            .join(Cursor, Cursor.session_id == Session.id)
+            .where(Session.last_seq > Cursor.processed_seq)
+            .where(Cursor.status != "quarantined")
         ).one()
         unindexed = s.exec(select(func.count()).select_from(Memory).where(Memory.indexed_at.is_(None))).one()
     return bool(due or unindexed)
@@ -176,8 +207,9 @@ class Tracker:
 
     def install(self) -> None:
         """Wrap the pass's steps so each one announces itself."""
-        from dreamer import cabinet, dream, markdown, outbox
-        from dreamer.llm import OpenAILLM
+        from dreamer.engine import dream, markdown, outbox
+        from dreamer.llm.client import OpenAILLM
+        from dreamer.store import cabinet
 
         self._around(dream, "_load_work", "load", None)
         self._around(OpenAILLM, "complete_json", "llm", "between_llm")

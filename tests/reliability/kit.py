@@ -8,31 +8,52 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from dreamer.busy import AlwaysIdle
-from dreamer.db import session_scope
-from dreamer.documents import DocumentedIndex
-from dreamer.embed import CachedEmbedder, OpenAIEmbedder
-from dreamer.index import EdgeIndex
-from dreamer.llm import OpenAILLM, build_openai_client
-from dreamer.models import Cursor, Memory, MemoryEvent
-from dreamer.runtime import Runtime
+from dreamer.core.models import Cursor, Memory, MemoryEvent
+from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
+from dreamer.engine.documents import DocumentedIndex
+from dreamer.engine.runtime import Runtime
+from dreamer.index.base import EdgeIndex
+from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.store.busy import AlwaysIdle
+from dreamer.store.db import session_scope
 
 DIM = 64
 FILLER = ["ok", "sure", "fine", "thanks", "noted", "great", "right", "yes"]
 
 
-def runtime(settings, engine, server, tmp_path: Path, *, llm: bool = True, max_retries: int = 2,
-            sleeps: list | None = None, busy=None, dim: int = DIM) -> Runtime:
+def runtime(
+    settings,
+    engine,
+    server,
+    tmp_path: Path,
+    *,
+    llm: bool = True,
+    max_retries: int = 2,
+    sleeps: list | None = None,
+    busy=None,
+    dim: int = DIM,
+) -> Runtime:
     """A runtime on the scripted server (LLM optional), its embeddings, and Edge in `tmp_path`."""
     settings = settings.model_copy(update={"llm_base_url": server.url if llm else "", "embed_dim": dim})
     client = build_openai_client(settings.model_copy(update={"llm_base_url": server.url}))
     sleep = sleeps.append if sleeps is not None else (lambda seconds: None)
-    model = OpenAILLM(client, model="scripted", max_retries=max_retries, retry_base=0.5,
-                      retry_cap=4.0, sleep=sleep) if llm else None
+    model = (
+        OpenAILLM(client, model="scripted", max_retries=max_retries, retry_base=0.5, retry_cap=4.0, sleep=sleep)
+        if llm
+        else None
+    )
     embedder = CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=dim))
-    index = DocumentedIndex.from_settings(EdgeIndex(tmp_path / "edge", dim), engine, settings, embedder)  # as production builds it
-    rt = Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index,
-                      busy=busy if busy is not None else AlwaysIdle())
+    index = DocumentedIndex.from_settings(
+        EdgeIndex(tmp_path / "edge", dim), engine, settings, embedder
+    )  # as production builds it
+    rt = Runtime.open(
+        settings,
+        engine=engine,
+        llm=model,
+        embedder=embedder,
+        index=index,
+        busy=busy if busy is not None else AlwaysIdle(),
+    )
     rt._owned.append(index)
     return rt
 
@@ -70,5 +91,6 @@ def chat_bodies(server) -> list[dict]:
 
 def tokens_billed(server) -> int:
     """Prompt plus completion tokens the server reported for every answered chat request."""
-    return sum(r["usage"]["total_tokens"] for r in server.requests
-               if r["path"].endswith("/chat/completions") and "usage" in r)
+    return sum(
+        r["usage"]["total_tokens"] for r in server.requests if r["path"].endswith("/chat/completions") and "usage" in r
+    )

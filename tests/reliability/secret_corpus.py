@@ -78,39 +78,94 @@ def plant(name: str, place: str, template: str, secret: str) -> None:
 
 # --- cloud providers --------------------------------------------------------------------
 plant("aws_access_key_id", "chat", "my access key is {s} for the staging account", _c("AKIA") + rnd("aws1", 16, UPPER))
-plant("aws_temp_key_id", "tool", "{{\n  \"AccessKeyId\": \"{s}\",\n  \"Expiration\": \"2030-01-01\"\n}}", _c("ASIA") + rnd("aws2", 16, UPPER))
+plant(
+    "aws_temp_key_id",
+    "tool",
+    '{{\n  "AccessKeyId": "{s}",\n  "Expiration": "2030-01-01"\n}}',
+    _c("ASIA") + rnd("aws2", 16, UPPER),
+)
 plant("aws_secret_key", "file", "[default]\naws_secret_access_key = {s}\nregion = eu-west-1\n", rnd("aws3", 40, B64))
 plant("aws_session_token", "file", "[default]\naws_session_token = {s}\n", rnd("aws4", 180, B64))
 plant("terraform_secret_key", "file", 'provider "aws" {{\n  secret_key = "{s}"\n}}\n', rnd("aws5", 40, B64))
 plant("gcp_api_key", "chat", "the maps key {s} keeps getting rate limited", _c("AIza") + rnd("gcp1", 35, B64URL))
-plant("gcp_service_account", "file", '{{"type": "service_account", "private_key": "{s}"}}',
-      pem("PRIVATE KEY", "gcp2").replace("\n", "\\n"))
+plant(
+    "gcp_service_account",
+    "file",
+    '{{"type": "service_account", "private_key": "{s}"}}',
+    pem("PRIVATE KEY", "gcp2").replace("\n", "\\n"),
+)
 plant("google_oauth_secret", "file", "GOOGLE_CLIENT_SECRET={s}\n", _c("GOCSPX-") + rnd("gcp3", 28, B64URL))
-plant("azure_storage_key", "file", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey={s};EndpointSuffix=core.windows.net",
-      rnd("az1", 86, B64) + "==")
-plant("azure_sas", "tool", "GET https://a.blob.core.windows.net/c/x?sv=2022-11-02&sp=r&sig={s} 200", rnd("az2", 43) + "%3D")
+plant(
+    "azure_storage_key",
+    "file",
+    "DefaultEndpointsProtocol=https;AccountName=a;AccountKey={s};EndpointSuffix=core.windows.net",
+    rnd("az1", 86, B64) + "==",
+)
+plant(
+    "azure_sas",
+    "tool",
+    "GET https://a.blob.core.windows.net/c/x?sv=2022-11-02&sp=r&sig={s} 200",
+    rnd("az2", 43) + "%3D",
+)
 plant("azure_client_secret", "file", "AZURE_CLIENT_SECRET={s}\n", rnd("az3", 8) + "~" + rnd("az4", 31, B64URL))
 plant("digitalocean_token", "chat", "doctl auth init -t {s}", _c("dop_v1_") + rnd("do", 64, HEX))
-plant("heroku_api_key", "file", "HEROKU_API_KEY={s}\n", "a1b2c3d4-" + rnd("hk", 4, HEX) + "-4f5e-9a8b-" + rnd("hk2", 12, HEX))
+plant(
+    "heroku_api_key",
+    "file",
+    "HEROKU_API_KEY={s}\n",
+    "a1b2c3d4-" + rnd("hk", 4, HEX) + "-4f5e-9a8b-" + rnd("hk2", 12, HEX),
+)
 plant("cloudflare_token", "file", "CF_API_TOKEN={s}\n", rnd("cf", 40, B64URL))
 # --- code hosts, registries, CI ----------------------------------------------------------
 plant("github_pat_classic", "chat", "use {s} to push the tag", _c("ghp_") + rnd("gh1", 36))
-plant("github_fine_grained", "tool", "remote: token {s} lacks scope", _c("github_pat_") + rnd("gh2", 22) + "_" + rnd("gh3", 59))
+plant(
+    "github_fine_grained",
+    "tool",
+    "remote: token {s} lacks scope",
+    _c("github_pat_") + rnd("gh2", 22) + "_" + rnd("gh3", 59),
+)
 plant("github_app_token", "file", "GITHUB_TOKEN={s}\n", _c("ghs_") + rnd("gh4", 36))
 plant("gitlab_pat", "chat", "my gitlab token {s} expired", _c("glpat-") + rnd("gl", 20, B64URL))
 plant("npm_token", "file", "//registry.npmjs.org/:_authToken={s}\n", _c("npm_") + rnd("npm", 36))
-plant("pypi_token", "file", "[pypi]\n  username = __token__\n  password = {s}\n", _c("pypi-AgEIcHlwaS5vcmc") + rnd("pypi", 70, B64URL))
-plant("docker_auth", "file", '{{"auths": {{"registry.example.com": {{"auth": "{s}"}}}}}}', "ZGVwbG95OmQwY2tlci1QYXNz" + rnd("dk", 12, B64) + "=")
+plant(
+    "pypi_token",
+    "file",
+    "[pypi]\n  username = __token__\n  password = {s}\n",
+    _c("pypi-AgEIcHlwaS5vcmc") + rnd("pypi", 70, B64URL),
+)
+plant(
+    "docker_auth",
+    "file",
+    '{{"auths": {{"registry.example.com": {{"auth": "{s}"}}}}}}',
+    "ZGVwbG95OmQwY2tlci1QYXNz" + rnd("dk", 12, B64) + "=",
+)
 plant("huggingface_token", "chat", "huggingface token {s}", _c("hf_") + rnd("hf", 34))
 plant("vault_token", "tool", "Key  Value\ntoken  {s}\ntoken_duration  768h", _c("hvs.") + rnd("vault", 90, B64URL))
 plant("netrc_password", "file", "machine api.example.com\n  login deploy\n  password {s}\n", rnd("netrc", 18))
 # --- SaaS API keys -----------------------------------------------------------------------
 plant("openai_key", "chat", "I prefer keeping {s} in my shell profile", _c("sk-proj-") + rnd("oa", 74, B64URL))
 plant("anthropic_key", "file", "ANTHROPIC_API_KEY={s}\n", _c("sk-ant-api03-") + rnd("an", 93, B64URL))
-plant("slack_bot_token", "file", "SLACK_BOT_TOKEN={s}\n", _c("xoxb-") + rnd("sl1", 12, DIGITS) + "-" + rnd("sl2", 13, DIGITS) + "-" + rnd("sl3", 24))
-plant("slack_webhook", "chat", "post alerts to https://hooks.slack.com/services/{s}", "T" + rnd("sw1", 8, UPPER) + "/B" + rnd("sw2", 10, UPPER) + "/" + rnd("sw3", 24))
-plant("discord_webhook", "chat", "webhook https://discord.com/api/webhooks/123456789012345678/{s}", rnd("dw", 68, B64URL))
-plant("telegram_bot_token", "chat", "bot token {s} for the alerts bot", rnd("tg1", 10, DIGITS) + ":AA" + rnd("tg2", 33, B64URL))
+plant(
+    "slack_bot_token",
+    "file",
+    "SLACK_BOT_TOKEN={s}\n",
+    _c("xoxb-") + rnd("sl1", 12, DIGITS) + "-" + rnd("sl2", 13, DIGITS) + "-" + rnd("sl3", 24),
+)
+plant(
+    "slack_webhook",
+    "chat",
+    "post alerts to https://hooks.slack.com/services/{s}",
+    "T" + rnd("sw1", 8, UPPER) + "/B" + rnd("sw2", 10, UPPER) + "/" + rnd("sw3", 24),
+)
+plant(
+    "discord_webhook", "chat", "webhook https://discord.com/api/webhooks/123456789012345678/{s}", rnd("dw", 68, B64URL)
+)
+plant(
+    "telegram_bot_token",
+    "chat",
+    "bot token {s} for the alerts bot",
+    rnd("tg1", 10, DIGITS) + ":AA" + rnd("tg2", 33, B64URL),
+)
 plant("stripe_live_key", "chat", "charge it with {s}", _c("sk_live_") + rnd("st1", 24))
 plant("stripe_webhook_secret", "file", "STRIPE_WEBHOOK_SECRET={s}\n", _c("whsec_") + rnd("st2", 32))
 plant("sendgrid_key", "tool", "Using API key {s}", _c("SG.") + rnd("sg1", 22, B64URL) + "." + rnd("sg2", 43, B64URL))
@@ -132,7 +187,12 @@ plant("postgres_url", "file", "DATABASE_URL=postgresql://app:{s}@db.internal:543
 plant("redis_url", "tool", "connecting to redis://:{s}@cache:6379/0", "Rd" + rnd("rd", 16))
 plant("mongodb_url", "chat", "my cluster is mongodb+srv://admin:{s}@cluster0.example.net/db", "Mg" + rnd("mgu", 12))
 plant("amqp_url", "file", "BROKER=amqp://worker:{s}@rabbit:5672//\n", "Aq" + rnd("aq", 12))
-plant("https_basic_url", "tool", "fatal: could not read from https://deploy:{s}@git.example.com/repo.git", "Gt" + rnd("gt", 14))
+plant(
+    "https_basic_url",
+    "tool",
+    "fatal: could not read from https://deploy:{s}@git.example.com/repo.git",
+    "Gt" + rnd("gt", 14),
+)
 plant("env_password", "file", "DB_HOST=db\nDB_PASSWORD={s}\nDB_PORT=5432\n", "Pw" + rnd("envpw", 12) + "#!")
 plant("yaml_password", "file", "database:\n  user: app\n  password: {s}\n", "Ym" + rnd("ympw", 14))
 plant("json_password", "tool", '{{"user": "bob", "password": "{s}"}}', "Js" + rnd("jspw", 14))
@@ -146,7 +206,12 @@ plant("curl_user_password", "tool", "$ curl -u admin:{s} https://api.example.com
 # --- tokens in headers, JWTs ---------------------------------------------------------------
 plant("bearer_header", "tool", "> GET /v1/me\n> Authorization: Bearer {s}\n< 200 OK", rnd("br", 40, B64URL))
 plant("basic_header", "tool", "Authorization: Basic {s}\r\nHost: api", "YWRtaW46" + rnd("bh", 20, B64) + "=")
-plant("jwt", "chat", "the session cookie was {s} and it expired", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ" + rnd("jw1", 40, B64URL) + "." + rnd("jw2", 43, B64URL))
+plant(
+    "jwt",
+    "chat",
+    "the session cookie was {s} and it expired",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ" + rnd("jw1", 40, B64URL) + "." + rnd("jw2", 43, B64URL),
+)
 plant("okta_ssws", "tool", "Authorization: SSWS {s}", "00" + rnd("okta", 40, B64URL))
 plant("cookie_session", "tool", "Set-Cookie: session={s}; HttpOnly", rnd("ck", 48, B64URL))
 # --- cards ---------------------------------------------------------------------------------

@@ -15,18 +15,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlmodel import select
-
-from dreamer.api import create_app
-from dreamer.db import session_scope
-from dreamer import outbox
-from dreamer.dream import dream_pass
-from dreamer.index import EdgeIndex
-from dreamer.ingest.store import record_messages
-from dreamer.models import Cursor, Memory, Session
-from dreamer.scripted import ScriptedServer
 from dreamkit import EMBED_DIM, extraction_script, is_judgement
 from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
+from sqlmodel import select
+
+from dreamer.core.models import Cursor, Memory, Session
+from dreamer.engine import outbox
+from dreamer.engine.dream import dream_pass
+from dreamer.index.base import EdgeIndex
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.api import create_app
+from dreamer.store.db import session_scope
 
 from . import kit
 
@@ -34,8 +34,18 @@ pytestmark = pytest.mark.reliability
 
 CONCURRENT = 200
 SESSIONS = 10  # one pass takes at most `max_sessions_per_pass` (10)
-LIKES = ["green tea", "aisle seats", "dark mode", "vinyl records", "early flights", "oat milk",
-         "mechanical keyboards", "rainy walks", "jazz piano", "paper maps"]
+LIKES = [
+    "green tea",
+    "aisle seats",
+    "dark mode",
+    "vinyl records",
+    "early flights",
+    "oat milk",
+    "mechanical keyboards",
+    "rainy walks",
+    "jazz piano",
+    "paper maps",
+]
 
 
 def _requests() -> list[dict]:
@@ -48,10 +58,18 @@ def _requests() -> list[dict]:
         elif kind == 2:
             out.append(("GET", "/v1/context?budget=300", ALICE_READER, None))
         elif kind in (3, 4):
-            out.append(("POST", f"/v1/sessions/live-{i}/messages", ALICE_WRITER,
-                        {"messages": chat(f"I prefer notebook number {i}.", "noted")}))
+            out.append(
+                (
+                    "POST",
+                    f"/v1/sessions/live-{i}/messages",
+                    ALICE_WRITER,
+                    {"messages": chat(f"I prefer notebook number {i}.", "noted")},
+                )
+            )
         elif kind == 5:
-            out.append(("POST", "/v1/memories", BOB_WRITER, {"text": f"The user owns bicycle number {i}.", "kind": "profile"}))
+            out.append(
+                ("POST", "/v1/memories", BOB_WRITER, {"text": f"The user owns bicycle number {i}.", "kind": "profile"})
+            )
         elif kind == 6:
             out.append(("GET", "/v1/status", ALICE_READER, None))
         else:
@@ -63,8 +81,14 @@ def burst(url: str) -> list[dict]:
     """The requests, all at once, from a separate process: clients never share the server's interpreter."""
     tests = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "reliability.burst_child", url], input=json.dumps(_requests()),
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "reliability.burst_child", url],
+        input=json.dumps(_requests()),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -110,16 +134,21 @@ def test_the_api_keeps_answering_200_concurrent_requests_while_a_pass_runs(engin
     codes = [r["status"] for r in results]
     times = sorted(r["ms"] for r in results)
     p50, p95 = statistics.median(times), times[int(0.95 * len(times)) - 1]
-    figures(f"API under {CONCURRENT} concurrent requests during a pass ({engine.dialect.name})",
-            f"{codes.count(200)} of {CONCURRENT} answered 200, p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms")
+    figures(
+        f"API under {CONCURRENT} concurrent requests during a pass ({engine.dialect.name})",
+        f"{codes.count(200)} of {CONCURRENT} answered 200, p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms",
+    )
     assert still_running
     assert codes == [200] * CONCURRENT, sorted({(r["status"], r["path"]) for r in results})
     row = run["row"]
     assert (row.status, row.sessions, row.error) == ("ok", SESSIONS, None)
     with session_scope(engine) as s:
-        behind = s.exec(select(Session.external_id).join(Cursor, Cursor.session_id == Session.id)
-                        .where(Session.external_id.like("old-%"))
-                        .where(Cursor.processed_seq != Session.last_seq)).all()
+        behind = s.exec(
+            select(Session.external_id)
+            .join(Cursor, Cursor.session_id == Session.id)
+            .where(Session.external_id.like("old-%"))
+            .where(Cursor.processed_seq != Session.last_seq)
+        ).all()
         texts = {m.text for m in s.exec(select(Memory))}
         stored = set(s.exec(select(Memory.id)).all())
     remembered = {r["body"]["memory_id"] for r in results if r["path"] == "/v1/memories"}

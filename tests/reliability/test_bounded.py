@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from dreamer.config import Settings
-from dreamer.ingest.store import ingest_file
-from dreamer.scripted import ScriptedServer
 from dreamkit import extraction_script
+
+from dreamer.core.settings import Settings
+from dreamer.ingest.store import ingest_file
+from dreamer.llm.scripted import ScriptedServer
 
 from . import kit
 
@@ -27,8 +27,10 @@ MESSAGES = 100_000
 TARGET_BYTES = 50 * 1024 * 1024
 TOOL_RESULT_BYTES = 5 * 1024 * 1024
 PROMPT_OVERHEAD = 800  # the system prompt and the transcript tags around a chunk
-WORDS = ("the deploy failed again because the cache key was stale and the retry loop gave up "
-         "after three attempts while the pool was exhausted by long running report queries").split()
+WORDS = (
+    "the deploy failed again because the cache key was stale and the retry loop gave up "
+    "after three attempts while the pool was exhausted by long running report queries"
+).split()
 
 
 @pytest.fixture
@@ -58,15 +60,21 @@ def run_child(data_dir: Path, url: str, scenario: str, source: Path) -> dict:
     tests = str(Path(__file__).resolve().parent.parent)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMER_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [tests, env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "reliability.bounded_child", str(data_dir), url, scenario, str(source)],
-                          capture_output=True, text=True, env=env, timeout=400)
+    done = subprocess.run(
+        [sys.executable, "-m", "reliability.bounded_child", str(data_dir), url, scenario, str(source)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def prompt_sizes(server) -> list[int]:
-    return [r["usage"]["prompt_tokens"] for r in server.requests
-            if r["path"].endswith("/chat/completions") and "usage" in r]
+    return [
+        r["usage"]["prompt_tokens"] for r in server.requests if r["path"].endswith("/chat/completions") and "usage" in r
+    ]
 
 
 def test_a_50_mb_transcript_of_100k_messages(server, tmp_path, figures):
@@ -75,10 +83,12 @@ def test_a_50_mb_transcript_of_100k_messages(server, tmp_path, figures):
     got = run_child(tmp_path / "data", server.url, "file", source)
     st = Settings(_env_file=None)
     prompts = prompt_sizes(server)
-    figures("bounded: 50 MB transcript, 100k messages: peak RSS",
-            f"ingest {got['ingest_peak_mib']} MiB, pass {got['pass_peak_mib']} MiB",
-            f"{size / 2**20:.0f} MB file; baseline {got['baseline_mib']} MiB; ingest {got['ingest_seconds']}s, "
-            f"pass {got['pass_seconds']}s; {len(prompts)} prompts, largest {max(prompts)} tokens")
+    figures(
+        "bounded: 50 MB transcript, 100k messages: peak RSS",
+        f"ingest {got['ingest_peak_mib']} MiB, pass {got['pass_peak_mib']} MiB",
+        f"{size / 2**20:.0f} MB file; baseline {got['baseline_mib']} MiB; ingest {got['ingest_seconds']}s, "
+        f"pass {got['pass_seconds']}s; {len(prompts)} prompts, largest {max(prompts)} tokens",
+    )
     assert size >= TARGET_BYTES * 0.95
     assert got["ingest_messages"] == MESSAGES and not got["ingest_rejections"]
     assert got["run"]["sessions"] == 1 and 0 < got["run"]["messages"] < MESSAGES
@@ -94,8 +104,11 @@ def test_a_single_5_mb_tool_result(server, tmp_path, figures):
     source.write_text(line * (TOOL_RESULT_BYTES // len(line) + 1))
     got = run_child(tmp_path / "data", server.url, "tool-result-api", source)
     prompts = prompt_sizes(server)
-    figures("bounded: 5 MB tool result: peak RSS", f"ingest {got['ingest_peak_mib']} MiB, pass {got['pass_peak_mib']} MiB",
-            f"baseline {got['baseline_mib']} MiB; {len(prompts)} prompts, largest {max(prompts)} tokens")
+    figures(
+        "bounded: 5 MB tool result: peak RSS",
+        f"ingest {got['ingest_peak_mib']} MiB, pass {got['pass_peak_mib']} MiB",
+        f"baseline {got['baseline_mib']} MiB; {len(prompts)} prompts, largest {max(prompts)} tokens",
+    )
     assert got["run"]["sessions"] == 1
     assert max(prompts) <= Settings(_env_file=None).chunk_tokens + PROMPT_OVERHEAD
     assert got["pass_peak_mib"] - got["baseline_mib"] < 200
@@ -104,8 +117,11 @@ def test_a_single_5_mb_tool_result(server, tmp_path, figures):
 def test_a_5_mb_message_in_a_file_is_rejected_by_the_default_limit(sqlite_engine, tmp_path):
     path = tmp_path / "t.jsonl"
     big = "x" * TOOL_RESULT_BYTES
-    rows = [{"role": "user", "content": "I prefer tea."}, {"role": "tool", "tool_call_id": "c", "content": big},
-            {"role": "user", "content": "bye"}]
+    rows = [
+        {"role": "user", "content": "I prefer tea."},
+        {"role": "tool", "tool_call_id": "c", "content": big},
+        {"role": "user", "content": "bye"},
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     report = ingest_file(sqlite_engine, path, fmt="openai", user_id="u")
     assert report.added == 2

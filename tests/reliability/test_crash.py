@@ -17,12 +17,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from dreamer import db, leases, markdown
-from dreamer.ingest.store import record_messages
-from dreamer.scripted import ScriptedServer
-from dreamer.dream import dream_pass
 from dreamkit import extraction_script
+
+from dreamer.engine import markdown
+from dreamer.engine.dream import dream_pass
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.store import db, leases
 
 from . import checks, crashkit, kit
 
@@ -122,19 +123,28 @@ def test_kill_nine_at_random_points_loses_and_duplicates_nothing(database_url, t
 
     said, lost = checks.lost_anchors(engine, crashkit.PREFER)
     dups = checks.duplicates(engine, crashkit.EMBED_DIM, settings.dup_threshold)
-    figures(f"crash ({store}): kills survived", kills, f"{children} children in {elapsed:.0f}s, {clean_exits} clean exits")
+    figures(
+        f"crash ({store}): kills survived", kills, f"{children} children in {elapsed:.0f}s, {clean_exits} clean exits"
+    )
     figures(f"crash ({store}): kill phases", dict(sorted(phases.items())))
     figures(f"crash ({store}): targeted kills in their window", dict(sorted(targeted.items())))
     figures(f"crash ({store}): sessions / preference lines said", f"{len(recorded)} / {said}")
     figures(f"crash ({store}): memories current", len(checks.current(engine)))
     figures(f"crash ({store}): memories lost", len(lost))
-    figures(f"crash ({store}): memories duplicated", dups.total, f"{len(dups.by_hash)} by hash, {len(dups.by_meaning)} by meaning")
+    figures(
+        f"crash ({store}): memories duplicated",
+        dups.total,
+        f"{len(dups.by_hash)} by hash, {len(dups.by_meaning)} by meaning",
+    )
 
     time.sleep(crashkit.LEASE_SECONDS + 0.5)  # the last kill's run lease may outlive the last child
     late = leases.sweep_abandoned_runs(engine)  # what the next pass does first
     runs = checks.run_statuses(engine)
-    figures(f"crash ({store}): pass runs by status", dict(sorted(runs.items())),
-            f"a killed pass is swept as abandoned; {len(late)} only by the sweep after the last child")
+    figures(
+        f"crash ({store}): pass runs by status",
+        dict(sorted(runs.items())),
+        f"a killed pass is swept as abandoned; {len(late)} only by the sweep after the last child",
+    )
     assert kills >= MIN_KILLS
     assert runs["running"] == 0 and runs["abandoned"] >= 1
     assert set(targeted) == set(crashkit.TARGETED), targeted
@@ -146,10 +156,20 @@ def test_kill_nine_at_random_points_loses_and_duplicates_nothing(database_url, t
     assert checks.markdown_mismatches(engine, settings.workspace_dir, settings.dreams_cap) == []
     temps = checks.temp_files(settings.workspace_dir)
     swept = sum(markdown.remove_orphaned_temps(folder) for folder in {t.parent for t in temps})
-    figures(f"crash ({store}): Markdown temp files left by kills", len(temps), "each removed by the next write to its folder")
+    figures(
+        f"crash ({store}): Markdown temp files left by kills",
+        len(temps),
+        "each removed by the next write to its folder",
+    )
     assert swept == len(temps) and checks.temp_files(settings.workspace_dir) == []
-    drift = checks.reindex_check(data_dir, {"DREAMER_EMBEDDER": "none", "DREAMER_EMBED_DIM": str(crashkit.EMBED_DIM),
-                                            "DREAMER_DATABASE_URL": database_url})
+    drift = checks.reindex_check(
+        data_dir,
+        {
+            "DREAMER_EMBEDDER": "none",
+            "DREAMER_EMBED_DIM": str(crashkit.EMBED_DIM),
+            "DREAMER_DATABASE_URL": database_url,
+        },
+    )
     figures(f"crash ({store}): reindex --check", drift.stdout.strip(), f"exit {drift.returncode}")
     assert drift.returncode == 0, drift.stdout + drift.stderr
     engine.dispose()
@@ -159,7 +179,10 @@ def test_a_fresh_process_consolidates_by_meaning(settings, sqlite_engine, server
     """Found by the driver: a process's first session compared by word overlap (an empty
     embedding cache read as no embedder) and added near duplicates."""
     st = settings.model_copy(update={"min_rounds": 1})
-    for ext, line in (("s1", "I prefer dark roast coffee at work."), ("s2", "I prefer dark roast coffee at work really.")):
+    for ext, line in (
+        ("s1", "I prefer dark roast coffee at work."),
+        ("s2", "I prefer dark roast coffee at work really."),
+    ):
         rt = kit.runtime(st, sqlite_engine, server, tmp_path, dim=crashkit.EMBED_DIM)  # a new process each time
         try:
             record_messages(sqlite_engine, ext, kit.session_with(line), user_id="u")

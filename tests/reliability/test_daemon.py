@@ -18,15 +18,15 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from dreamkit import extraction_script, is_judgement, transcript_lines
 from sqlmodel import select
 
-from dreamer.busy import SqlBusySignal
-from dreamer.db import session_scope
+from dreamer.core.models import Cursor, DreamRun, Session, utcnow
+from dreamer.engine.schedule import BACKOFF, RUN
 from dreamer.ingest.store import append_messages
-from dreamer.models import Cursor, DreamRun, Session, utcnow
-from dreamer.schedule import BACKOFF, RUN
-from dreamer.scripted import ScriptedServer
-from dreamkit import extraction_script, is_judgement, transcript_lines
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.store.busy import SqlBusySignal
+from dreamer.store.db import session_scope
 from workers.scheduler import DreamScheduler, InlineExecutor
 
 from . import kit
@@ -59,10 +59,17 @@ def server():
 def _settings(settings):
     # Sessions are stamped by the real clock while the simulated one runs 1 000 h ahead, so the
     # age limit is lifted; everything else is the shipped default schedule.
-    return settings.model_copy(update={
-        "dream_interval_seconds": INTERVAL, "warmup_seconds": WARMUP, "backoff_base_seconds": 60,
-        "backoff_cap_seconds": 1800, "min_rounds": 1, "quiet_period_seconds": 0, "max_age_days": 3650,
-    })
+    return settings.model_copy(
+        update={
+            "dream_interval_seconds": INTERVAL,
+            "warmup_seconds": WARMUP,
+            "backoff_base_seconds": 60,
+            "backoff_cap_seconds": 1800,
+            "min_rounds": 1,
+            "quiet_period_seconds": 0,
+            "max_age_days": 3650,
+        }
+    )
 
 
 def _agent_events(rng: random.Random, start) -> list[tuple]:
@@ -89,8 +96,9 @@ def _agent_events(rng: random.Random, start) -> list[tuple]:
 
 def _run_simulation(daemon: DreamScheduler, clock: Clock, busy: SqlBusySignal, engine, rng) -> dict:
     start = clock.now
-    queue: list[tuple] = [(at, order, i, kind, payload)
-                          for i, (at, order, kind, payload) in enumerate(_agent_events(rng, start))]
+    queue: list[tuple] = [
+        (at, order, i, kind, payload) for i, (at, order, kind, payload) in enumerate(_agent_events(rng, start))
+    ]
     slots = [start + timedelta(seconds=WARMUP + k * INTERVAL) for k in range(HOURS * 3600 // INTERVAL + 1)]
     slots = [s for s in slots if s < start + timedelta(hours=HOURS)]
     queue += [(s, 2, -k - 1, "fire", None) for k, s in enumerate(slots)]
@@ -102,8 +110,12 @@ def _run_simulation(daemon: DreamScheduler, clock: Clock, busy: SqlBusySignal, e
         clock.now = at
         if kind == "message":
             user, session, text = payload
-            append_messages(engine, session, [{"role": "user", "content": text},
-                                              {"role": "assistant", "content": f"noted ({text[-10:-1]})"}], user_id=user)
+            append_messages(
+                engine,
+                session,
+                [{"role": "user", "content": text}, {"role": "assistant", "content": f"noted ({text[-10:-1]})"}],
+                user_id=user,
+            )
             sent[text] = 0
         elif kind in ("begin", "end"):
             getattr(busy, kind)("agent:a")
@@ -120,7 +132,8 @@ def _run_simulation(daemon: DreamScheduler, clock: Clock, busy: SqlBusySignal, e
 
 
 def test_a_daemon_left_for_1000_simulated_hours_makes_one_pass_per_interval(
-        settings, sqlite_engine, server, tmp_path, figures):
+    settings, sqlite_engine, server, tmp_path, figures
+):
     clock, rng = Clock(), random.Random(1000)
     busy = SqlBusySignal(sqlite_engine, window_seconds=60)
     rt = kit.runtime(_settings(settings), sqlite_engine, server, tmp_path, busy=busy)
@@ -134,19 +147,29 @@ def test_a_daemon_left_for_1000_simulated_hours_makes_one_pass_per_interval(
     per_interval = Counter(sum(1 for s in slots if s <= r) for r in runs)
     with session_scope(sqlite_engine) as s:
         rows = Counter(r.status for r in s.exec(select(DreamRun)))
-        behind = s.exec(select(Session.external_id).join(Cursor, Cursor.session_id == Session.id)
-                        .where(Cursor.processed_seq != Session.last_seq)).all()
+        behind = s.exec(
+            select(Session.external_id)
+            .join(Cursor, Cursor.session_id == Session.id)
+            .where(Cursor.processed_seq != Session.last_seq)
+        ).all()
     extracted = Counter()
     for r in server.requests:
         if r["path"].endswith("/chat/completions") and not is_judgement(r["body"]):
-            extracted.update(text for _seq, role, context, text in transcript_lines(r["body"])
-                             if role == "user" and not context)
+            extracted.update(
+                text for _seq, role, context, text in transcript_lines(r["body"]) if role == "user" and not context
+            )
     messages = out["messages"]
     sent_once = sum(1 for text in messages if extracted[text] == 1)
-    figures("daemon: simulated hours / regular slots / passes run", f"{HOURS} h / {len(slots)} / {len(runs)}",
-            f"{tally[BACKOFF]} busy backoffs, {len(runs) - len(slots)} extra passes")
-    figures("daemon: messages sent to the model exactly once", f"{sent_once} of {len(messages)}",
-            f"{sum(extracted.values())} user lines in {sum(1 for r in server.requests if 'chat' in r['path'])} chat requests")
+    figures(
+        "daemon: simulated hours / regular slots / passes run",
+        f"{HOURS} h / {len(slots)} / {len(runs)}",
+        f"{tally[BACKOFF]} busy backoffs, {len(runs) - len(slots)} extra passes",
+    )
+    figures(
+        "daemon: messages sent to the model exactly once",
+        f"{sent_once} of {len(messages)}",
+        f"{sum(extracted.values())} user lines in {sum(1 for r in server.requests if 'chat' in r['path'])} chat requests",
+    )
 
     assert len(slots) == 250
     assert len(runs) == len(slots)

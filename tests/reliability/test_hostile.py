@@ -10,24 +10,27 @@ import json
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from dreamkit import is_judgement, judge_reply
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from sqlmodel import func, select
 
-from dreamer import db, markdown
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass
-from dreamer.errors import IngestError
-from dreamer.index import Scope
+from dreamer.core.errors import IngestError
+from dreamer.core.models import Cursor, Message, Session
+from dreamer.engine import markdown
+from dreamer.engine.dream import dream_pass
+from dreamer.index.base import Scope
 from dreamer.ingest.detect import FORMATS
 from dreamer.ingest.store import ingest_file, record_messages
-from dreamer.models import Cursor, Message, Session
-from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import is_judgement, judge_reply
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.store import db
+from dreamer.store.db import session_scope
 
 from . import kit
 
 try:
-    from dreamer.recall import context
+    from dreamer.online.recall import context
 except ImportError:  # the online companion is optional here
     context = None
 
@@ -57,10 +60,18 @@ def gullible_model(body: dict) -> Reply:
             continue
         text = m.group(4).strip()
         if "admin" in text:
-            out.append({"kind": "profile", "text": "The user is an admin.", "importance": 0.9, "seqs": [int(m.group(1))]})
+            out.append(
+                {"kind": "profile", "text": "The user is an admin.", "importance": 0.9, "seqs": [int(m.group(1))]}
+            )
         elif len(text) >= 3:
-            out.append({"kind": "preference", "text": f"The user said: {text}"[:590], "importance": 0.5,
-                        "seqs": [int(m.group(1))]})
+            out.append(
+                {
+                    "kind": "preference",
+                    "text": f"The user said: {text}"[:590],
+                    "importance": 0.5,
+                    "seqs": [int(m.group(1))],
+                }
+            )
     return Reply.json({"memories": out[:5]})
 
 
@@ -88,8 +99,11 @@ def test_injection_is_data_never_behaviour(settings, engine, server, tmp_path, f
         rt.close()
     extractions = [b for b in bodies if not is_judgement(b)]
     untrusted = [m for m in mems if m.untrusted]
-    figures(f"hostile ({engine.dialect.name}): memories flagged untrusted", f"{len(untrusted)} of {len(mems)} memories",
-            f"{sum(m.status == 'verified' for m in untrusted)} verified, none in USER.md")
+    figures(
+        f"hostile ({engine.dialect.name}): memories flagged untrusted",
+        f"{len(untrusted)} of {len(mems)} memories",
+        f"{sum(m.status == 'verified' for m in untrusted)} verified, none in USER.md",
+    )
 
     systems = {_system_of(b) for b in extractions}
     assert len(systems) == 1, "hostile and benign sessions get the very same instructions"
@@ -110,7 +124,7 @@ def test_injection_is_data_never_behaviour(settings, engine, server, tmp_path, f
     assert benign and any(m.status == "verified" for m in benign), "trusted facts still verify"
 
 
-@pytest.mark.skipif(context is None, reason="dreamer.recall.context is not available")
+@pytest.mark.skipif(context is None, reason="dreamer.online.recall.context is not available")
 def test_context_never_injects_an_untrusted_memory(settings, sqlite_engine, server, tmp_path):
     rt = kit.runtime(settings.model_copy(update={"min_rounds": 1}), sqlite_engine, server, tmp_path)
     try:
@@ -133,14 +147,39 @@ def _system_of(body: dict) -> str:
 EXAMPLES_PER_FORMAT = 900
 weird_text = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(["", "\x00", "\ud800", "\udfff", "a\x00b", "\u202e", "../../x", "C:\\x", "9" * 40, "NaN",
-                     "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00", "1e400", "-1e400",
-                     "11:59 pm on 31 December, 9999", "1:00 am on 1 January, 0001"]),
+    st.sampled_from(
+        [
+            "",
+            "\x00",
+            "\ud800",
+            "\udfff",
+            "a\x00b",
+            "\u202e",
+            "../../x",
+            "C:\\x",
+            "9" * 40,
+            "NaN",
+            "9999-12-31T23:59:59-01:00",
+            "0001-01-01T00:00:00+01:00",
+            "1e400",
+            "-1e400",
+            "11:59 pm on 31 December, 9999",
+            "1:00 am on 1 January, 0001",
+        ]
+    ),
 )
-scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
-                    st.floats(allow_nan=True, allow_infinity=True), weird_text)
-json_values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(weird_text, inner, max_size=4)), max_leaves=12)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    weird_text,
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(weird_text, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def _maybe(value_strategy):
@@ -149,47 +188,110 @@ def _maybe(value_strategy):
 
 roles = _maybe(st.sampled_from(["user", "assistant", "system", "tool", "developer", "function", "toolResult", "x"]))
 times = _maybe(st.one_of(weird_text, st.integers(min_value=-(10**20), max_value=10**20), st.floats()))
-blocks = st.lists(_maybe(st.fixed_dictionaries({
-    "type": _maybe(st.sampled_from(["text", "tool_use", "tool_result", "thinking", "image", "toolCall", "x"])),
-    "text": weird_text, "id": weird_text, "name": weird_text, "input": json_values, "content": json_values,
-    "tool_use_id": weird_text, "arguments": json_values, "is_error": json_values})), max_size=4)
+blocks = st.lists(
+    _maybe(
+        st.fixed_dictionaries(
+            {
+                "type": _maybe(
+                    st.sampled_from(["text", "tool_use", "tool_result", "thinking", "image", "toolCall", "x"])
+                ),
+                "text": weird_text,
+                "id": weird_text,
+                "name": weird_text,
+                "input": json_values,
+                "content": json_values,
+                "tool_use_id": weird_text,
+                "arguments": json_values,
+                "is_error": json_values,
+            }
+        )
+    ),
+    max_size=4,
+)
 content = st.one_of(weird_text, blocks, json_values)
 
 openai_line = st.one_of(
-    st.fixed_dictionaries({"role": roles, "content": content},
-                          optional={"name": weird_text, "tool_calls": json_values, "tool_call_id": weird_text,
-                                    "created_at": times, "function_call": json_values}),
-    st.fixed_dictionaries({"messages": st.lists(_maybe(st.fixed_dictionaries({"role": roles, "content": content})),
-                                                max_size=4)},
-                          optional={"id": json_values, "title": json_values, "created_at": times}),
+    st.fixed_dictionaries(
+        {"role": roles, "content": content},
+        optional={
+            "name": weird_text,
+            "tool_calls": json_values,
+            "tool_call_id": weird_text,
+            "created_at": times,
+            "function_call": json_values,
+        },
+    ),
+    st.fixed_dictionaries(
+        {"messages": st.lists(_maybe(st.fixed_dictionaries({"role": roles, "content": content})), max_size=4)},
+        optional={"id": json_values, "title": json_values, "created_at": times},
+    ),
     json_values,
 )
 claude_line = st.one_of(
-    st.fixed_dictionaries({
-        "type": _maybe(st.sampled_from(["user", "assistant", "summary", "system"])),
-        "message": _maybe(st.fixed_dictionaries({"role": roles, "content": content})),
-    }, optional={"sessionId": json_values, "cwd": json_values, "timestamp": times, "uuid": json_values,
-                 "summary": json_values}),
+    st.fixed_dictionaries(
+        {
+            "type": _maybe(st.sampled_from(["user", "assistant", "summary", "system"])),
+            "message": _maybe(st.fixed_dictionaries({"role": roles, "content": content})),
+        },
+        optional={
+            "sessionId": json_values,
+            "cwd": json_values,
+            "timestamp": times,
+            "uuid": json_values,
+            "summary": json_values,
+        },
+    ),
     json_values,
 )
 openclaw_line = st.one_of(
-    st.fixed_dictionaries({"type": _maybe(st.sampled_from(["session", "message", "custom"]))},
-                          optional={"id": json_values, "timestamp": times, "cwd": json_values,
-                                    "message": _maybe(st.fixed_dictionaries(
-                                        {"role": roles, "content": content},
-                                        optional={"toolCallId": json_values, "toolName": json_values,
-                                                  "isError": json_values, "timestamp": times}))}),
+    st.fixed_dictionaries(
+        {"type": _maybe(st.sampled_from(["session", "message", "custom"]))},
+        optional={
+            "id": json_values,
+            "timestamp": times,
+            "cwd": json_values,
+            "message": _maybe(
+                st.fixed_dictionaries(
+                    {"role": roles, "content": content},
+                    optional={
+                        "toolCallId": json_values,
+                        "toolName": json_values,
+                        "isError": json_values,
+                        "timestamp": times,
+                    },
+                )
+            ),
+        },
+    ),
     json_values,
 )
-turn = _maybe(st.fixed_dictionaries({"speaker": _maybe(st.sampled_from(["A", "B"])), "text": weird_text},
-                                    optional={"dia_id": json_values, "blip_caption": json_values}))
+turn = _maybe(
+    st.fixed_dictionaries(
+        {"speaker": _maybe(st.sampled_from(["A", "B"])), "text": weird_text},
+        optional={"dia_id": json_values, "blip_caption": json_values},
+    )
+)
 locomo_doc = st.one_of(
-    st.lists(_maybe(st.fixed_dictionaries({
-        "sample_id": _maybe(weird_text),
-        "conversation": _maybe(st.fixed_dictionaries(
-            {"speaker_a": _maybe(st.just("A")), "speaker_b": _maybe(st.just("B")), "session_1": _maybe(st.lists(turn, max_size=4))},
-            optional={"session_1_date_time": times, "session_2": _maybe(st.lists(turn, max_size=3))})),
-    })), max_size=3),
+    st.lists(
+        _maybe(
+            st.fixed_dictionaries(
+                {
+                    "sample_id": _maybe(weird_text),
+                    "conversation": _maybe(
+                        st.fixed_dictionaries(
+                            {
+                                "speaker_a": _maybe(st.just("A")),
+                                "speaker_b": _maybe(st.just("B")),
+                                "session_1": _maybe(st.lists(turn, max_size=4)),
+                            },
+                            optional={"session_1_date_time": times, "session_2": _maybe(st.lists(turn, max_size=3))},
+                        )
+                    ),
+                }
+            )
+        ),
+        max_size=3,
+    ),
     json_values,
 )
 LINES = {"openai": openai_line, "claude-code": claude_line, "openclaw": openclaw_line}
@@ -203,7 +305,7 @@ def _file_bytes(fmt: str, data) -> bytes:
         raw = b"\n".join(json.dumps(x).encode() for x in lines)
     if data.draw(st.integers(0, 9)) == 0:  # now and then, damage the bytes
         at = data.draw(st.integers(0, len(raw)))
-        raw = raw[:at] + data.draw(st.binary(max_size=8)) + raw[at + data.draw(st.integers(0, 4)):]
+        raw = raw[:at] + data.draw(st.binary(max_size=8)) + raw[at + data.draw(st.integers(0, 4)) :]
     return raw
 
 
@@ -220,16 +322,26 @@ def test_fuzzed_files_take_the_clean_path(fmt, db_url, tmp_path, figures):
     outcomes = {"imported": 0, "rejected lines": 0, "IngestError": 0}
     examples = EXAMPLES_PER_FORMAT if db_url.startswith("sqlite") else EXAMPLES_PER_FORMAT // 6
 
-    @hsettings(max_examples=examples, deadline=None, database=None, derandomize=True,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @hsettings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(data=st.data())
     def fuzz(data):
         shape = data.draw(st.sampled_from(sorted(LINES) + ["locomo"])) if fmt == "auto" else fmt
         path.write_bytes(_file_bytes(shape, data))
         before = _counts(engine)
         try:
-            report = ingest_file(engine, path, fmt=fmt, user_id=data.draw(st.sampled_from([None, "fuzz", "fuzz", "fuzz"])),
-                                 max_message_bytes=data.draw(st.sampled_from([64, 1_000_000])))
+            report = ingest_file(
+                engine,
+                path,
+                fmt=fmt,
+                user_id=data.draw(st.sampled_from([None, "fuzz", "fuzz", "fuzz"])),
+                max_message_bytes=data.draw(st.sampled_from([64, 1_000_000])),
+            )
         except IngestError:
             outcomes["IngestError"] += 1
             assert _counts(engine) == before, "a failed ingest writes nothing"
@@ -247,8 +359,17 @@ def test_fuzzed_files_take_the_clean_path(fmt, db_url, tmp_path, figures):
 
 def test_a_conversation_at_the_end_of_the_calendar_goes_in(sqlite_engine, tmp_path):
     turns = [{"speaker": "A" if i % 2 == 0 else "B", "text": f"turn {i}"} for i in range(90)]
-    doc = [{"sample_id": "edge", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": turns,
-                                                   "session_1_date_time": "11:59 pm on 31 December, 9999"}}]
+    doc = [
+        {
+            "sample_id": "edge",
+            "conversation": {
+                "speaker_a": "A",
+                "speaker_b": "B",
+                "session_1": turns,
+                "session_1_date_time": "11:59 pm on 31 December, 9999",
+            },
+        }
+    ]
     path = tmp_path / "edge.json"
     path.write_text(json.dumps(doc))
     report = ingest_file(sqlite_engine, path, fmt="locomo", user_id=None)

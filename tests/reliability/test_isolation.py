@@ -13,28 +13,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from dreamkit import is_judgement, judge_reply, transcript_lines
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from sqlmodel import select
 
-from dreamer import cabinet, db, markdown
-from dreamer.config import Settings
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass
-from dreamer.errors import IngestError
-from dreamer.index import Scope, SearchFilter
+from dreamer.core.errors import IngestError
+from dreamer.core.models import CURRENT_STATUSES, Memory, Session
+from dreamer.core.settings import Settings
+from dreamer.engine import markdown
+from dreamer.engine.dream import dream_pass
+from dreamer.index.base import Scope, SearchFilter
 from dreamer.ingest.store import record_messages
-from dreamer.models import CURRENT_STATUSES, Memory, Session
-from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import is_judgement, judge_reply, transcript_lines
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.store import cabinet, db
+from dreamer.store.db import session_scope
 
 from . import kit
 
 try:
-    from dreamer.recall import context, recall
+    from dreamer.online.recall import context, recall
 except ImportError:  # the online companion is optional here
     recall = context = None
 try:
-    from dreamer.trace import trace
+    from dreamer.online.trace import trace
 except ImportError:
     trace = None
 
@@ -45,8 +48,18 @@ USERS = [f"user-{i}" for i in range(6)]
 AGENTS = [None, "agent-a", "agent-b"]
 PROJECTS = [None, "proj-x", "proj-y"]
 TEAMS = [None, "team-1"]
-TOPICS = ["jazz records", "green tea", "window seats", "dark mode", "metric units", "night trains",
-          "retry loops", "connection pools", "cache keys", "null checks"]
+TOPICS = [
+    "jazz records",
+    "green tea",
+    "window seats",
+    "dark mode",
+    "metric units",
+    "night trains",
+    "retry loops",
+    "connection pools",
+    "cache keys",
+    "null checks",
+]
 PREFER = re.compile(r"\bI prefer ([^.!?\n]+)", re.I)
 
 
@@ -60,8 +73,9 @@ def scripted_model(body: dict) -> Reply:
         m = PREFER.search(text)
         if m and role == "user" and not context:
             what = m.group(1).strip()
-            kind, sentence = ("root_cause", f"The root cause was {what}.") if code else \
-                ("preference", f"The user prefers {what}.")
+            kind, sentence = (
+                ("root_cause", f"The root cause was {what}.") if code else ("preference", f"The user prefers {what}.")
+            )
             out.append({"kind": kind, "text": sentence, "importance": 0.6, "seqs": [seq]})
     return Reply.json({"memories": out})
 
@@ -89,9 +103,19 @@ def store(tmp_path_factory):
         for n, (user, agent, project, team) in enumerate(itertools.product(USERS, AGENTS, PROJECTS, TEAMS)):
             mode = "code" if project and n % 2 else "agent"
             tail = " since it fixed the bug" if mode == "code" else ""  # code-mode triage wants a hint
-            lines = [f"I prefer {t}{tail}." for t in rng.sample(TOPICS, 2)] + [f"I prefer {user} {agent} {project} {team}."]
-            record_messages(engine, f"s{n}", kit.session_with(*lines), user_id=user, agent_id=agent,
-                            project=project, team=team, mode=mode)
+            lines = [f"I prefer {t}{tail}." for t in rng.sample(TOPICS, 2)] + [
+                f"I prefer {user} {agent} {project} {team}."
+            ]
+            record_messages(
+                engine,
+                f"s{n}",
+                kit.session_with(*lines),
+                user_id=user,
+                agent_id=agent,
+                project=project,
+                team=team,
+                mode=mode,
+            )
         while dream_pass(rt).sessions:
             pass
         built = Store(rt, settings.workspace_dir)
@@ -109,8 +133,10 @@ def _read_files(workspace: Path, user: str) -> dict[str, set[str]]:
     base = markdown.user_dir(workspace, user)
     if not base.exists():
         return {}
-    return {str(p.relative_to(base)): {e.memory_id for e in markdown.parse_entries(p.read_text(encoding="utf-8"))}
-            for p in base.rglob("*.md")}
+    return {
+        str(p.relative_to(base)): {e.memory_id for e in markdown.parse_entries(p.read_text(encoding="utf-8"))}
+        for p in base.rglob("*.md")
+    }
 
 
 def owner(m) -> tuple:
@@ -119,7 +145,8 @@ def owner(m) -> tuple:
 
 def visible(m: Memory, scope: Scope) -> bool:
     return m.user_id == scope.user_id and all(
-        getattr(scope, f) is None or getattr(m, f) == getattr(scope, f) for f in ("agent_id", "project", "team"))
+        getattr(scope, f) is None or getattr(m, f) == getattr(scope, f) for f in ("agent_id", "project", "team")
+    )
 
 
 def test_the_store_is_populated_and_every_memory_rests_on_its_own_scope(store, figures):
@@ -144,11 +171,18 @@ query_strategy = st.one_of(
     st.builds(lambda a, b: f"{a} {b}", st.sampled_from(TOPICS), st.sampled_from(USERS + AGENTS[1:] + PROJECTS[1:])),
     st.sampled_from(["the user prefers", "root cause", "team-1", "proj-x", "agent-a user-3"]),
 )
+
+
 def test_no_surface_shows_another_scopes_memory(store, figures):
     ran = 0
 
-    @hsettings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-               suppress_health_check=[HealthCheck.too_slow])
+    @hsettings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(scope=scope_strategy, query=query_strategy)
     def no_leak(scope, query):
         nonlocal ran
@@ -163,8 +197,9 @@ def test_no_surface_shows_another_scopes_memory(store, figures):
 def check_surfaces(store: Store, scope: Scope, query: str) -> None:
     rt = store.rt
     vector = rt.embedder.embed([query])[0]
-    for hit in rt.index.search_text(query, scope, 40, SearchFilter(statuses=None)) + \
-            rt.index.search_dense(vector, scope, 40, SearchFilter(statuses=None)):
+    for hit in rt.index.search_text(query, scope, 40, SearchFilter(statuses=None)) + rt.index.search_dense(
+        vector, scope, 40, SearchFilter(statuses=None)
+    ):
         assert visible(store.memories[hit.memory_id], scope), ("index", scope, hit.payload)
     if recall is not None:
         for hit in recall(rt, query, scope, k=10, include_all=True).hits:
@@ -194,10 +229,39 @@ def test_trace_stays_in_its_user(store, user):
 # --------------------------------------------------------------------------- hostile user ids
 
 HOSTILE_IDS = [
-    "../x", "../../etc/passwd", "/etc/passwd", "/", ".", "..", "a/../../b", "C:\\Windows\\system32", "\\\\server\\share",
-    "~root", "%2e%2e%2fx", "x" * 255, "alice", "ALICE", "Alice", "alice ", " alice", "аlice", "alicе",  # Cyrillic a / e
-    "ａｌｉｃｅ", "alice\u200b", "ali\u0301ce", "alíce", "al\u0131ce", "x" * 254 + "/", ".hidden", "CON", "nul",
-    "a:b", "a*b?", "<script>", "emoji-😀", "rtl-\u202eecila",
+    "../x",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "/",
+    ".",
+    "..",
+    "a/../../b",
+    "C:\\Windows\\system32",
+    "\\\\server\\share",
+    "~root",
+    "%2e%2e%2fx",
+    "x" * 255,
+    "alice",
+    "ALICE",
+    "Alice",
+    "alice ",
+    " alice",
+    "аlice",
+    "alicе",  # Cyrillic a / e
+    "ａｌｉｃｅ",
+    "alice\u200b",
+    "ali\u0301ce",
+    "alíce",
+    "al\u0131ce",
+    "x" * 254 + "/",
+    ".hidden",
+    "CON",
+    "nul",
+    "a:b",
+    "a*b?",
+    "<script>",
+    "emoji-😀",
+    "rtl-\u202eecila",
 ]
 REFUSED_IDS = ["a\x00b", "\ud800x", "user\nname", "tab\tname", "bell\x07", "esc\x1b[2J"]  # never stored
 
@@ -229,8 +293,14 @@ def test_hostile_user_ids_end_to_end(settings, db_url, tmp_path, figures):
         rt = kit.runtime(st_, engine, server, st_.data_dir)
         try:
             for i, user in enumerate(HOSTILE_IDS):
-                record_messages(engine, f"s{i}", kit.session_with(f"I prefer item {i}, it fixed the bug."), user_id=user,
-                                project="../../../../tmp/evil" if i % 3 == 0 else None, mode="code" if i % 3 == 0 else "agent")
+                record_messages(
+                    engine,
+                    f"s{i}",
+                    kit.session_with(f"I prefer item {i}, it fixed the bug."),
+                    user_id=user,
+                    project="../../../../tmp/evil" if i % 3 == 0 else None,
+                    mode="code" if i % 3 == 0 else "agent",
+                )
             for bad in REFUSED_IDS:
                 with pytest.raises(IngestError):
                     record_messages(engine, "nul", kit.session_with("I prefer x."), user_id=bad)
@@ -243,11 +313,16 @@ def test_hostile_user_ids_end_to_end(settings, db_url, tmp_path, figures):
     engine.dispose()
     data = Path(st_.data_dir).resolve()
     workspace = st_.workspace_dir.resolve()
-    outside = [p for p in tmp_path.rglob("*") if p.is_file() and data not in p.resolve().parents
-               and not p.name.startswith("store.db")]
+    outside = [
+        p
+        for p in tmp_path.rglob("*")
+        if p.is_file() and data not in p.resolve().parents and not p.name.startswith("store.db")
+    ]
     folders = [p for p in workspace.iterdir() if p.is_dir()]
-    figures(f"isolation ({db_url.split(':')[0]}): hostile user ids", f"{len(HOSTILE_IDS)} ids -> {len(folders)} folders, "
-            f"{len(outside)} files outside the data folder")
+    figures(
+        f"isolation ({db_url.split(':')[0]}): hostile user ids",
+        f"{len(HOSTILE_IDS)} ids -> {len(folders)} folders, {len(outside)} files outside the data folder",
+    )
     assert owners == set(HOSTILE_IDS)
     assert len(folders) == len(HOSTILE_IDS)
     assert outside == []

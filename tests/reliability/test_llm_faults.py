@@ -12,14 +12,14 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from dreamkit import extraction_script, is_judgement
 from sqlmodel import select
 
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass
+from dreamer.core.models import Cursor, MemoryEvent
+from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.models import Cursor, MemoryEvent
-from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import extraction_script, is_judgement
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.store.db import session_scope
 
 from . import kit
 
@@ -78,8 +78,12 @@ FAULTS = [
     Fault("read timeout", Reply.delay(TIMEOUT * 4, Reply.json(VALID)), True, "APITimeoutError", timeout=TIMEOUT),
     Fault("connection reset", Reply.drop(), True, "APIConnectionError"),
     Fault("malformed JSON", Reply.malformed(), False, "not JSON"),
-    Fault("wrong schema", Reply.json({"memories": [{"kind": "favourite_colour", "text": 42, "seqs": "1"}]}),
-          False, "memories.0"),
+    Fault(
+        "wrong schema",
+        Reply.json({"memories": [{"kind": "favourite_colour", "text": 42, "seqs": "1"}]}),
+        False,
+        "memories.0",
+    ),
     Fault("truncated", Reply.truncated(VALID), False, "truncated"),
     Fault("empty choices", Reply.empty_choices(), False, "no choices"),
     Fault("refusal", Reply.refusal("I can't help with that."), False, "refused"),
@@ -95,10 +99,14 @@ def server():
 
 @pytest.fixture
 def fault_settings(settings):
-    return settings.model_copy(update={
-        "max_attempts": MAX_ATTEMPTS, "llm_breaker_threshold": BREAKER,
-        "llm_pass_token_budget": BUDGET, "min_rounds": 1,
-    })
+    return settings.model_copy(
+        update={
+            "max_attempts": MAX_ATTEMPTS,
+            "llm_breaker_threshold": BREAKER,
+            "llm_pass_token_budget": BUDGET,
+            "min_rounds": 1,
+        }
+    )
 
 
 def chat_count(server) -> int:
@@ -134,7 +142,9 @@ def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict
         server.push(fault.reply.times(n))
         run = dream_pass(rt)
         c = kit.cursor(engine, bad)
-        assert (c.processed_seq, c.attempts) == (0, attempt * fault.counted), "a failed call leaves the cursor where it was"
+        assert (c.processed_seq, c.attempts) == (0, attempt * fault.counted), (
+            "a failed call leaves the cursor where it was"
+        )
         assert c.status == ("quarantined" if c.attempts == MAX_ATTEMPTS else "failed")
         assert fault.says in c.last_error, c.last_error
         assert (run.status, run.failed_sessions) == ("partial", 1)
@@ -152,8 +162,12 @@ def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict
     else:
         assert (quiet.sessions, quiet.llm_calls, chat_count(server) - before) == (1, 1, 1), "dreamed after the outage"
         assert [m.text for m in kit.memories(engine, "alice")] == ["The user prefers red."]
-    return {"requests/attempt": n, "waits": [round(w, 2) for w in sleeps[:MAX_RETRIES]],
-            "quarantined after": MAX_ATTEMPTS if fault.counted else "never", "written": 0 if fault.counted else 1}
+    return {
+        "requests/attempt": n,
+        "waits": [round(w, 2) for w in sleeps[:MAX_RETRIES]],
+        "quarantined after": MAX_ATTEMPTS if fault.counted else "never",
+        "written": 0 if fault.counted else 1,
+    }
 
 
 def _check_waits(fault: Fault, waits: list[float]) -> None:
@@ -171,8 +185,10 @@ def _check_waits(fault: Fault, waits: list[float]) -> None:
 
 def _breaker(rt, server, fault: Fault) -> str:
     engine = rt.engine
-    ids = [record_messages(engine, f"b{i}", kit.session_with("I prefer green."), user_id=f"u{i}").session_id
-           for i in range(BREAKER + 1)]
+    ids = [
+        record_messages(engine, f"b{i}", kit.session_with("I prefer green."), user_id=f"u{i}").session_id
+        for i in range(BREAKER + 1)
+    ]
     before = chat_count(server)
     server.push(fault.reply.times(fault.requests_per_attempt * BREAKER))  # the third is never asked
     run = dream_pass(rt)
@@ -187,8 +203,9 @@ def _breaker(rt, server, fault: Fault) -> str:
 
 def test_a_timeout_is_not_counted_while_the_endpoint_answers_nothing(fault_settings, sqlite_engine, server, tmp_path):
     """The session's call times out and so does the probe after it: an outage, not the session."""
-    rt = kit.runtime(fault_settings.model_copy(update={"llm_timeout": TIMEOUT}), sqlite_engine, server, tmp_path,
-                     max_retries=0)
+    rt = kit.runtime(
+        fault_settings.model_copy(update={"llm_timeout": TIMEOUT}), sqlite_engine, server, tmp_path, max_retries=0
+    )
     try:
         sid = record_messages(rt.engine, "s1", kit.session_with("I prefer red."), user_id="alice").session_id
         server.push(Reply.delay(TIMEOUT * 4, Reply.json(VALID)).times(2))  # the session's call, then the probe
@@ -212,16 +229,23 @@ def is_probe(body: dict) -> bool:
 
 
 def timeout_runtime(fault_settings, engine, server, tmp_path):
-    return kit.runtime(fault_settings.model_copy(update={"llm_timeout": TIMEOUT, "llm_breaker_threshold": 5}), engine,
-                       server, tmp_path, max_retries=0)
+    return kit.runtime(
+        fault_settings.model_copy(update={"llm_timeout": TIMEOUT, "llm_breaker_threshold": 5}),
+        engine,
+        server,
+        tmp_path,
+        max_retries=0,
+    )
 
 
 def test_an_outage_that_begins_mid_pass_counts_nothing(fault_settings, sqlite_engine, server, tmp_path):
     """The endpoint answered the first session, then nothing: the timeouts after it are an outage."""
     rt = timeout_runtime(fault_settings, sqlite_engine, server, tmp_path)
     try:
-        ids = [record_messages(rt.engine, f"s{i}", kit.session_with("I prefer red."), user_id=f"u{i}").session_id
-               for i in range(3)]
+        ids = [
+            record_messages(rt.engine, f"s{i}", kit.session_with("I prefer red."), user_id=f"u{i}").session_id
+            for i in range(3)
+        ]
         server.push(Reply.json(VALID), SLOW.times(3))  # s0 answered; s1, s2 and the probe time out
         run = dream_pass(rt)
         assert (run.sessions, run.failed_sessions, chat_count(server)) == (1, 2, 4)
@@ -259,13 +283,17 @@ def test_a_timeout_is_counted_only_while_the_cursor_still_holds_it(fault_setting
 def test_a_pass_told_to_stop_sends_no_probe(fault_settings, sqlite_engine, server, tmp_path):
     rt = timeout_runtime(fault_settings, sqlite_engine, server, tmp_path)
     try:
-        ids = [record_messages(rt.engine, f"s{i}", kit.session_with("I prefer red."), user_id=f"u{i}").session_id
-               for i in range(2)]
+        ids = [
+            record_messages(rt.engine, f"s{i}", kit.session_with("I prefer red."), user_id=f"u{i}").session_id
+            for i in range(2)
+        ]
         server.push(SLOW)
         run = dream_pass(rt, stop=lambda: chat_count(server) > 0)  # asked to stop after the first session
         assert (run.error, chat_count(server)) == ("stopped on request", 1)
         assert [(kit.cursor(rt.engine, i).status, kit.cursor(rt.engine, i).attempts) for i in ids] == [
-            ("failed", 0), ("ok", 0)]
+            ("failed", 0),
+            ("ok", 0),
+        ]
     finally:
         rt.close()
 
@@ -293,12 +321,12 @@ def test_a_failed_judgement_writes_nothing_for_the_session(settings, sqlite_engi
     try:
         record_messages(rt.engine, "s1", kit.session_with("I prefer tea with breakfast."), user_id="alice")
         dream_pass(rt)
-        sid = record_messages(rt.engine, "s2", kit.session_with("I prefer coffee with breakfast."),
-                              user_id="alice").session_id
+        sid = record_messages(
+            rt.engine, "s2", kit.session_with("I prefer coffee with breakfast."), user_id="alice"
+        ).session_id
         before = len(kit.events(rt.engine))
         script = extraction_script()
-        server.set_script(lambda body: Reply.malformed() if is_judgement(body)
-                          else script(body))
+        server.set_script(lambda body: Reply.malformed() if is_judgement(body) else script(body))
         run = dream_pass(rt)
         assert run.failed_sessions == 1
         assert kit.cursor(rt.engine, sid).processed_seq == 0
@@ -330,4 +358,3 @@ def test_the_token_budget_stops_the_pass_before_it_is_overrun(settings, sqlite_e
     assert spent == run.prompt_tokens + run.completion_tokens
     assert spent <= budget
     assert 0 < run.sessions < 8
-

@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import pytest
 import redis
-
 from conftest import need_service
-from dreamer.busy import RedisBusySignal, SqlBusySignal
-from dreamer.dream import dream_pass
-from dreamer.ingest.store import record_messages
-from dreamer.models import utcnow
-from dreamer.scripted import ScriptedServer
 from dreamkit import extraction_script
+
+from dreamer.core.models import utcnow
+from dreamer.engine.dream import dream_pass
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.store.busy import RedisBusySignal, SqlBusySignal
 
 from . import kit
 
@@ -50,8 +50,11 @@ def test_passes_with_nothing_new_make_no_call(settings, sqlite_engine, server, t
         requests = len(server.requests) - first
     finally:
         rt.close()
-    figures("no runaway: model + embedding requests in idle passes", f"{requests} in {IDLE_PASSES} passes",
-            f"first passes needed {first}")
+    figures(
+        "no runaway: model + embedding requests in idle passes",
+        f"{requests} in {IDLE_PASSES} passes",
+        f"first passes needed {first}",
+    )
     assert first > 0
     assert requests == 0
     assert sum(r.llm_calls for r in runs) == 0
@@ -87,7 +90,9 @@ def test_a_busy_agent_never_gets_a_pass(kind, settings, sqlite_engine, server, t
             elif op == "record":
                 record_messages(rt.engine, f"s{step}", kit.session_with("I prefer quiet."), user_id="u")
             else:
-                busy = in_flight > 0 or (last_activity is not None and clock - last_activity < timedelta(seconds=WINDOW - 1))
+                busy = in_flight > 0 or (
+                    last_activity is not None and clock - last_activity < timedelta(seconds=WINDOW - 1)
+                )
                 if not busy and last_activity is not None and clock - last_activity < timedelta(seconds=WINDOW + 1):
                     clock += timedelta(seconds=2)  # keep clear of the window's edge
                 before = len(server.requests)
@@ -119,8 +124,10 @@ def test_a_pass_stops_when_the_agent_turns_busy(settings, sqlite_engine, server,
         return script(body)
 
     try:
-        ids = [record_messages(rt.engine, f"s{i}", kit.session_with(f"I prefer hue {i}."), user_id="u").session_id
-               for i in range(4)]
+        ids = [
+            record_messages(rt.engine, f"s{i}", kit.session_with(f"I prefer hue {i}."), user_id="u").session_id
+            for i in range(4)
+        ]
         server.set_script(agent_wakes_up)
         run = dream_pass(rt)
         assert run.status == "stopped" and "busy" in run.error

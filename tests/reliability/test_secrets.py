@@ -10,16 +10,16 @@ import logging
 import re
 
 import pytest
+from dreamkit import is_judgement, judge_reply
 from sqlmodel import select
 
-from dreamer.db import session_scope
-from dreamer.dream import dream_pass
+from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent
+from dreamer.engine.dream import dream_pass
+from dreamer.engine.outbox import CHECKED_FIELDS
 from dreamer.ingest.claude_code import TOOL_INPUT_CHARS
 from dreamer.ingest.store import ingest_file, record_messages
-from dreamer.models import Cursor, DreamRun, Memory, MemoryEvent
-from dreamer.outbox import CHECKED_FIELDS
-from dreamer.scripted import Reply, ScriptedServer
-from dreamkit import is_judgement, judge_reply
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.store.db import session_scope
 
 from . import kit
 from .secret_corpus import PLANTED, Planted, rnd
@@ -43,15 +43,21 @@ def echo_model(body: dict) -> Reply:
     for raw in user.splitlines():
         m = LINE.match(raw)
         if m and not m.group(2) and len(m.group(3).strip()) >= 3:
-            out.append({"kind": "root_cause" if code else "preference", "text": m.group(3)[:590],
-                        "importance": 0.5, "seqs": [int(m.group(1))]})
+            out.append(
+                {
+                    "kind": "root_cause" if code else "preference",
+                    "text": m.group(3)[:590],
+                    "importance": 0.5,
+                    "seqs": [int(m.group(1))],
+                }
+            )
     return Reply.json({"memories": out[:5]})
 
 
 def windows(secret: str) -> set[str]:
     if len(secret) <= WINDOW:
         return {secret}
-    return {secret[i:i + WINDOW] for i in range(len(secret) - WINDOW + 1)}
+    return {secret[i : i + WINDOW] for i in range(len(secret) - WINDOW + 1)}
 
 
 def leaked(planted: tuple[Planted, ...], haystack: str) -> set[str]:
@@ -61,7 +67,10 @@ def leaked(planted: tuple[Planted, ...], haystack: str) -> set[str]:
 def chat_messages(planted: list[Planted]) -> list[dict]:
     out = []
     for i, p in enumerate(planted):
-        out += [{"role": "user", "content": f"I prefer this setup: {p.text}"}, {"role": "assistant", "content": f"noted {i}"}]
+        out += [
+            {"role": "user", "content": f"I prefer this setup: {p.text}"},
+            {"role": "assistant", "content": f"noted {i}"},
+        ]
     return out
 
 
@@ -69,36 +78,94 @@ def tool_messages(planted: list[Planted], tool_chars: int) -> list[dict]:
     out = [{"role": "user", "content": "I prefer to check the logs first."}]
     for i, p in enumerate(planted):
         call = {"id": f"call_{i}", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
-        out += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": f"call_{i}", "content": f"$ run step {i}\n{p.text}\nexit 0"}]
+        out += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"$ run step {i}\n{p.text}\nexit 0"},
+        ]
     straddle = STRADDLE.secret  # straddles the cut the pass makes in long tool results
     filler = "x" * (tool_chars - 27)  # the token starts 20 characters before the cut
-    out += [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_long", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_long", "content": f"{filler} token {straddle} done"}]
+    out += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_long", "type": "function", "function": {"name": "shell", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_long", "content": f"{filler} token {straddle} done"},
+    ]
     return out
 
 
 def claude_code_lines(planted: list[Planted]) -> list[dict]:
     """Files written and read back in a Claude Code session (tool_use input and tool_result)."""
     base = {"sessionId": "cc-secrets", "cwd": "/srv/app", "timestamp": "2024-05-01T10:00:00Z"}
-    lines = [{**base, "type": "user", "message": {"role": "user", "content": "The root cause was a bad config; fix it."}}]
+    lines = [
+        {**base, "type": "user", "message": {"role": "user", "content": "The root cause was a bad config; fix it."}}
+    ]
     for i, p in enumerate(planted):
         path = f"/srv/app/conf/file{i}.env"
-        lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "text", "text": f"The root cause was file {i}; writing it."},
-            {"type": "tool_use", "id": f"w{i}", "name": "Write", "input": {"file_path": path, "content": p.text}}]}})
-        lines.append({**base, "type": "user", "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"w{i}", "content": f"wrote {path}"}]}})
-        lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"file_path": path}}]}})
-        lines.append({**base, "type": "user", "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"r{i}", "content": p.text}]}})
+        lines.append(
+            {
+                **base,
+                "type": "assistant",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": f"The root cause was file {i}; writing it."},
+                        {
+                            "type": "tool_use",
+                            "id": f"w{i}",
+                            "name": "Write",
+                            "input": {"file_path": path, "content": p.text},
+                        },
+                    ],
+                },
+            }
+        )
+        lines.append(
+            {
+                **base,
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"w{i}", "content": f"wrote {path}"}],
+                },
+            }
+        )
+        lines.append(
+            {
+                **base,
+                "type": "assistant",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"file_path": path}}],
+                },
+            }
+        )
+        lines.append(
+            {
+                **base,
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": p.text}],
+                },
+            }
+        )
     big = "/srv/app/big.cfg"
     head = len(json.dumps({"file_path": big, "content": ""})) - 2  # where the content starts
     long_file = "y" * (TOOL_INPUT_CHARS - 15 - head - len(" see ")) + f" see {STRADDLE_FILE.secret} end"
-    lines.append({**base, "type": "assistant", "message": {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "wl", "name": "Write", "input": {"file_path": big, "content": long_file}}]}})
+    lines.append(
+        {
+            **base,
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "wl", "name": "Write", "input": {"file_path": big, "content": long_file}}
+                ],
+            },
+        }
+    )
     return lines
 
 
@@ -129,8 +196,11 @@ def test_no_planted_secret_leaves(extractor, settings, sqlite_engine, server, tm
         rt.close()
     leaks = {name: leaked(CHECKED, text) for name, text in surfaces.items()}
     every = set().union(*leaks.values())
-    figures(f"secrets ({extractor}): planted / leaked", f"{len(CHECKED)} / {len(every)}",
-            ", ".join(f"{k}: {len(v)}" for k, v in leaks.items()))
+    figures(
+        f"secrets ({extractor}): planted / leaked",
+        f"{len(CHECKED)} / {len(every)}",
+        ", ".join(f"{k}: {len(v)}" for k, v in leaks.items()),
+    )
     assert len(PLANTED) >= 50
     assert every == set(), leaks
     assert "[REDACTED:" in surfaces["memories"], "redacted lines reached the memories: the check above saw them"

@@ -9,14 +9,24 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from celerykit import (  # noqa: F401  (fixtures)
+    MARKER,
+    all_done,
+    broker,
+    celery_setup,
+    events,
+    memories,
+    processed,
+    requests_per_session,
+    server,
+    session_with,
+    store,
+    wait_for,
+)
+from dreamkit import extraction_script
 
 from dreamer.ingest.store import record_messages
-from dreamer.scripted import Reply
-from dreamkit import extraction_script
-from celerykit import (  # noqa: F401  (fixtures)
-    MARKER, all_done, broker, celery_setup, events, memories, processed, requests_per_session, server,
-    session_with, store, wait_for,
-)
+from dreamer.llm.scripted import Reply
 
 pytestmark = pytest.mark.reliability
 
@@ -46,8 +56,10 @@ def test_four_workers_with_two_killed_extract_every_message_once(celery_setup, s
     calls: Counter = Counter()
     server.set_script(_script(calls))
     names = [f"s{i:02d}" for i in range(SESSIONS)]
-    ids = {name: record_messages(store, name, session_with(name, f"colour number {i}"), user_id=f"u{i % 4}").session_id
-           for i, name in enumerate(names)}
+    ids = {
+        name: record_messages(store, name, session_with(name, f"colour number {i}"), user_id=f"u{i % 4}").session_id
+        for i, name in enumerate(names)
+    }
 
     workers.start("w1")
     workers.wait_ready("w1")
@@ -68,9 +80,11 @@ def test_four_workers_with_two_killed_extract_every_message_once(celery_setup, s
     per_session = requests_per_session(server)
     again = sorted(n for n, c in per_session.items() if c > 1)
     texts = sorted(m.text for m in memories(store))
-    figures("workers: sessions / worker processes / SIGKILLed mid-run",
-            f"{SESSIONS} / 5 / 2 ({store.dialect.name}, {app.conf.broker_url.split(':', 1)[0]})",
-            f"calls made again after a worker died: {again}")
+    figures(
+        "workers: sessions / worker processes / SIGKILLed mid-run",
+        f"{SESSIONS} / 5 / 2 ({store.dialect.name}, {app.conf.broker_url.split(':', 1)[0]})",
+        f"calls made again after a worker died: {again}",
+    )
     assert set(per_session) == set(names)
     assert per_session[DOOMED] == 2  # the redelivered task called once more, and only once
     assert len(again) <= 2 and max(per_session.values()) == 2

@@ -1,0 +1,220 @@
+"""SQL tables: the system of record (sessions, messages, cursors, memories and their history,
+daily notes, dream runs, leases, activity). Times are timezone-aware UTC."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+AGENT_KINDS = ("preference", "profile", "focus")
+CODE_KINDS = ("root_cause", "interface_behavior", "design_decision")
+ONLINE_KINDS = ("daily_note",)
+TEAM_KINDS = ("decision", "lesson", "expertise", "context")
+KINDS = AGENT_KINDS + CODE_KINDS + ONLINE_KINDS + TEAM_KINDS
+
+STATUSES = ("candidate", "verified", "review_required", "superseded", "forgotten")
+CURRENT_STATUSES = ("candidate", "verified", "review_required")
+SOURCES = ("dream", "flush", "agent", "human")
+ROLES = ("system", "user", "assistant", "tool")
+MODES = ("agent", "code")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_memory_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Session(SQLModel, table=True):
+    __tablename__ = "sessions"
+    __table_args__ = (
+        UniqueConstraint("user_id", "source", "external_id", name="uq_sessions_user_source_ext"),
+        Index("ix_sessions_last_seq", "last_seq"),
+        Index("ix_sessions_user_updated", "user_id", "updated_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    external_id: str = Field(max_length=255)
+    source: str = Field(max_length=32)
+    user_id: str = Field(max_length=255)
+    agent_id: str | None = Field(default=None, max_length=255)
+    project: str | None = Field(default=None, max_length=255)
+    team: str | None = Field(default=None, max_length=255)
+    mode: str = Field(default="agent", max_length=16)
+    title: str | None = Field(default=None, max_length=255)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    message_count: int = 0
+    rounds: int = 0
+    last_seq: int = 0
+    # the context meter's running state (`dreamer.meter.MeterState`), advanced as messages are stored
+    token_total: int = 0
+    meter_cycle: int = 0
+    meter_figure: int = 0
+    meter_base: int = 0
+
+
+class Message(SQLModel, table=True):
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    seq: int
+    role: str = Field(max_length=16)
+    name: str | None = Field(default=None, max_length=255)
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    tool_call_id: str | None = Field(default=None, max_length=255)
+    tool_calls: Any | None = Field(default=None, sa_column=Column(JSON))
+    meta: Any | None = Field(default=None, sa_column=Column(JSON))
+    content_hash: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+    token_count: int = 0
+
+
+class Cursor(SQLModel, table=True):
+    __tablename__ = "cursors"
+    __table_args__ = (Index("ix_cursors_status_processed", "status", "processed_seq"),)
+
+    session_id: int = Field(foreign_key="sessions.id", primary_key=True)
+    processed_seq: int = 0
+    status: str = Field(default="ok", max_length=16)  # ok | failed | quarantined
+    attempts: int = 0
+    last_error: str | None = Field(default=None, sa_column=Column(Text))
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Memory(SQLModel, table=True):
+    __tablename__ = "memories"
+    __table_args__ = (
+        Index("ix_memories_scope_status", "user_id", "agent_id", "project", "status"),
+        Index("ix_memories_outbox", "indexed_at"),
+        Index("ix_memories_hash", "user_id", "content_hash"),
+    )
+
+    id: str = Field(default_factory=new_memory_id, primary_key=True, max_length=32)
+    user_id: str = Field(max_length=255)
+    agent_id: str | None = Field(default=None, max_length=255)
+    project: str | None = Field(default=None, max_length=255)
+    team: str | None = Field(default=None, max_length=255)
+    kind: str = Field(max_length=32)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    content_hash: str = Field(max_length=64)
+    status: str = Field(default="candidate", max_length=24)
+    source: str = Field(default="dream", max_length=16)
+    evidence: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    tags: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    importance: float = 0.5
+    untrusted: bool = False
+    valid_from: datetime = Field(default_factory=utcnow)
+    valid_to: datetime | None = None
+    superseded_by: str | None = Field(default=None, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    last_seen: datetime = Field(default_factory=utcnow)
+    indexed_at: datetime | None = None
+
+
+class MemoryEvent(SQLModel, table=True):
+    __tablename__ = "memory_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    memory_id: str = Field(foreign_key="memories.id", index=True, max_length=32)
+    event: str = Field(max_length=16)  # add | merge | update | supersede | forget | restore
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    run_id: int | None = Field(default=None, foreign_key="dream_runs.id")
+    data: Any | None = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class DailyNote(SQLModel, table=True):
+    __tablename__ = "daily_notes"
+    __table_args__ = (
+        UniqueConstraint("session_id", "window_end_seq", "position", name="uq_daily_notes_window"),
+        Index("ix_daily_notes_user_day", "user_id", "day"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: str = Field(max_length=255)
+    agent_id: str | None = Field(default=None, max_length=255)
+    session_id: int = Field(foreign_key="sessions.id")
+    day: str = Field(max_length=10)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    memory_id: str | None = Field(default=None, max_length=32)
+    window_start_seq: int
+    window_end_seq: int
+    position: int = 0
+    cycle: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class DreamRun(SQLModel, table=True):
+    __tablename__ = "dream_runs"
+    __table_args__ = (Index("ix_dream_runs_status", "status"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    trigger: str = Field(default="manual", max_length=32)
+    status: str = Field(
+        default="running", max_length=24
+    )  # running | ok | partial | stopped | failed | skipped_busy | abandoned
+    extractor: str = Field(default="rules", max_length=16)
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    sessions: int = 0
+    messages: int = 0
+    candidates: int = 0
+    added: int = 0
+    merged: int = 0
+    superseded: int = 0
+    rejected: int = 0
+    failed_sessions: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    rejections: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class ViewDue(SQLModel, table=True):
+    """A user whose Markdown view is behind SQL. Marked in the transaction that marks memories
+    indexed, each mark with a fresh random `token`; cleared once rendered, only if that is
+    still the mark the renderer read."""
+
+    __tablename__ = "views_due"
+
+    user_id: str = Field(primary_key=True, max_length=255)
+    token: int = Field(sa_type=BigInteger)
+
+
+class Lease(SQLModel, table=True):
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True, max_length=255)
+    owner: str = Field(max_length=255)
+    expires_at: datetime
+
+
+class Activity(SQLModel, table=True):
+    __tablename__ = "activity"
+
+    key: str = Field(primary_key=True, max_length=255)
+    in_flight: int = 0
+    last_seen: datetime = Field(default_factory=utcnow)
+
+
+class SchedulerState(SQLModel, table=True):
+    __tablename__ = "scheduler_state"
+
+    name: str = Field(primary_key=True, max_length=64)
+    next_run_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_run_id: int | None = None
+    last_skip_reason: str | None = Field(default=None, sa_column=Column(Text))
+    consecutive_skips: int = 0
+    updated_at: datetime = Field(default_factory=utcnow)

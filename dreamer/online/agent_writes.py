@@ -1,0 +1,112 @@
+"""Writes by the agent: `remember` and `forget_memory`, through the dreamer's own consolidation.
+
+A remembered fact is decided against its nearest current neighbours owned by exactly the
+writer's scope, like a dreamed candidate against its session's (same hash or similarity >=
+dup_threshold merges, the ambiguous band is judged by the LLM when one is configured, else
+added); it is stored with source ``agent``, indexed through the outbox, and the user's
+Markdown is rendered again.
+
+A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
+from the plan until the result is in the index, so two concurrent writes, or a write and a
+dream pass, never both add the same new preference; a forget holds it too, so a plan made
+before it never brings the forgotten memory back. Within a process, writes of one user then
+queue on `user_lock` (the daily-note flush uses it as well); the consolidation lock is taken
+first, so a write waits at most `user_lock_wait_seconds` for it, never behind other writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pydantic import ValidationError
+
+from dreamer.core.errors import DreamerError, NotFound
+from dreamer.core.models import Memory, Session, utcnow
+from dreamer.engine import outbox
+from dreamer.engine.dream import apply_all, plan_candidates
+from dreamer.engine.extract import Candidate
+from dreamer.index.base import Scope
+from dreamer.online.recall import in_scope, session_in_scope
+from dreamer.store import cabinet
+from dreamer.store.db import session_scope
+from dreamer.store.user_locks import KeyedLocks
+
+log = logging.getLogger(__name__)
+
+AGENT_WRITE_KINDS = ("preference", "profile", "focus", "root_cause", "interface_behavior", "design_decision")
+DEFAULT_IMPORTANCE = 0.6
+
+_WRITES = KeyedLocks()  # `user_lock`'s
+
+
+class WriteRejected(DreamerError):
+    """Consolidation refused the write (empty text, or a person forgot this memory)."""
+
+
+@contextmanager
+def user_lock(user_id: str) -> Iterator[None]:
+    """Serialise the cabinet writes of one user within this process."""
+    with _WRITES.get(user_id):
+        yield
+
+
+def remember(
+    rt,
+    scope: Scope,
+    text: str,
+    kind: str = "preference",
+    session_id: int | None = None,
+    *,
+    importance: float = DEFAULT_IMPORTANCE,
+) -> Memory:
+    """Store what the agent was told to remember; a duplicate merges into the existing memory."""
+    candidate = _candidate(text, kind, importance)
+    evidence = _evidence(rt, scope, session_id)
+    with rt.user_locks.hold(scope.user_id) as lock, user_lock(scope.user_id):  # the bounded wait first
+        planned = plan_candidates(rt, scope, scope.user_id, [candidate], rt.llm, exact=True)
+        p = planned[0]
+        if p.decision.action == "reject":
+            raise WriteRejected(f"not stored: {p.decision.reason}")
+        lock.confirm()  # a lock that ran out while the model judged may have let another writer in
+        with session_scope(rt.engine) as s:
+            [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
+            memory = s.get(Memory, p.memory_id)
+        outbox.drain(rt, users=[scope.user_id])  # indexes it and renders the user's view
+    log.info("agent write for %s: %s %s (%s)", scope.user_id, outcome, p.memory_id, p.decision.reason)
+    return memory
+
+
+def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
+    """Forget a memory of the scope (kept for history); NotFound for any other memory."""
+    with rt.user_locks.hold(scope.user_id), user_lock(scope.user_id):  # the bounded wait first
+        with session_scope(rt.engine) as s:
+            m = s.get(Memory, memory_id)
+            if m is None or not in_scope(m, scope):
+                raise NotFound(f"no memory {memory_id}")
+            m = cabinet.forget(s, memory_id, reason=reason, user_id=scope.user_id)
+        outbox.drain(rt, users=[scope.user_id])  # indexes the change and renders the user's view
+    return m
+
+
+def _candidate(text: str, kind: str, importance: float) -> Candidate:
+    if kind not in AGENT_WRITE_KINDS:
+        raise WriteRejected(f"kind {kind!r} cannot be written by an agent (use one of {', '.join(AGENT_WRITE_KINDS)})")
+    try:
+        return Candidate(kind=kind, text=text, importance=importance, tags=["agent"])
+    except ValidationError as exc:
+        raise WriteRejected(f"not stored: {exc.errors()[0]['msg']}") from exc
+
+
+def _evidence(rt, scope: Scope, session_id: int | None) -> list[dict]:
+    if session_id is None:
+        return []
+    with session_scope(rt.engine) as s:
+        sess = s.get(Session, session_id)
+    if sess is None or not session_in_scope(sess, scope):
+        raise NotFound(f"no session {session_id}")
+    return [{"session_id": sess.id, "external_id": sess.external_id, "seqs": []}]
+
+
+__all__ = ["AGENT_WRITE_KINDS", "WriteRejected", "forget_memory", "remember", "user_lock"]

@@ -1,0 +1,216 @@
+"""Recall: hybrid search (dense + Qdrant BM25, fused by weight) over one scope, and the
+budgeted context block of preferences and profile facts to inject."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from sqlmodel import select
+
+from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory, Session
+from dreamer.core.tokens import count_tokens
+from dreamer.index.base import Hit, Scope, SearchFilter
+from dreamer.online.ranking import rank
+from dreamer.store.db import session_scope
+
+log = logging.getLogger(__name__)
+
+CONTEXT_OPEN = "<memory-context>"
+CONTEXT_CLOSE = "</memory-context>"
+HIT_COLUMNS = (
+    Memory.id,
+    Memory.text,
+    Memory.kind,
+    Memory.status,
+    Memory.evidence,
+    Memory.created_at,
+    Memory.valid_from,
+    Memory.user_id,
+    Memory.agent_id,
+    Memory.project,
+    Memory.team,
+)
+
+
+# --------------------------------------------------------------------------- pure policy
+
+
+def context_rank_key(m: Memory) -> tuple:
+    """Verified first, then evidence (distinct sessions), importance, recency, id."""
+    sessions = len({e.get("session_id") for e in (m.evidence or [])})
+    return (0 if m.status == "verified" else 1, -sessions, -m.importance, -m.last_seen.timestamp(), m.id)
+
+
+def cut_to_budget(lines: list[str], budget: int, *, overhead: int = 0) -> list[str]:
+    """The longest prefix of `lines` whose token count (plus overhead) fits the budget."""
+    kept, used = [], overhead
+    for line in lines:
+        cost = count_tokens(line) + 1
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    return kept
+
+
+# --------------------------------------------------------------------------- recall
+
+
+@dataclass
+class RecallHit:
+    memory_id: str
+    text: str
+    kind: str
+    status: str
+    score: float
+    evidence: list[dict]
+    created_at: datetime
+    valid_from: datetime
+    rank: int = 0
+
+    def as_json(self) -> dict:
+        return {
+            "memory_id": self.memory_id,
+            "text": self.text,
+            "kind": self.kind,
+            "status": self.status,
+            "score": round(self.score, 6),
+            "evidence": self.evidence,
+            "rank": self.rank,
+            "created_at": self.created_at.isoformat(),
+            "valid_from": self.valid_from.isoformat(),
+        }
+
+
+@dataclass
+class RecallResult:
+    query: str
+    mode: str  # hybrid | dense | text | text-only
+    hits: list[RecallHit] = field(default_factory=list)
+    note: str = ""
+
+    def as_json(self) -> dict:
+        return {"query": self.query, "mode": self.mode, "note": self.note, "hits": [h.as_json() for h in self.hits]}
+
+
+def recall(
+    rt,
+    query: str,
+    scope: Scope,
+    *,
+    k: int | None = None,
+    kinds: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    include_all: bool = False,
+) -> RecallResult:
+    """The k best current memories of `scope` for `query`, ranked by `dreamer.ranking` (dense +
+    BM25 fused by weight with the speaker match, or one search alone; BM25 alone without an embedder)."""
+    st = rt.settings
+    k = k or st.recall_k
+    flt = SearchFilter(
+        kinds=kinds,
+        statuses=list(STATUSES) if include_all else list(CURRENT_STATUSES),
+        since=_epoch(since),
+        until=_epoch(until),
+    )
+    limit = max(st.candidate_multiplier * k, st.recall_candidates)
+    ranked = rank(rt, query, scope, limit, flt, head=k)
+    result = RecallResult(query, ranked.mode, note=ranked.note)
+    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k)
+    return result
+
+
+def _load_best(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int) -> list[RecallHit]:
+    """The first k candidates that SQL confirms, read window by window (the k best, then the
+    rest): a stale index entry dropped here still does not cost a hit, and a recall over many
+    candidates reads only what it returns."""
+    window = max(k, 1)
+    hits = _load(rt, ranked[:window], scope, include_all)
+    if len(hits) < k and len(ranked) > window:
+        hits += _load(rt, ranked[window:], scope, include_all)
+    return [replace(h, rank=i) for i, h in enumerate(hits[:k], start=1)]
+
+
+def _epoch(when: datetime | None) -> float | None:
+    """Epoch seconds; a naive datetime counts as UTC."""
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _pairs(hits: list[Hit]) -> list[tuple[str, float]]:
+    return [(h.memory_id, float(h.score)) for h in hits]
+
+
+def _load(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) -> list[RecallHit]:
+    """Read the hits back from SQL, the system of record, re-checking scope and status (only
+    the columns a hit needs, on a plain connection)."""
+    if not ranked:
+        return []
+    ids = [i for i, _ in ranked]
+    with rt.engine.connect() as conn:
+        rows = {m.id: m for m in conn.execute(select(*HIT_COLUMNS).where(Memory.id.in_(ids)))}
+    out: list[RecallHit] = []
+    for mid, score in ranked:
+        m = rows.get(mid)
+        if m is None or not in_scope(m, scope) or (not include_all and m.status not in CURRENT_STATUSES):
+            continue
+        out.append(
+            RecallHit(m.id, m.text, m.kind, m.status, score, list(m.evidence), m.created_at, m.valid_from, len(out) + 1)
+        )
+    return out
+
+
+def in_scope(m: Memory, scope: Scope) -> bool:
+    return (
+        m.user_id == scope.user_id
+        and (scope.agent_id is None or m.agent_id == scope.agent_id)
+        and (scope.project is None or m.project == scope.project)
+        and (scope.team is None or m.team == scope.team)
+    )
+
+
+def session_in_scope(sess: Session, scope: Scope) -> bool:
+    """A session is in scope when it is the user's and matches the scope's agent and team."""
+    return (
+        sess.user_id == scope.user_id
+        and (scope.agent_id is None or sess.agent_id == scope.agent_id)
+        and (scope.team is None or sess.team == scope.team)
+    )
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class ContextBlock:
+    text: str
+    memory_ids: list[str]
+    tokens: int
+
+    def as_json(self) -> dict:
+        return {"text": self.text, "memory_ids": self.memory_ids, "tokens": self.tokens}
+
+
+def context(rt, scope: Scope, *, budget_tokens: int | None = None) -> ContextBlock:
+    """Preferences and profile facts worth injecting, ranked and cut to the token budget."""
+    budget = budget_tokens if budget_tokens is not None else rt.settings.context_budget
+    with session_scope(rt.engine) as s:
+        rows = s.exec(
+            select(Memory)
+            .where(Memory.user_id == scope.user_id)
+            .where(Memory.kind.in_(("preference", "profile")))
+            .where(Memory.status.in_(("candidate", "verified")))
+            .where(Memory.untrusted.is_(False))
+        ).all()
+    ranked = sorted((m for m in rows if in_scope(m, scope)), key=context_rank_key)
+    lines = [f"- {m.text}" for m in ranked]
+    overhead = count_tokens(CONTEXT_OPEN) + count_tokens(CONTEXT_CLOSE) + 2
+    kept = cut_to_budget(lines, budget, overhead=overhead)
+    if not kept:
+        return ContextBlock("", [], 0)
+    text = "\n".join([CONTEXT_OPEN, *kept, CONTEXT_CLOSE])
+    return ContextBlock(text, [m.id for m in ranked[: len(kept)]], count_tokens(text))

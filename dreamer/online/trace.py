@@ -1,0 +1,177 @@
+"""Follow one fact through the three places: said in the ledger, stored in the cabinet,
+indexed, found by recall, and injected by context onto the workbench."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlmodel import select
+
+from dreamer.core.consolidate import normalise
+from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, Message, Session
+from dreamer.core.redact import strip_injected
+from dreamer.index.base import Scope, SearchFilter
+from dreamer.online.recall import context, recall
+from dreamer.store.db import session_scope
+
+log = logging.getLogger(__name__)
+
+EXCERPT_CHARS = 160
+INDEX_PROBE = 50
+
+
+@dataclass
+class Said:
+    session_id: int
+    external_id: str
+    seq: int
+    role: str
+    excerpt: str
+    created_at: datetime
+
+
+@dataclass
+class Stored:
+    memory_id: str
+    text: str
+    kind: str
+    status: str
+    source: str
+    evidence: list[dict]
+    history: list[dict]
+    indexed_at: datetime | None
+    in_index: bool = False
+    recall_rank: int | None = None
+    context_position: int | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.status in CURRENT_STATUSES
+
+
+@dataclass
+class Trace:
+    fact: str
+    user_id: str
+    said: list[Said] = field(default_factory=list)
+    memories: list[Stored] = field(default_factory=list)
+    recall_mode: str = ""
+    recall_k: int = 0
+    context_budget: int = 0
+
+    @property
+    def hops(self) -> dict[str, bool]:
+        current = [m for m in self.memories if m.current]
+        return {
+            "said": bool(self.said),
+            "remembered": bool(current),
+            "indexed": any(m.indexed_at is not None and m.in_index for m in current),
+            "recalled": any(m.recall_rank is not None for m in current),
+            "injected": any(m.context_position is not None for m in current),
+        }
+
+    def as_json(self) -> dict:
+        data = asdict(self)
+        data["hops"] = self.hops
+        return data
+
+
+def trace(rt, fact: str, user_id: str, *, k: int | None = None, budget: int | None = None, limit: int = 20) -> Trace:
+    """Where `fact` is: the messages that said it, the memories it became, and how far each got."""
+    scope = Scope(user_id=user_id)
+    said = find_said(rt, fact, user_id, limit=limit)
+    out = Trace(fact, user_id, said, find_memories(rt, fact, user_id, said))
+    for m in out.memories:
+        m.in_index = in_index(rt, m, scope)
+    found = recall(rt, fact, scope, k=k)
+    out.recall_mode, out.recall_k = found.mode, k or rt.settings.recall_k
+    ranks = {h.memory_id: h.rank for h in found.hits}
+    out.context_budget = budget if budget is not None else rt.settings.context_budget
+    block = context(rt, scope, budget_tokens=out.context_budget)
+    positions = {mid: i + 1 for i, mid in enumerate(block.memory_ids)}
+    for m in out.memories:
+        m.recall_rank, m.context_position = ranks.get(m.memory_id), positions.get(m.memory_id)
+    return out
+
+
+def matches(fact: str, text: str) -> bool:
+    """The normalised fact appears in the normalised text (case, punctuation and spacing ignored)."""
+    needle = normalise(fact)
+    return bool(needle) and f" {needle} " in f" {normalise(text)} "
+
+
+def find_said(rt, fact: str, user_id: str, *, limit: int = 20) -> list[Said]:
+    """Messages of the user's sessions that contain the fact (injected memory blocks excluded)."""
+    words = sorted(normalise(fact).split(), key=len, reverse=True)
+    if not words:
+        return []
+    probe = words[0].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    with session_scope(rt.engine) as s:
+        rows = s.exec(
+            select(Message, Session)
+            .join(Session, Session.id == Message.session_id)
+            .where(Session.user_id == user_id)
+            .where(func.lower(Message.content).like(f"%{probe}%", escape="\\"))
+            .order_by(Message.session_id, Message.seq)
+        ).all()
+    out = []
+    for m, sess in rows:
+        text = strip_injected(m.content)
+        if matches(fact, text):
+            out.append(Said(sess.id, sess.external_id, m.seq, m.role, _excerpt(text, fact), m.created_at))
+    return out[:limit]
+
+
+def _excerpt(text: str, fact: str) -> str:
+    flat = " ".join(text.split())
+    at = flat.lower().find(fact.lower().split()[0]) if fact.split() else -1
+    start = max(0, at - EXCERPT_CHARS // 2) if at >= 0 else 0
+    piece = flat[start : start + EXCERPT_CHARS]
+    return ("..." if start else "") + piece + ("..." if start + EXCERPT_CHARS < len(flat) else "")
+
+
+def find_memories(rt, fact: str, user_id: str, said: list[Said]) -> list[Stored]:
+    """Memories of any status whose text holds the fact, or whose evidence is a message that said it."""
+    spoken = {(s.session_id, s.seq) for s in said}
+    with session_scope(rt.engine) as s:
+        rows = s.exec(select(Memory).where(Memory.user_id == user_id).order_by(Memory.created_at, Memory.id)).all()
+        hits = [m for m in rows if matches(fact, m.text) or _rests_on(m, spoken)]
+        events = _history(s, [m.id for m in hits])
+    return [
+        Stored(m.id, m.text, m.kind, m.status, m.source, list(m.evidence), events.get(m.id, []), m.indexed_at)
+        for m in hits
+    ]
+
+
+def _rests_on(m: Memory, spoken: set[tuple[int, int]]) -> bool:
+    return any((e.get("session_id"), seq) in spoken for e in (m.evidence or []) for seq in e.get("seqs", []))
+
+
+def _history(s, ids: list[str]) -> dict[str, list[dict]]:
+    if not ids:
+        return {}
+    out: dict[str, list[dict]] = {}
+    rows = s.exec(select(MemoryEvent).where(MemoryEvent.memory_id.in_(ids)).order_by(MemoryEvent.id)).all()
+    for e in rows:
+        out.setdefault(e.memory_id, []).append(
+            {"event": e.event, "reason": e.reason, "run_id": e.run_id, "at": e.created_at.isoformat()}
+        )
+    return out
+
+
+def in_index(rt, m: Stored, scope: Scope) -> bool:
+    """Whether the index holds the memory: probed with its own text, any status."""
+    flt = SearchFilter(statuses=None)
+    hits = rt.index.search_text(m.text, scope, INDEX_PROBE, flt)
+    if any(h.memory_id == m.memory_id for h in hits):
+        return True
+    if rt.embedder is None:
+        return False
+    vector = rt.embedder.embed([m.text])[0]
+    return any(h.memory_id == m.memory_id for h in rt.index.search_dense(list(vector), scope, INDEX_PROBE, flt))
+
+
+__all__ = ["Said", "Stored", "Trace", "find_memories", "find_said", "in_index", "matches", "trace"]

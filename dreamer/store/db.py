@@ -1,0 +1,210 @@
+"""Engine construction and schema migrations (Alembic) for the SQL store."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, SQLAlchemyError
+from sqlmodel import Session as DBSession
+from sqlmodel import create_engine
+
+from dreamer.core.errors import ConfigError, StoreError
+
+log = logging.getLogger(__name__)
+
+HEAD = "0004"
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """Build an engine; SQLite gets WAL, a busy timeout and foreign keys.
+
+    Statement parameters are hidden from SQLAlchemy's logs and error messages: they carry
+    transcript text, which may hold secrets (the ledger is stored raw; nothing else may show it).
+    """
+    parsed = _parsed_url(url)
+    if in_memory_sqlite(parsed):
+        raise ConfigError(
+            f"database URL {redact_url(url)} is an in-memory SQLite database, which keeps nothing "
+            "after the command: give a file (sqlite:////path/to/dreamer.db) or leave "
+            "DREAMER_DATABASE_URL empty for the data dir's own"
+        )
+    kwargs: dict = {"echo": echo, "hide_parameters": True}
+    if parsed.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        if parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(url, **kwargs)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise ConfigError(f"unsupported database URL {redact_url(url)}: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    _quiet_row_logging()
+    return engine
+
+
+class _NoRowDumps(logging.Filter):
+    """Drops the fetched rows SQLAlchemy logs at DEBUG: rows carry transcript text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(("Row ", "Col ")))
+
+
+def _quiet_row_logging() -> None:
+    engine_log = logging.getLogger("sqlalchemy.engine.Engine")
+    if not any(isinstance(f, _NoRowDumps) for f in engine_log.filters):
+        engine_log.addFilter(_NoRowDumps())
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _parsed_url(url: str):
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"bad database URL: {url!r}") from exc
+
+
+def in_memory_sqlite(parsed) -> bool:
+    """Whether a parsed URL names an in-memory SQLite database ("sqlite://", ":memory:", mode=memory)."""
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    uri_memory = (
+        database.startswith("file::memory:") or "mode=memory" in database or parsed.query.get("mode") == "memory"
+    )
+    return database in ("", ":memory:") or uri_memory
+
+
+def require_sqlite_file(url: str) -> None:
+    """Refuse a SQLite URL whose file is not there (instead of creating an empty one on connect):
+    reading a store that was never made is `StoreError`, with what to run."""
+    parsed = _parsed_url(url)
+    path = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if path and path != ":memory:" and not path.startswith("file:") and not Path(path).exists():
+        raise StoreError(f"no database at {path}: run `dreamer init`")
+
+
+def database_problem(exc: SQLAlchemyError) -> str:
+    """The driver's own first line ("attempt to write a readonly database"), without SQL or parameters."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc.__cause__ or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for display."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid url>"
+
+
+def conflict_insert(dialect: str) -> Callable | None:
+    """The dialect's `insert` that knows ON CONFLICT (PostgreSQL, SQLite), or None for others."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(dialect)
+
+
+def is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[DBSession]:
+    """One transaction: commit on success, roll back on any error."""
+    with DBSession(engine, expire_on_commit=False) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+def _alembic_dir() -> Path:
+    package = Path(__file__).resolve().parents[1]  # dreamer/
+    for candidate in (package / "migrations", package.parent / "alembic", Path.cwd() / "alembic"):
+        if (candidate / "env.py").exists():
+            return candidate
+    raise StoreError("cannot find the Alembic migration scripts")
+
+
+def alembic_config(engine: Engine):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_alembic_dir()))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
+    _require_known_revision(engine)
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    from alembic import command
+
+    _check_reachable(engine)
+    command.downgrade(alembic_config(engine), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    _check_reachable(engine)
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def require_schema(engine: Engine) -> None:
+    """Refuse to work on a database that `dreamer init` has not prepared."""
+    rev = _require_known_revision(engine)
+    if rev != HEAD:
+        raise StoreError(
+            f"database {redact_url(str(engine.url))} is at schema {rev or 'none'}, expected {HEAD}: run `dreamer init`"
+        )
+
+
+def _require_known_revision(engine: Engine) -> str | None:
+    """The database's schema revision, refused when no migration of this version names it (a
+    newer dreamer made it: `dreamer init` could not bring it back)."""
+    from alembic.script import ScriptDirectory
+
+    rev = current_revision(engine)
+    if rev is None or rev == HEAD:
+        return rev
+    known = {s.revision for s in ScriptDirectory.from_config(alembic_config(engine)).walk_revisions()}
+    if rev not in known:
+        raise StoreError(
+            f"database {redact_url(str(engine.url))} is at schema {rev}, which this version of dreamer "
+            "does not know (a newer one made it): run that version, or upgrade dreamer"
+        )
+    return rev
+
+
+def _check_reachable(engine: Engine) -> None:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except DatabaseError as exc:  # unreachable, refused, or a file that is not a database
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise StoreError(f"cannot reach database {redact_url(str(engine.url))}: {reason}") from exc
