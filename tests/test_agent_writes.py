@@ -10,7 +10,7 @@ from sqlmodel import select
 
 from dreamer.core.errors import NotFound
 from dreamer.core.models import Memory, MemoryEvent
-from dreamer.index.base import Scope
+from dreamer.core.scope import Scope
 from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.agent_writes import WriteRejected, forget_memory, remember
 from dreamer.online.flush import append

@@ -19,10 +19,11 @@ from sqlmodel import select
 
 from dreamer.core.consolidate import Decision
 from dreamer.core.models import Cursor, Lease, Memory, MemoryEvent
+from dreamer.core.scope import Scope
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import Planned, apply_all, dream_pass, number_lines, split_seqs
 from dreamer.engine.extract import Candidate, Line
-from dreamer.index.base import Scope, SearchFilter
+from dreamer.index.base import SearchFilter
 from dreamer.ingest.store import append_messages, record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store import cabinet, leases

@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 from dreamer.core.days import day_words
 from dreamer.core.errors import ConfigError, IngestError
 from dreamer.core.models import DailyNote, Memory, Message
+from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine import markdown
-from dreamer.index.base import Scope
 from dreamer.llm.breaker import Breaker
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.api import create_app

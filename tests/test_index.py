@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dreamer.core.errors import ConfigError, IndexInUse, ScopeRequired
+from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.index.base import (
     EdgeIndex,
@@ -19,7 +20,6 @@ from dreamer.index.base import (
     IndexPoint,
     MemoryIndex,
     QdrantClientIndex,
-    Scope,
     SearchFilter,
     build_index,
     floats,

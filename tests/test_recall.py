@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dreamer.core.models import Memory
+from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
 from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, minilm_available
 from dreamer.engine import outbox
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex, Scope, SearchFilter
+from dreamer.index.base import EdgeIndex, SearchFilter
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
 from dreamer.online.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed

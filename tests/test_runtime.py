@@ -8,12 +8,12 @@ import gc
 import pytest
 from dreamkit import EMBED_DIM, extraction_script
 
+from dreamer.core.scope import Scope
 from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, OpenAIEmbedder, minilm_available
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runtime import Runtime, settle
 from dreamer.engine.shared_index import open_shared_runtime
-from dreamer.index.base import Scope
 from dreamer.ingest.store import record_messages
 from dreamer.llm.client import OpenAILLM, build_openai_client
 from dreamer.llm.scripted import ScriptedServer

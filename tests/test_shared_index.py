@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from dreamer.core.errors import IndexInUse, Retryable
+from dreamer.core.scope import Scope
 from dreamer.engine.shared_index import IndexBusy, TimeSharedIndex, build_shared_index, end_turn, open_shared_runtime
-from dreamer.index.base import EdgeIndex, IndexPoint, Scope
+from dreamer.index.base import EdgeIndex, IndexPoint
 
 
 def shared(tmp_path, wait: float = 5.0) -> TimeSharedIndex:

@@ -9,8 +9,8 @@ from dreamkit import make_index, make_runtime
 from onlinekit import chat
 from typer.testing import CliRunner
 
+from dreamer.core.scope import Scope
 from dreamer.engine.dream import dream_pass
-from dreamer.index.base import Scope
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.recall import context

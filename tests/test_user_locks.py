@@ -427,7 +427,7 @@ def test_with_the_embedded_index_a_runtime_takes_the_locks_of_its_process(settin
 
 
 def test_an_agent_write_whose_plan_outlasted_its_lease_stores_nothing(settings, engine, server, tmp_path):
-    from dreamer.index.base import Scope
+    from dreamer.core.scope import Scope
     from dreamer.online.agent_writes import remember
 
     clock = ManualClock()

@@ -10,9 +10,9 @@ import typer
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store
 from dreamer.core.errors import IndexInUse
+from dreamer.core.scope import Scope
 from dreamer.core.settings import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.engine.runtime import Runtime, settle
-from dreamer.index.base import Scope
 
 API_HINT = "while `dreamer serve` runs it owns the embedded index: use its API ({endpoint}) instead"
 

@@ -30,6 +30,7 @@ from dreamer.core.days import local_day
 from dreamer.core.errors import BudgetExceeded, CircuitOpen, EndpointUnusable, LeaseLost, LLMError, LLMTimeout
 from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Lease, Memory, Message, Session, utcnow
 from dreamer.core.redact import clean_for_model, clean_prefix
+from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
 from dreamer.engine import outbox
 from dreamer.engine.due import DueRules, due_sessions, session_groups
@@ -45,7 +46,7 @@ from dreamer.engine.extract import (
     mark_untrusted,
     worth_a_call,
 )
-from dreamer.index.base import Scope, SearchFilter
+from dreamer.index.base import SearchFilter
 from dreamer.llm.client import GuardedLLM, endpoint_answers
 from dreamer.store import cabinet, leases
 from dreamer.store.busy import busy_or_unreachable

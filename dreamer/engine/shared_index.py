@@ -26,10 +26,11 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from dreamer.core.errors import IndexInUse, Retryable
+from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import Hit, IndexPoint, MemoryIndex, Scope, SearchFilter, build_index
+from dreamer.index.base import Hit, IndexPoint, MemoryIndex, SearchFilter, build_index
 
 log = logging.getLogger(__name__)
 

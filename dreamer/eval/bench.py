@@ -25,6 +25,7 @@ from sqlalchemy import insert, update
 from sqlmodel import select
 
 from dreamer.core.models import Cursor, Memory, Message, Session, new_memory_id, utcnow
+from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, set_torch_threads
 from dreamer.engine import outbox
@@ -32,7 +33,7 @@ from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import apply_all, dream_pass, plan_candidates
 from dreamer.engine.extract import Candidate
 from dreamer.engine.runtime import Runtime, settle
-from dreamer.index.base import EdgeIndex, IndexPoint, QdrantClientIndex, Scope
+from dreamer.index.base import EdgeIndex, IndexPoint, QdrantClientIndex
 from dreamer.store import db
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope

@@ -27,6 +27,7 @@ from sqlmodel import select
 from dreamer.core.errors import ConfigError, os_reason
 from dreamer.core.models import CURRENT_STATUSES, Memory, Message, Session
 from dreamer.core.redact import clean_for_model
+from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.embed.embedders import build_embedder
@@ -45,7 +46,7 @@ from dreamer.eval.locomo import (
     score_question,
     session_external_id,
 )
-from dreamer.index.base import EdgeIndex, Scope
+from dreamer.index.base import EdgeIndex
 from dreamer.ingest.store import ingest_file
 from dreamer.llm.client import OpenAILLM, build_openai_client
 from dreamer.llm.scripted import ScriptedServer

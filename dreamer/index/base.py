@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import qdrant_edge as qe
 
 from dreamer.core.errors import ConfigError, DreamerError, IndexFailure, IndexInUse, ScopeRequired
+from dreamer.core.scope import OWNER_FIELDS, Scope
 
 if TYPE_CHECKING:
     from dreamer.core.settings import Settings
@@ -50,20 +51,6 @@ DEFAULT_STATUSES = ("candidate", "verified", "review_required")
 
 
 # --- the contract -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose memories a search may see. `None` on agent/project/team means any."""
-
-    user_id: str
-    agent_id: str | None = None
-    project: str | None = None
-    team: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.user_id, str) or not self.user_id.strip():
-            raise ScopeRequired("a search scope needs a non-empty user_id")
 
 
 @dataclass
@@ -179,7 +166,7 @@ def require_scope(scope: Scope | None) -> Scope:
 def _conditions(scope: Scope, flt: SearchFilter | None) -> list[_Cond]:
     """The must-conditions of a search: the scope first, then the optional filter."""
     conds = [_Cond("user_id", value=scope.user_id)]
-    for key in ("agent_id", "project", "team"):
+    for key in OWNER_FIELDS:
         value = getattr(scope, key)
         if value is not None:
             conds.append(_Cond(key, value=value))

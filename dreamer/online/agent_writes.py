@@ -24,11 +24,10 @@ from pydantic import ValidationError
 
 from dreamer.core.errors import DreamerError, NotFound
 from dreamer.core.models import Memory, Session, utcnow
+from dreamer.core.scope import Scope
 from dreamer.engine import outbox
 from dreamer.engine.dream import apply_all, plan_candidates
 from dreamer.engine.extract import Candidate
-from dreamer.index.base import Scope
-from dreamer.online.recall import in_scope, session_in_scope
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import KeyedLocks
@@ -83,7 +82,7 @@ def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
     with rt.user_locks.hold(scope.user_id), user_lock(scope.user_id):  # the bounded wait first
         with session_scope(rt.engine) as s:
             m = s.get(Memory, memory_id)
-            if m is None or not in_scope(m, scope):
+            if m is None or not scope.matches(m):
                 raise NotFound(f"no memory {memory_id}")
             m = cabinet.forget(s, memory_id, reason=reason, user_id=scope.user_id)
         outbox.drain(rt, users=[scope.user_id])  # indexes the change and renders the user's view
@@ -104,7 +103,7 @@ def _evidence(rt, scope: Scope, session_id: int | None) -> list[dict]:
         return []
     with session_scope(rt.engine) as s:
         sess = s.get(Session, session_id)
-    if sess is None or not session_in_scope(sess, scope):
+    if sess is None or not scope.matches(sess):
         raise NotFound(f"no session {session_id}")
     return [{"session_id": sess.id, "external_id": sess.external_id, "seqs": []}]
 

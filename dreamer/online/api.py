@@ -53,8 +53,8 @@ from dreamer.core.errors import (
     TooLarge,
 )
 from dreamer.core.models import KINDS, DailyNote, DreamRun, Memory, Message, Session
+from dreamer.core.scope import Scope
 from dreamer.core.settings import MAX_CONTEXT_BUDGET, MAX_RECALL_K, Settings
-from dreamer.index.base import Scope
 from dreamer.ingest.base import MAX_FIELD_CHARS, as_utc, clean_text, identifier_problem
 from dreamer.online import flush as flushing
 from dreamer.online.agent_writes import AGENT_WRITE_KINDS, WriteRejected, forget_memory, remember
@@ -640,7 +640,7 @@ def _memory_json(m: Memory) -> dict:
 def _status(rt, g: Grant, runner: flushing.FlushRunner) -> dict:
     scope = g.scope
     with session_scope(rt.engine) as s:
-        ids = _scoped(select(Session.id).where(Session.user_id == scope.user_id), Session, scope)
+        ids = scope.where(select(Session.id), Session)
         sessions = s.exec(select(func.count()).select_from(ids.subquery())).one()
         messages = s.exec(select(func.count()).select_from(Message).where(Message.session_id.in_(ids))).one()
         by_status = _memory_counts(s, scope)
@@ -676,17 +676,8 @@ def _status(rt, g: Grant, runner: flushing.FlushRunner) -> dict:
 
 
 def _memory_counts(s, scope: Scope) -> dict[str, int]:
-    q = _scoped(select(Memory.status, func.count()).where(Memory.user_id == scope.user_id), Memory, scope)
+    q = scope.where(select(Memory.status, func.count()), Memory)
     return {status: n for status, n in s.exec(q.group_by(Memory.status)).all()}
-
-
-def _scoped(q, table, scope: Scope):
-    """`q` narrowed to the scope's agent and team (the rows of `table`, a user's own)."""
-    if scope.agent_id is not None:
-        q = q.where(table.agent_id == scope.agent_id)
-    if scope.team is not None:
-        q = q.where(table.team == scope.team)
-    return q
 
 
 __all__ = ["Auth", "Grant", "create_app", "parse_tokens"]

@@ -43,16 +43,15 @@ from dreamer.core.errors import CircuitOpen, ConfigError, IngestError, NotFound
 from dreamer.core.meter import METER_KEY, MeterState
 from dreamer.core.models import CURRENT_STATUSES, DailyNote, Memory, Message, Session, utcnow
 from dreamer.core.redact import clean_for_model, clean_prefix, redact
+from dreamer.core.scope import Scope
 from dreamer.engine import markdown, outbox
 from dreamer.engine.extract import Chunk, Line, RulesExtractor, Sentence, chunk_lines, render_body
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.shared_index import end_turn
-from dreamer.index.base import Scope
 from dreamer.ingest.store import append_messages
 from dreamer.llm.breaker import Breaker, BreakerLLM
 from dreamer.llm.client import Usage
 from dreamer.online.agent_writes import user_lock
-from dreamer.online.recall import session_in_scope
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import UserLocked
@@ -248,7 +247,7 @@ def owned_session(s: DBSession, scope: Scope, external_id: str, *, source: str =
         .where(Session.source == source)
         .where(Session.external_id == external_id)
     ).first()
-    if row is not None and not session_in_scope(row, scope):
+    if row is not None and not scope.matches(row):
         raise NotFound(f"no session {external_id}")
     return row
 

@@ -36,8 +36,9 @@ from datetime import date
 
 import numpy as np
 
+from dreamer.core.scope import Scope
 from dreamer.engine.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD, key_points
-from dreamer.index.base import Hit, Scope, SearchFilter
+from dreamer.index.base import Hit, SearchFilter
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 
 from sqlmodel import select
 
-from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory, Session
+from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory
+from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
-from dreamer.index.base import Hit, Scope, SearchFilter
+from dreamer.index.base import Hit, SearchFilter
 from dreamer.online.ranking import rank
 from dreamer.store.db import session_scope
 
@@ -156,30 +157,12 @@ def _load(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) 
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)
-        if m is None or not in_scope(m, scope) or (not include_all and m.status not in CURRENT_STATUSES):
+        if m is None or not scope.matches(m) or (not include_all and m.status not in CURRENT_STATUSES):
             continue
         out.append(
             RecallHit(m.id, m.text, m.kind, m.status, score, list(m.evidence), m.created_at, m.valid_from, len(out) + 1)
         )
     return out
-
-
-def in_scope(m: Memory, scope: Scope) -> bool:
-    return (
-        m.user_id == scope.user_id
-        and (scope.agent_id is None or m.agent_id == scope.agent_id)
-        and (scope.project is None or m.project == scope.project)
-        and (scope.team is None or m.team == scope.team)
-    )
-
-
-def session_in_scope(sess: Session, scope: Scope) -> bool:
-    """A session is in scope when it is the user's and matches the scope's agent and team."""
-    return (
-        sess.user_id == scope.user_id
-        and (scope.agent_id is None or sess.agent_id == scope.agent_id)
-        and (scope.team is None or sess.team == scope.team)
-    )
 
 
 # --------------------------------------------------------------------------- context
@@ -206,7 +189,7 @@ def context(rt, scope: Scope, *, budget_tokens: int | None = None) -> ContextBlo
             .where(Memory.status.in_(("candidate", "verified")))
             .where(Memory.untrusted.is_(False))
         ).all()
-    ranked = sorted((m for m in rows if in_scope(m, scope)), key=context_rank_key)
+    ranked = sorted((m for m in rows if scope.matches(m)), key=context_rank_key)
     lines = [f"- {m.text}" for m in ranked]
     overhead = count_tokens(CONTEXT_OPEN) + count_tokens(CONTEXT_CLOSE) + 2
     kept = cut_to_budget(lines, budget, overhead=overhead)

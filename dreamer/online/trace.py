@@ -13,7 +13,8 @@ from sqlmodel import select
 from dreamer.core.consolidate import normalise
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, Message, Session
 from dreamer.core.redact import strip_injected
-from dreamer.index.base import Scope, SearchFilter
+from dreamer.core.scope import Scope
+from dreamer.index.base import SearchFilter
 from dreamer.online.recall import context, recall
 from dreamer.store.db import session_scope
 

@@ -16,10 +16,9 @@ from sqlmodel import select
 from dreamer.core.consolidate import content_hash, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id, utcnow
+from dreamer.core.scope import Scope
 
 log = logging.getLogger(__name__)
-
-OWNER_FIELDS = ("agent_id", "project", "team")  # with user_id, who a memory belongs to
 
 
 def record_event(
@@ -205,7 +204,7 @@ class Known:
     forgotten: frozenset[str]  # hashes of memories a person forgot
 
 
-def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -> Known:
+def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner: Scope | None = None) -> Known:
     """One read of the user's memories with these content hashes: the current ones (with an
     `owner` scope, only those owned by exactly it; its None agent, project or team means none)
     and which hashes were forgotten within what `owner` sees (its None means any): a forget in
@@ -215,6 +214,7 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -
     rows = s.exec(
         select(
             Memory.id,
+            Memory.user_id,
             Memory.text,
             Memory.kind,
             Memory.content_hash,
@@ -228,17 +228,11 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner=None) -
         .where(Memory.status.in_((*CURRENT_STATUSES, "forgotten")))
         .order_by(Memory.created_at, Memory.id)
     ).all()
-    current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and _owned(r, owner)}
-    return Known(current, frozenset(r.content_hash for r in rows if r.status == "forgotten" and _seen(r, owner)))
-
-
-def _owned(row, owner) -> bool:
-    return owner is None or all(getattr(row, f) == getattr(owner, f) for f in OWNER_FIELDS)
-
-
-def _seen(row, owner) -> bool:
-    """Whether `owner` sees the row: its None agent, project or team means any."""
-    return owner is None or all(getattr(owner, f) in (None, getattr(row, f)) for f in OWNER_FIELDS)
+    current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and (owner is None or owner.owns(r))}
+    return Known(
+        current,
+        frozenset(r.content_hash for r in rows if r.status == "forgotten" and (owner is None or owner.matches(r))),
+    )
 
 
 def current_query(user_id: str, *columns):

@@ -18,9 +18,9 @@ from sqlmodel import func, select
 
 from dreamer.core.errors import IngestError
 from dreamer.core.models import Cursor, Message, Session
+from dreamer.core.scope import Scope
 from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
-from dreamer.index.base import Scope
 from dreamer.ingest.detect import FORMATS
 from dreamer.ingest.store import ingest_file, record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer

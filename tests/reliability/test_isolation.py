@@ -21,10 +21,11 @@ from sqlmodel import select
 
 from dreamer.core.errors import IngestError
 from dreamer.core.models import CURRENT_STATUSES, Memory, Session
+from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
-from dreamer.index.base import Scope, SearchFilter
+from dreamer.index.base import SearchFilter
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store import cabinet, db
