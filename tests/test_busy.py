@@ -19,7 +19,7 @@ from dreamer.store.busy import (
     activity,
     activity_key,
     build_busy_signal,
-    compute_backoff,
+    busy_backoff,
 )
 from dreamer.store.db import session_scope
 
@@ -28,7 +28,7 @@ from dreamer.store.db import session_scope
 
 @pytest.mark.parametrize("attempt, expected", [(0, 60), (1, 120), (2, 240), (3, 480), (4, 960), (5, 1800), (40, 1800)])
 def test_backoff_doubles_from_the_base_and_stops_at_the_cap(attempt, expected):
-    assert compute_backoff(attempt, base=60, cap=1800, rand=0.5) == expected
+    assert busy_backoff(attempt, base=60, cap=1800, rand=0.5) == expected
 
 
 @pytest.mark.parametrize(
@@ -45,18 +45,18 @@ def test_backoff_doubles_from_the_base_and_stops_at_the_cap(attempt, expected):
     ],
 )
 def test_backoff_jitter_spreads_a_quarter_either_way_within_the_cap(attempt, rand, expected):
-    assert compute_backoff(attempt, base=60, cap=1800, rand=rand) == pytest.approx(expected)
+    assert busy_backoff(attempt, base=60, cap=1800, rand=rand) == pytest.approx(expected)
 
 
 def test_backoff_with_other_settings_and_no_jitter():
-    assert compute_backoff(3, base=0.5, cap=10, rand=0.9, jitter=0.0) == 4.0
-    assert compute_backoff(10_000, base=1, cap=7, rand=0.3, jitter=0.0) == 7
+    assert busy_backoff(3, base=0.5, cap=10, rand=0.9, jitter=0.0) == 4.0
+    assert busy_backoff(10_000, base=1, cap=7, rand=0.3, jitter=0.0) == 7
 
 
 @pytest.mark.parametrize("attempt, rand", [(-1, 0.5), (0, -0.1), (0, 1.1)])
 def test_backoff_rejects_nonsense(attempt, rand):
     with pytest.raises(ValueError):
-        compute_backoff(attempt, base=60, cap=1800, rand=rand)
+        busy_backoff(attempt, base=60, cap=1800, rand=rand)
 
 
 # --------------------------------------------------------------------------- SQL

@@ -22,8 +22,8 @@ from dreamer.index.base import (
     QdrantClientIndex,
     SearchFilter,
     build_index,
+    disk_flush_due,
     floats,
-    flush_due,
     hit_fields,
     point_id,
 )
@@ -533,7 +533,7 @@ def test_dimension_mismatch_on_reopen(opener):
     [(0, 99.0, 5.0, False), (0, 0.0, 0.0, False), (3, 0.0, 0.0, True), (3, 4.9, 5.0, False), (3, 5.0, 5.0, True)],
 )
 def test_flush_due(unflushed, since_flush, every_seconds, due):
-    assert flush_due(unflushed, since_flush, every_seconds) is due
+    assert disk_flush_due(unflushed, since_flush, every_seconds) is due
 
 
 def test_edge_flushes_only_what_changed(tmp_path):

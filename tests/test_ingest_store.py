@@ -99,7 +99,7 @@ def test_record_creates_session_cursor_and_messages(engine):
     assert messages[2].tool_calls == [{"id": "call_1", "name": "save_pref", "arguments": '{"drink": "tea"}'}]
     assert messages[3].tool_call_id == "call_1"
     assert messages[0].tool_calls is None and messages[0].meta is None
-    assert messages[1].content_hash == store.content_hash("user", "sam", "I prefer tea over coffee.", None)
+    assert messages[1].content_hash == store.message_hash("user", "sam", "I prefer tea over coffee.", None)
     assert messages[4].token_count == count_tokens("Noted: tea.")
     assert all(m.created_at.utcoffset() == timedelta(0) for m in messages)
 

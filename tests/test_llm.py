@@ -24,8 +24,8 @@ from dreamer.llm.client import (
     Usage,
     build_llm,
     build_openai_client,
-    compute_backoff,
     endpoint_answers,
+    retry_delay,
 )
 from dreamer.llm.scripted import Reply, ScriptedServer
 
@@ -353,7 +353,7 @@ def test_no_retries(server, waits):
     assert len(server.requests) == 1 and waits == []
 
 
-# --- compute_backoff ----------------------------------------------------------------------
+# --- retry_delay ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -373,7 +373,7 @@ def test_no_retries(server, waits):
     ],
 )
 def test_compute_backoff(attempt, base, cap, retry_after, rand, expected):
-    got = compute_backoff(attempt, base=base, cap=cap, retry_after=retry_after, rand=rand)
+    got = retry_delay(attempt, base=base, cap=cap, retry_after=retry_after, rand=rand)
     assert got == pytest.approx(expected)
 
 

@@ -27,13 +27,12 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from dreamer.core.errors import Busy, ConfigError, Retryable
 from dreamer.core.settings import Settings, load_settings
 from dreamer.engine.runtime import Runtime, settle
-from dreamer.store.busy import compute_backoff
+from dreamer.store.busy import busy_backoff
 from dreamer.store.db import redact_url
 
 log = logging.getLogger(__name__)
 
 MARK_SECONDS = 24 * 3600  # a reprocess request's mark lasts at least a day: redeliveries may come twice
-TASKS = ("dreamer.dream_pass", "dreamer.dream_session", "dreamer.reprocess", "dreamer.flush_session")
 
 
 class ProcessRuntime:
@@ -119,7 +118,7 @@ def _retrying(settings: Settings) -> Callable:
 
     def retry(task: Task, exc: Retryable, base: float, cap: float) -> BaseException:
         retries = task.request.retries
-        countdown = exc.delay or compute_backoff(retries, base=base, cap=cap, rand=random.random())
+        countdown = exc.delay or busy_backoff(retries, base=base, cap=cap, rand=random.random())
         log.info("%s: %s; retry %d in %.1f s", task.name, exc, retries + 1, countdown)
         return task.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
 

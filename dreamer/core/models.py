@@ -18,7 +18,6 @@ KINDS = AGENT_KINDS + CODE_KINDS + ONLINE_KINDS + TEAM_KINDS
 
 STATUSES = ("candidate", "verified", "review_required", "superseded", "forgotten")
 CURRENT_STATUSES = ("candidate", "verified", "review_required")
-SOURCES = ("dream", "flush", "agent", "human")
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("agent", "code")
 

@@ -141,7 +141,7 @@ def unescape_text(text: str) -> str:
     return _UNESCAPE_RE.sub(sub, text)
 
 
-def evidence_sessions(memory: Memory) -> int:
+def session_count(memory: Memory) -> int:
     """How many distinct sessions the memory's evidence points at."""
     seen: set[str] = set()
     for item in memory.evidence or []:
@@ -177,7 +177,7 @@ def entry_line(memory: Memory) -> str:
     meta = f"id:{memory.id} kind:{memory.kind} status:{memory.status}"
     if memory.untrusted:
         meta += " trust:untrusted"
-    return _bullet(memory.text or "", evidence_sessions(memory), meta)
+    return _bullet(memory.text or "", session_count(memory), meta)
 
 
 def parse_entries(content: str) -> list[Entry]:
@@ -216,7 +216,7 @@ def rank_key(memory: Memory) -> tuple:
     recency = max(_ts(memory.last_seen), _ts(memory.updated_at))
     return (
         0 if memory.status == "verified" else 1,
-        -evidence_sessions(memory),
+        -session_count(memory),
         -float(memory.importance or 0.0),
         -recency,
         memory.id,

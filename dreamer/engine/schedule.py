@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from dreamer.core.models import DreamRun, SchedulerState, utcnow
 from dreamer.core.settings import Settings
-from dreamer.store.busy import compute_backoff
+from dreamer.store.busy import busy_backoff
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def next_action(state: SchedState, now: datetime, busy: str | None, *, policy: P
     if now < state.due_at:
         return Action(WAIT, at=state.due_at)
     if busy:
-        delay = compute_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
+        delay = busy_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
         return Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason=busy)
     return Action(RUN, at=now)
 
@@ -120,7 +120,7 @@ def on_cut_short(state: SchedState, now: datetime, reason: str, *, policy: Polic
     """A finished pass left sessions for later (the agent became busy, or another writer kept a
     user's consolidation lock): they are retried after the backoff (before the next regular run
     when that is sooner), as a busy skip is; `on_finish(cut_short=True)` kept the streak."""
-    delay = compute_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
+    delay = busy_backoff(state.consecutive_skips, base=policy.backoff_base, cap=policy.backoff_cap, rand=rand)
     return on_backoff(
         state, Action(BACKOFF, at=now + timedelta(seconds=delay), delay=delay, reason=reason), now, policy
     )

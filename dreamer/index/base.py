@@ -387,7 +387,7 @@ def _edge_filter(conds: list[_Cond], memory_ids: Sequence[str] | None = None) ->
     return qe.Filter(must=must)
 
 
-def flush_due(unflushed: int, since_flush: float, every_seconds: float) -> bool:
+def disk_flush_due(unflushed: int, since_flush: float, every_seconds: float) -> bool:
     """Whether acknowledged writes should reach the segment files now: never when there are
     none, after every write when `every_seconds` is 0, else once that many seconds have passed."""
     return unflushed > 0 and since_flush >= every_seconds
@@ -560,10 +560,10 @@ class EdgeIndex:
         self._written(len(memory_ids))
 
     def _written(self, n: int) -> None:
-        """Count acknowledged writes and flush when `flush_due` says so."""
+        """Count acknowledged writes and flush when `disk_flush_due` says so."""
         with self._guard:
             self._unflushed += n
-            due = flush_due(self._unflushed, time.monotonic() - self._flushed_at, self.flush_seconds)
+            due = disk_flush_due(self._unflushed, time.monotonic() - self._flushed_at, self.flush_seconds)
         if due:
             self.flush()
 

@@ -151,7 +151,7 @@ def append_messages(
     """
     parsed = checked_messages(messages, max_message_bytes)
     target = _target(external_id, user_id, source, agent_id, project, team, mode, None)
-    hashes = [content_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
+    hashes = [message_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
     if db_session is not None:
         return _append_live(db_session, target, parsed, hashes)
     with session_scope(engine) as s:
@@ -229,7 +229,7 @@ def _store_file(engine: Engine, f: PlannedFile) -> FileReport:
     return report
 
 
-def content_hash(role: str, name: str | None, content: str, tool_call_id: str | None) -> str:
+def message_hash(role: str, name: str | None, content: str, tool_call_id: str | None) -> str:
     """sha256 of a message's identity: role, name, content and tool call id."""
     payload = json.dumps([role, name, content, tool_call_id], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -359,7 +359,7 @@ def _session_target(
 
 def _record(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> RecordResult:
     row = _session_row(s, target, messages)
-    hashes = [content_hash(m.role, m.name, m.content, m.tool_call_id) for m in messages]
+    hashes = [message_hash(m.role, m.name, m.content, m.tool_call_id) for m in messages]
     matched = _stored_prefix(s, row.id, hashes)  # type: ignore[arg-type]
     if matched is None:
         log.warning("session %s (%s): %s", target.external_id, row.id, CHANGED_REASON)

@@ -81,7 +81,7 @@ class LLM(Protocol):
         ...
 
 
-def compute_backoff(attempt: int, *, base: float, cap: float, retry_after: float | None, rand: float) -> float:
+def retry_delay(attempt: int, *, base: float, cap: float, retry_after: float | None, rand: float) -> float:
     """Full-jitter exponential backoff for retry number `attempt` (1-based).
 
     The ceiling is ``min(cap, base * 2 ** (attempt - 1))``; the wait is ``rand * ceiling``
@@ -207,7 +207,7 @@ class OpenAILLM:
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        return compute_backoff(
+        return retry_delay(
             state.attempt_number,
             base=self.retry_base,
             cap=self.retry_cap,

@@ -12,7 +12,7 @@ from sqlmodel import select
 from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory
 from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
-from dreamer.index.base import Hit, SearchFilter
+from dreamer.index.base import SearchFilter
 from dreamer.online.ranking import rank
 from dreamer.store.db import session_scope
 
@@ -140,10 +140,6 @@ def _epoch(when: datetime | None) -> float | None:
     if when is None:
         return None
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
-
-
-def _pairs(hits: list[Hit]) -> list[tuple[str, float]]:
-    return [(h.memory_id, float(h.score)) for h in hits]
 
 
 def _load(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) -> list[RecallHit]:

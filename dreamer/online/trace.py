@@ -25,7 +25,7 @@ INDEX_PROBE = 50
 
 
 @dataclass
-class Said:
+class Mention:
     session_id: int
     external_id: str
     seq: int
@@ -57,7 +57,7 @@ class Stored:
 class Trace:
     fact: str
     user_id: str
-    said: list[Said] = field(default_factory=list)
+    said: list[Mention] = field(default_factory=list)
     memories: list[Stored] = field(default_factory=list)
     recall_mode: str = ""
     recall_k: int = 0
@@ -104,7 +104,7 @@ def matches(fact: str, text: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalise(text)} "
 
 
-def find_said(rt, fact: str, user_id: str, *, limit: int = 20) -> list[Said]:
+def find_said(rt, fact: str, user_id: str, *, limit: int = 20) -> list[Mention]:
     """Messages of the user's sessions that contain the fact (injected memory blocks excluded)."""
     words = sorted(normalise(fact).split(), key=len, reverse=True)
     if not words:
@@ -122,7 +122,7 @@ def find_said(rt, fact: str, user_id: str, *, limit: int = 20) -> list[Said]:
     for m, sess in rows:
         text = strip_injected(m.content)
         if matches(fact, text):
-            out.append(Said(sess.id, sess.external_id, m.seq, m.role, _excerpt(text, fact), m.created_at))
+            out.append(Mention(sess.id, sess.external_id, m.seq, m.role, _excerpt(text, fact), m.created_at))
     return out[:limit]
 
 
@@ -134,7 +134,7 @@ def _excerpt(text: str, fact: str) -> str:
     return ("..." if start else "") + piece + ("..." if start + EXCERPT_CHARS < len(flat) else "")
 
 
-def find_memories(rt, fact: str, user_id: str, said: list[Said]) -> list[Stored]:
+def find_memories(rt, fact: str, user_id: str, said: list[Mention]) -> list[Stored]:
     """Memories of any status whose text holds the fact, or whose evidence is a message that said it."""
     spoken = {(s.session_id, s.seq) for s in said}
     with session_scope(rt.engine) as s:
@@ -175,4 +175,4 @@ def in_index(rt, m: Stored, scope: Scope) -> bool:
     return any(h.memory_id == m.memory_id for h in rt.index.search_dense(list(vector), scope, INDEX_PROBE, flt))
 
 
-__all__ = ["Said", "Stored", "Trace", "find_memories", "find_said", "in_index", "matches", "trace"]
+__all__ = ["Mention", "Stored", "Trace", "find_memories", "find_said", "in_index", "matches", "trace"]

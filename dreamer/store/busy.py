@@ -249,7 +249,7 @@ def busy_or_unreachable(signal: BusySignal, at: datetime) -> str | None:
         return str(exc)
 
 
-def compute_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: float = 0.25) -> float:
+def busy_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: float = 0.25) -> float:
     """Seconds to wait before try `attempt + 1`: `base` doubling per attempt, capped at `cap`,
     spread by +-`jitter` (a fraction) with `rand` in [0, 1]; rand 0.5 gives the plain value."""
     if attempt < 0:
@@ -284,5 +284,5 @@ __all__ = [
     "activity",
     "activity_key",
     "build_busy_signal",
-    "compute_backoff",
+    "busy_backoff",
 ]
