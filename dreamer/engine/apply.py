@@ -1,0 +1,183 @@
+"""Applying a plan: memories and their history written in one transaction, with the session's
+cursor advanced in the same one; the index follows via the outbox."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, Session, utcnow
+from dreamer.core.scope import Scope
+from dreamer.engine.extract import Candidate
+from dreamer.engine.load import Work
+from dreamer.engine.plan import Planned, owner_scope
+from dreamer.engine.runs import Tally
+from dreamer.engine.runtime import Runtime
+from dreamer.store import cabinet
+from dreamer.store.db import session_scope
+
+log = logging.getLogger(__name__)
+
+Evidence = dict[str, object]  # one entry of a memory's evidence: where it was said
+
+
+def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) -> None:
+    """Memories, history and the cursor in one transaction; the index follows via the outbox."""
+    sess = work.session
+    now = utcnow()
+    with session_scope(rt.engine) as s:
+        cursor = s.get(Cursor, sess.id, with_for_update=True)  # row lock: one apply per cursor position
+        if cursor is None or cursor.processed_seq != work.processed_seq:
+            log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
+            return
+        evidence = [_evidence(sess, p.candidate) for p in planned]
+        outcomes = apply_all(s, planned, owner_scope(sess), source="dream", evidence=evidence, run_id=run.id, now=now)
+        cursor.processed_seq = work.upto
+        cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
+        s.add(cursor)
+    tally.candidates += len(planned)
+    for p, outcome in zip(planned, outcomes):
+        if outcome == "rejected":
+            tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": p.decision.reason})
+    tally.merged += outcomes.count("merged")
+    tally.added += outcomes.count("added") + outcomes.count("superseded")
+    tally.superseded += outcomes.count("superseded")
+
+
+def _evidence(sess: Session, cand: Candidate) -> list[Evidence]:
+    evidence: Evidence = {"session_id": sess.id, "external_id": sess.external_id, "seqs": cand.seqs}
+    if cand.untrusted:
+        evidence["untrusted"] = True  # recorded, but never counts towards verification
+    return [evidence]
+
+
+@dataclass(frozen=True)
+class _Change:
+    """A merge into, or a supersession of, a current memory: applied once the new memories are in."""
+
+    planned: Planned
+    target: str
+    evidence: list[Evidence]
+    new_id: str | None  # the memory superseding the target; None for a merge
+
+
+def apply_all(
+    s: DBSession,
+    planned: list[Planned],
+    owner: Scope,
+    *,
+    source: str,
+    evidence: list[list[Evidence]],
+    run_id: int | None = None,
+    now: datetime | None = None,
+) -> list[str]:
+    """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
+    added or superseded), in order. New memories and their add events are written first, two
+    statements in all; merges and supersessions then load their targets like any stored row."""
+    now = now or utcnow()
+    stored = {m.id: m for m in _lock_targets(s, planned)}
+    rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    changes: list[_Change] = []
+    outcomes = []
+    superseded: set[str] = set()  # no longer current once this batch is applied
+    for p, ev in zip(planned, evidence):
+        outcome, target = _resolve(p, planned, stored, superseded)
+        if outcome in ("added", "superseded"):
+            row = _memory_row(p, owner, source=source, evidence=ev, now=now)
+            rows.append(row)
+            events.append(
+                cabinet.event_row(
+                    row["id"], "add", reason=p.decision.reason, run_id=run_id, data={"evidence": ev}, now=now
+                )
+            )
+            p.memory_id = row["id"]
+        elif outcome == "merged":
+            p.memory_id = target
+        if outcome == "superseded" and target is not None:
+            superseded.add(target)
+            changes.append(_Change(p, target, ev, new_id=p.memory_id))
+        elif outcome == "merged" and target is not None:
+            changes.append(_Change(p, target, ev, new_id=None))
+        outcomes.append(outcome)
+    cabinet.insert_memories(s, rows, events)
+    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now)
+    return outcomes
+
+
+def _memory_row(p: Planned, owner: Scope, *, source: str, evidence: list[Evidence], now: datetime) -> dict[str, Any]:
+    """The row of the memory a candidate adds, in `owner`'s scope."""
+    return cabinet.memory_row(
+        user_id=owner.user_id,
+        agent_id=owner.agent_id,
+        project=owner.project,
+        team=owner.team,
+        kind=p.candidate.kind,
+        text=p.candidate.text,
+        source=source,
+        evidence=evidence,
+        importance=p.candidate.importance,
+        tags=p.candidate.tags,
+        untrusted=p.candidate.untrusted,
+        now=now,
+    )
+
+
+def _merge_and_supersede(
+    s: DBSession, changes: list[_Change], stored: dict[str, Memory], *, run_id: int | None, now: datetime
+) -> None:
+    """Each merge and supersession, into a locked stored row or a memory added earlier in the batch."""
+    for c in changes:
+        m = stored.get(c.target) or s.get_one(Memory, c.target)  # else added earlier in this batch
+        reason = c.planned.decision.reason
+        if c.new_id is None:
+            cabinet.merge_into(
+                s, m, c.evidence, run_id=run_id, reason=reason, importance=c.planned.candidate.importance, now=now
+            )
+        else:
+            cabinet.supersede(s, m, c.new_id, run_id=run_id, reason=reason, now=now)
+
+
+def _lock_targets(s: DBSession, planned: list[Planned]) -> list[Memory]:
+    """Load and row-lock the stored memories the batch may merge into or supersede, in id order
+    (two workers locking the same rows cannot deadlock): another worker's merge into the same
+    memory waits for this transaction instead of overwriting its evidence."""
+    ids = sorted(
+        {p.decision.target for p in planned if p.decision.target and not p.decision.target.startswith("pending:")}
+    )
+    if not ids:
+        return []
+    return list(s.exec(select(Memory).where(col(Memory.id).in_(ids)).order_by(col(Memory.id)).with_for_update()).all())
+
+
+def _resolve(
+    p: Planned, planned: list[Planned], stored: dict[str, Memory], superseded: set[str]
+) -> tuple[str, str | None]:
+    """What applying `p` does, and the id of the current memory it merges into or supersedes:
+    one of the locked `stored` rows, or a memory added earlier in the batch (one superseded
+    earlier in the batch is not current any more)."""
+    d = p.decision
+    if d.action == "reject":
+        return "rejected", None
+    target = _target(d.target, planned, stored)
+    if target in superseded:
+        target = None
+    if d.action == "merge" and target is not None:
+        return "merged", target
+    if d.action == "supersede" and target is not None:
+        return "superseded", target
+    return "added", None
+
+
+def _target(target: str | None, planned: list[Planned], stored: dict[str, Memory]) -> str | None:
+    if not target:
+        return None
+    if target.startswith("pending:"):
+        return planned[int(target.split(":")[1])].memory_id
+    m = stored.get(target)
+    return m.id if m is not None and m.status in CURRENT_STATUSES else None

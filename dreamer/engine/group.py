@@ -1,0 +1,129 @@
+"""A group of consecutive sessions of one owner in the pass: each leased, their new messages
+extracted together, then each planned, applied and indexed in turn under its user's
+consolidation lock."""
+
+from __future__ import annotations
+
+import logging
+
+from dreamer.core.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError, LLMTimeout
+from dreamer.core.models import DreamRun, Session
+from dreamer.engine import outbox
+from dreamer.engine.apply import apply_session
+from dreamer.engine.extract import Extractor
+from dreamer.engine.extract_group import STOPS, Capped, Cut, extract_group
+from dreamer.engine.failures import TimedOut, counts_as_its_own, record_failure
+from dreamer.engine.load import Work, load_work, session_id
+from dreamer.engine.pace import Pace, lease_lost
+from dreamer.engine.plan import plan_session
+from dreamer.engine.runs import Tally, run_owner
+from dreamer.engine.runtime import Runtime
+from dreamer.llm.guard import GuardedLLM
+from dreamer.store import leases
+from dreamer.store.user_locks import UserLocked
+
+log = logging.getLogger(__name__)
+
+
+def dream_group(
+    rt: Runtime,
+    group: list[Session],
+    extractor: Extractor,
+    llm: GuardedLLM | None,
+    run: DreamRun,
+    tally: Tally,
+    pace: Pace,
+) -> bool:
+    """Consecutive sessions of one owner: their new messages extracted together (short sessions
+    share calls), then each session planned, applied and indexed in turn, so a later session's
+    neighbours include what an earlier one added. Each session is leased for the whole group.
+    True when the pass was halted between two of its sessions (the rest keep their cursors)."""
+    owner = run_owner(run)
+    held: dict[int, leases.HeldLease] = {}
+    try:
+        works = [w for w in (_lease_and_load(rt, sess, owner, held) for sess in group) if w is not None]
+        if not works:
+            return False
+        for k, (work, found) in enumerate(zip(works, extract_group(rt, works, extractor, held, pace))):
+            if isinstance(found, STOPS):
+                raise found  # cut short: it and every later session keep their cursors
+            if found is Cut.HALTED or (k and pace.halted()):
+                return True
+            pace.run_lease.keep_alive()
+            _finish_session(rt, work, found, llm, run, tally, held[session_id(work.session)])
+        return False
+    finally:
+        for lease in held.values():
+            leases.release(rt.engine, lease.name, owner)
+
+
+def _lease_and_load(rt: Runtime, sess: Session, owner: str, held: dict[int, leases.HeldLease]) -> Work | None:
+    name = leases.session_lease(session_id(sess))
+    if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
+        log.info("session %s is leased by another worker; skipped", sess.id)
+        return None
+    held[session_id(sess)] = leases.HeldLease(rt.engine, name, owner, rt.settings.lease_seconds)
+    return load_work(rt, sess)
+
+
+def _finish_session(
+    rt: Runtime,
+    work: Work,
+    found: Capped | Exception,
+    llm: GuardedLLM | None,
+    run: DreamRun,
+    tally: Tally,
+    held: leases.HeldLease,
+) -> None:
+    """Plan and apply one session's extraction (`found`: its candidates and those over the cap,
+    or the error that stopped its extraction), holding its user's consolidation lock from the
+    plan until the result is in the index (`user_locks`)."""
+    sess = work.session
+    if isinstance(found, Exception):
+        _failed(rt, sess, found, run, tally, llm)
+        return
+    candidates, over_cap = found
+    if sess.user_id in tally.locked_users:  # an earlier session of the group waited for it already
+        tally.locked_out += 1
+        return
+    try:
+        with rt.user_locks.hold(sess.user_id) as lock:
+            try:
+                _still_held(held)
+                planned = plan_session(rt, work, candidates, llm)
+                lock.confirm()  # a lock that ran out while planning may have let another writer in
+            except (LeaseLost, LLMError) as exc:
+                _failed(rt, sess, exc, run, tally, llm)
+                return
+            apply_session(rt, work, planned, run, tally)
+            outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
+            # its Markdown is rendered once, by the drain at the end of the pass
+    except UserLocked as exc:  # nothing applied: the session keeps its cursor, the pass goes on
+        log.warning("session %s and its user's later sessions left for a later pass: %s", sess.id, exc)
+        tally.locked_out += 1
+        tally.locked_users.add(sess.user_id)
+        return
+    tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
+    run.sessions += 1
+    run.messages += work.new_messages
+
+
+def _failed(rt: Runtime, sess: Session, exc: Exception, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -> None:
+    """A session whose lease was lost is dropped; one the model failed on is recorded failed.
+    The breaker and the budget stop the whole pass."""
+    if isinstance(exc, LeaseLost):
+        log.warning(
+            "session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id
+        )
+        return
+    if isinstance(exc, (CircuitOpen, BudgetExceeded)) or not isinstance(exc, LLMError):
+        raise exc
+    recorded = record_failure(rt, session_id(sess), f"{type(exc).__name__}: {exc}", counted=counts_as_its_own(exc))
+    if isinstance(exc, LLMTimeout) and recorded is not None and llm is not None:
+        tally.timed_out.append(TimedOut(session_id(sess), recorded, llm.answered))
+    run.failed_sessions += 1
+
+
+def _still_held(held: leases.HeldLease) -> None:
+    if (lost := lease_lost(held)) is not None:
+        raise lost

@@ -1,0 +1,147 @@
+"""The rules extractor (explicit statements only, no model) and the triage that keeps
+chunks without a hint of one away from the model."""
+
+from __future__ import annotations
+
+import re
+
+from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
+from dreamer.engine.transcript import Chunk, Line
+
+_S = r"(?:(?!,? (?:and|but) I\b|, (?:but|so) )[^.!?\n]){3,200}"
+_AGENT_RULES: list[tuple[Kind, re.Pattern[str]]] = [
+    (
+        "preference",
+        re.compile(rf"\bI (?:really )?(?:prefer|like|love|enjoy|hate|dislike|can't stand|don't like){_S}", re.I),
+    ),
+    (
+        "preference",
+        re.compile(
+            rf"\b(?:please )?(?:always|never) (?:use|write|call|reply|answer|give|show|include|add|put|keep|format|make){_S}",
+            re.I,
+        ),
+    ),
+    ("preference", re.compile(rf"\bI (?:always|never|usually) {_S}", re.I)),
+    ("profile", re.compile(rf"\bmy name is {_S}", re.I)),
+    (
+        "profile",
+        re.compile(rf"\b(?:call me|I live in|I work (?:as|at|for|on)|I'm from|I am from|I grew up in){_S}", re.I),
+    ),
+    ("profile", re.compile(rf"\bI(?:'m| am) an? (?!bit\b|little\b|lot\b)[a-z]{_S}", re.I)),
+    (
+        "profile",
+        re.compile(r"\bI(?:'m| am) (?:vegetarian|vegan|pescatarian|lactose intolerant|allergic to [\w -]{2,60})", re.I),
+    ),
+    ("focus", re.compile(rf"\bI(?:'m| am) (?:working on|learning|building|training for|preparing for){_S}", re.I)),
+]
+_CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
+    ("root_cause", re.compile(rf"\b(?:the )?root cause (?:was|is|:){_S}", re.I)),
+    ("root_cause", re.compile(rf"\b(?:it was |this was |the bug was )?fixed by {_S}", re.I)),
+    ("root_cause", re.compile(rf"\b(?:the )?(?:bug|crash|failure|error) was caused by {_S}", re.I)),
+    (
+        "interface_behavior",
+        re.compile(rf"\b(?:[\w.()]+ ){{0,2}}[\w.()]+ (?:returns|raises|throws) {_S}\b(?:when|if|on|for) {_S}", re.I),
+    ),
+    ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
+    ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
+]
+_IRREGULAR = {"have": "has", "do": "does", "don't": "doesn't", "am": "is", "was": "was", "can't": "can't"}
+_ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
+_I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
+_PERSON = [
+    (re.compile(r"\bI'm\b"), "the user is"),
+    (re.compile(r"\bI've\b"), "the user has"),
+    (re.compile(r"\bI'd\b"), "the user would"),
+    (re.compile(r"\bmy\b", re.I), "the user's"),
+    (re.compile(r"\bme\b", re.I), "the user"),
+    (re.compile(r"\bmyself\b", re.I), "themselves"),
+]
+
+
+def _conjugate(verb: str) -> str:
+    low = verb.lower()
+    if low in _IRREGULAR:
+        return _IRREGULAR[low]
+    if low.endswith(("s", "sh", "ch", "x", "o")):
+        return verb + "es"
+    if low.endswith("y") and low[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _third_person(sentence: str) -> str:
+    sentence = re.sub(r"^(?:please )?(always|never)\b", r"the user asks to \1", sentence.strip(), flags=re.I)
+    sentence = _I_VERB.sub(lambda m: f"the user {m.group(1)}{_conjugate(m.group(2))}", sentence)
+    for pattern, repl in _PERSON:
+        sentence = pattern.sub(repl, sentence)
+    sentence = re.sub(r"\bI\b", "the user", sentence)
+    sentence = sentence.strip(" ,;:-")
+    sentence = sentence[0].upper() + sentence[1:] if sentence else sentence
+    return sentence if sentence.endswith((".", "!", "?")) else sentence + "."
+
+
+def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
+    """(kind, matched statement) for each explicit statement in `text`."""
+    rules = _CODE_RULES if mode == "code" else _AGENT_RULES
+    found: list[tuple[Kind, str]] = []
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in rules:
+        for m in pattern.finditer(text):
+            if any(m.start() < e and s < m.end() for s, e in taken):
+                continue
+            taken.append((m.start(), m.end()))
+            found.append((kind, m.group(0)))
+    return found
+
+
+class RulesExtractor:
+    """Explicit statements only; no model involved. Named `rules` in every output."""
+
+    name = "rules"
+
+    def __init__(self, *, limit: int) -> None:
+        self.limit = limit
+
+    def extract(self, chunk: Chunk, mode: str) -> ExtractResult:
+        out: list[Candidate] = []
+        for line in chunk.lines:
+            if line.context_only or not _speaks_for_user(line, mode):
+                continue
+            for kind, statement in rule_matches(line.text, mode):
+                text = _third_person(statement) if mode != "code" else _sentence(statement)
+                out.append(Candidate(kind=kind, text=text, importance=0.5, seqs=[line.seq], tags=["rules"]))
+        return ExtractResult(candidates=collapse_duplicates(out)[: self.limit * chunk.sessions])
+
+
+def _speaks_for_user(line: Line, mode: str) -> bool:
+    return line.role == "user" or (mode == "code" and line.role == "assistant")
+
+
+def _sentence(statement: str) -> str:
+    s = statement.strip(" ,;:-")
+    s = s[0].upper() + s[1:] if s else s
+    return s if s.endswith((".", "!", "?")) else s + "."
+
+
+def worth_a_call(chunk: Chunk, mode: str) -> bool:
+    """Triage: does the chunk hold any statement the rules recognise, or a hint of one?"""
+    hints = _CODE_HINTS if mode == "code" else _AGENT_HINTS
+    for line in chunk.lines:
+        if line.context_only:
+            continue
+        if rule_matches(line.text, mode) or hints.search(line.text):
+            return True
+    return False
+
+
+_AGENT_HINTS = re.compile(
+    r"\b(?:I|I'm|I've|my|me|mine|we|our)\b.{0,80}\b(?:prefer|like|love|hate|want|need|always|never|usually|"
+    r"favou?rite|name|live|work|job|study|family|kids?|wife|husband|partner|allergic|vegan|vegetarian|hobby|"
+    r"moved|born|from|learning|building|planning|goal)\b",
+    re.I,
+)
+_CODE_HINTS = re.compile(
+    r"\b(?:root cause|caused by|fixed|the fix|workaround|regression|race|deadlock|leak|decided|decision|"
+    r"trade-?off|instead of|edge case|returns|raises|throws|timeout|off-by-one|null|None)\b",
+    re.I,
+)

@@ -1,0 +1,86 @@
+"""The pass's `dream_runs` row: started with its run lease, its counts tallied, saved at the
+end with the model's usage, the run lease released."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TypedDict
+
+from dreamer.core.models import DreamRun, Lease, utcnow
+from dreamer.engine.failures import TimedOut
+from dreamer.engine.runtime import Runtime
+from dreamer.llm.guard import GuardedLLM
+from dreamer.store import leases
+from dreamer.store.db import session_scope
+
+
+class Rejection(TypedDict):
+    """A candidate the pass did not store, as the run row lists it."""
+
+    session_id: int | None
+    text: str
+    reason: str
+
+
+@dataclass
+class Tally:
+    """What the pass did so far, for its run row."""
+
+    candidates: int = 0
+    added: int = 0
+    merged: int = 0
+    superseded: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+    locked_out: int = 0  # sessions left due: another writer kept their user's consolidation lock
+    locked_users: set[str] = field(
+        default_factory=set
+    )  # whose lock was kept: their later sessions wait for the next pass
+    timed_out: list[TimedOut] = field(default_factory=list)  # counted at the end if the endpoint answered after them
+
+
+def run_id(run: DreamRun) -> int:
+    """The id of a run row already written."""
+    if run.id is None:
+        raise ValueError("the run row is not written yet")
+    return run.id
+
+
+def run_owner(run: DreamRun) -> str:
+    """Who holds the run's leases: this host, process and run."""
+    return f"{socket.gethostname()}:{os.getpid()}:{run.id}"
+
+
+def start_run(rt: Runtime, trigger: str, extractor: str) -> DreamRun:
+    """The run row and its run lease, in one transaction: no sweep ever sees one without the other."""
+    with session_scope(rt.engine) as s:
+        run = DreamRun(trigger=trigger, status="running", extractor=extractor)
+        s.add(run)
+        s.flush()
+        expires = utcnow() + timedelta(seconds=rt.settings.lease_seconds)
+        s.add(Lease(name=leases.run_lease(run_id(run)), owner=run_owner(run), expires_at=expires))
+    return run
+
+
+def finish_skipped(rt: Runtime, trigger: str, reason: str) -> DreamRun:
+    """The row of a pass that did not start: the agent was busy."""
+    with session_scope(rt.engine) as s:
+        run = DreamRun(trigger=trigger, status="skipped_busy", error=reason, finished_at=utcnow())
+        s.add(run)
+    return run
+
+
+def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -> DreamRun:
+    """The run row with its counts and the model's usage, finished; its run lease released."""
+    run.candidates, run.added, run.merged = tally.candidates, tally.added, tally.merged
+    run.superseded, run.rejected, run.rejections = tally.superseded, len(tally.rejected), tally.rejected
+    if llm is not None:
+        run.llm_calls = llm.calls
+        run.prompt_tokens, run.completion_tokens = llm.usage.prompt_tokens, llm.usage.completion_tokens
+    run.finished_at = utcnow()
+    with session_scope(rt.engine) as s:
+        s.add(run)
+    leases.release(rt.engine, leases.run_lease(run_id(run)), run_owner(run))
+    return run
