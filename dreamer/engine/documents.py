@@ -24,12 +24,14 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from dreamer.core.days import day_words, local_day
 from dreamer.core.models import Memory, Message
 from dreamer.core.redact import clean_for_model
-from dreamer.index.base import IndexPoint
+from dreamer.core.settings import Settings
+from dreamer.embed.embedders import Embedder
+from dreamer.index.contract import IndexPoint, MemoryIndex
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +64,9 @@ class Document:
 # --------------------------------------------------------------------------- pure rendering
 
 
-def evidence_points(evidence: Iterable[dict]) -> set[tuple[int, int]]:
+def evidence_points(evidence: Iterable[dict[str, Any]] | None) -> set[tuple[int, int]]:
     """(session_id, seq) of every message a memory's evidence names."""
-    out = set()
+    out: set[tuple[int, int]] = set()
     for e in evidence or []:
         sid = e.get("session_id")
         if sid is None:
@@ -73,7 +75,7 @@ def evidence_points(evidence: Iterable[dict]) -> set[tuple[int, int]]:
     return out
 
 
-def key_points(keys: Iterable) -> list[tuple[int, int]]:
+def key_points(keys: Iterable[object]) -> list[tuple[int, int]]:
     """(session_id, seq) of each "session:seq" key, as `evidence_keys` writes them; anything
     else (a point written by another version) is skipped."""
     found = (_EVIDENCE_KEY.fullmatch(key) for key in keys if isinstance(key, str))
@@ -117,7 +119,9 @@ def render(memory_text: str, lines: Sequence[Said], points: set[tuple[int, int]]
     return "\n".join(head + [memory_text] + [b for b in body if b != memory_text])
 
 
-def document(memory_text: str, evidence: Iterable[dict], lines: Sequence[Said], tz: tzinfo = UTC) -> Document:
+def document(
+    memory_text: str, evidence: Iterable[dict[str, Any]] | None, lines: Sequence[Said], tz: tzinfo = UTC
+) -> Document:
     points = evidence_points(evidence)
     ordered = sorted(lines, key=lambda ln: (ln.session_id, ln.seq))
     said = tuple(ln.text for ln in ordered if (ln.session_id, ln.seq) in points and ln.text)
@@ -145,7 +149,7 @@ def load_lines(engine: Engine, wanted: dict[int, set[int]], *, max_chars: int) -
                 .where(Message.session_id == sid)
                 .where(Message.seq >= min(seqs))
                 .where(Message.seq <= max(seqs))
-                .order_by(Message.seq)
+                .order_by(col(Message.seq))
             ).all()
             out[sid] = [
                 Said(sid, seq, name, clean_for_model(content[:max_chars]), at)
@@ -166,7 +170,7 @@ def build_documents(
     """The index document of each memory (one query for the memories, one per evidence session)."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(Memory.id, Memory.text, Memory.evidence).where(Memory.id.in_(list(memory_ids)))
+            select(Memory.id, Memory.text, Memory.evidence).where(col(Memory.id).in_(list(memory_ids)))
         ).all()
     wanted: dict[int, set[int]] = defaultdict(set)
     for _, _, evidence in rows:
@@ -184,7 +188,7 @@ def build_documents(
 # --------------------------------------------------------------------------- the index wrapper
 
 
-def with_document(point: IndexPoint, doc: Document | None, vectors: dict[str, Any] | None = None) -> IndexPoint:
+def with_document(point: IndexPoint, doc: Document | None, vectors: dict[str, list[float]] | None = None) -> IndexPoint:
     """The point with its document, payload fields and (a dense point, given `vectors` by text)
     the vectors of the messages it rests on."""
     if doc is None:
@@ -204,15 +208,16 @@ class DocumentedIndex:
 
     def __init__(
         self,
-        inner: Any,
+        inner: MemoryIndex,
         engine: Engine,
         *,
         radius: int = 2,
         max_chars: int = 600,
         tz: tzinfo = UTC,
-        embedder: Any = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.inner = inner
+        self.dim = inner.dim
         self.engine = engine
         self.radius = radius
         self.max_chars = max_chars
@@ -220,7 +225,9 @@ class DocumentedIndex:
         self.embedder = embedder  # embeds the evidence messages of dense points (None: they get no message vectors)
 
     @classmethod
-    def from_settings(cls, inner: Any, engine: Engine, settings, embedder: Any = None) -> DocumentedIndex:
+    def from_settings(
+        cls, inner: MemoryIndex, engine: Engine, settings: Settings, embedder: Embedder | None = None
+    ) -> DocumentedIndex:
         return cls(
             inner,
             engine,
@@ -229,10 +236,6 @@ class DocumentedIndex:
             tz=settings.tz,
             embedder=embedder,
         )
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def upsert(self, points: list[IndexPoint]) -> None:
         if not points:
@@ -245,7 +248,7 @@ class DocumentedIndex:
         )
         self.inner.upsert([with_document(p, docs.get(p.memory_id), vectors) for p in points])
 
-    def _said_vectors(self, docs: list[Document]) -> dict[str, Any]:
+    def _said_vectors(self, docs: list[Document]) -> dict[str, list[float]]:
         """Each distinct evidence message text of these documents, embedded (in one call)."""
         texts = list(dict.fromkeys(t for d in docs for t in d.said))
         if self.embedder is None or not texts:

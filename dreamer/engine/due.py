@@ -1,18 +1,23 @@
 """Which sessions a pass takes: new messages past the cursor, not quarantined, quiet long
-enough, enough rounds, not too old; oldest first, at most a pass's worth; and which of them
-share extraction calls (consecutive sessions of one owner)."""
+enough, enough rounds, not too old; oldest first, at most a pass's worth; why the others are
+held back; and which of the taken share extraction calls (consecutive sessions of one owner)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from sqlmodel import Session as DBSession
-from sqlmodel import select
+from sqlmodel import col, select
+from sqlmodel.sql.expression import Select
 
 from dreamer.core.models import Cursor, Session
 from dreamer.core.settings import Settings
+from dreamer.ingest.base import as_utc
+
+HeldBy = Literal["nothing_new", "quarantined", "min_rounds", "quiet_period", "max_age"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,18 @@ class DueRules:
         )
 
 
-def is_due(
+@dataclass(frozen=True)
+class Hold:
+    """Why a session is held back from a pass: the rule (`by`) and what it found, naming the setting."""
+
+    by: HeldBy
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.by}: {self.reason}"
+
+
+def hold_reason(
     *,
     last_seq: int,
     processed_seq: int,
@@ -42,15 +58,42 @@ def is_due(
     now: datetime,
     rules: DueRules,
     explicit: bool = False,
-) -> bool:
-    """The policy, as a pure function; `due_sessions` runs the same test in SQL.
+) -> Hold | None:
+    """The policy, as a pure function: why a pass would not take the session, None when it is due.
 
     An explicitly named session skips the quiet, rounds and age rules, never quarantine."""
-    if last_seq <= processed_seq or status == "quarantined":
-        return False
+    if last_seq <= processed_seq:
+        return Hold("nothing_new", f"no message past {processed_seq}")
+    if status == "quarantined":
+        return Hold("quarantined", "use `dreamer reprocess --quarantined`")
     if explicit:
-        return True
-    return rounds >= rules.min_rounds and now - rules.max_age <= updated_at <= now - rules.quiet
+        return None
+    updated_at = as_utc(updated_at)  # SQLite hands back naive UTC
+    if rounds < rules.min_rounds:
+        return Hold("min_rounds", f"{rounds} of {rules.min_rounds} rounds (DREAMER_MIN_ROUNDS)")
+    quiet, ago = int(rules.quiet.total_seconds()), int(max(now - updated_at, timedelta(0)).total_seconds())
+    if updated_at > now - rules.quiet:
+        return Hold("quiet_period", f"active {ago} s ago, quiet after {quiet} s (DREAMER_QUIET_PERIOD_SECONDS)")
+    if updated_at < now - rules.max_age:
+        days = (now - updated_at).days
+        return Hold("max_age", f"active {days} days ago, over {rules.max_age.days} (DREAMER_MAX_AGE_DAYS)")
+    return None
+
+
+def session_hold(
+    sess: Session, cursor: Cursor, rules: DueRules, now: datetime, *, explicit: bool = False
+) -> Hold | None:
+    """`hold_reason` for a stored session and its cursor."""
+    return hold_reason(
+        last_seq=sess.last_seq,
+        processed_seq=cursor.processed_seq,
+        status=cursor.status,
+        rounds=sess.rounds,
+        updated_at=sess.updated_at,
+        now=now,
+        rules=rules,
+        explicit=explicit,
+    )
 
 
 def due_sessions(
@@ -61,27 +104,52 @@ def due_sessions(
     session_ids: list[int] | None = None,
     user_id: str | None = None,
 ) -> list[tuple[Session, Cursor]]:
+    """The sessions a pass takes, oldest first, at most `rules.limit`. The query narrows by the
+    same rules (so the database does the scan); `hold_reason` has the last word."""
+    q = _pending(session_ids, user_id)
+    if not session_ids:
+        q = (
+            q.where(col(Session.rounds) >= rules.min_rounds)
+            .where(col(Session.updated_at) <= now - rules.quiet)
+            .where(col(Session.updated_at) >= now - rules.max_age)
+        )
+    rows: Sequence[tuple[Session, Cursor]] = s.exec(
+        q.where(col(Cursor.status) != "quarantined").limit(rules.limit)
+    ).all()
+    explicit = bool(session_ids)
+    return [(a, b) for a, b in rows if session_hold(a, b, rules, now, explicit=explicit) is None]
+
+
+def held_sessions(
+    s: DBSession,
+    rules: DueRules,
+    now: datetime,
+    *,
+    session_ids: list[int] | None = None,
+    user_id: str | None = None,
+) -> list[tuple[Session, Hold | None]]:
+    """The sessions with new messages, oldest first, each with what holds it back (None: due,
+    yet not taken, as past a pass's `rules.limit`)."""
+    explicit = bool(session_ids)
+    rows: Sequence[tuple[Session, Cursor]] = s.exec(_pending(session_ids, user_id)).all()
+    return [(a, session_hold(a, b, rules, now, explicit=explicit)) for a, b in rows]
+
+
+def _pending(session_ids: list[int] | None, user_id: str | None) -> Select[Session, Cursor]:
+    """Sessions (and their cursors) with messages past the cursor, oldest first."""
     q = (
         select(Session, Cursor)
-        .join(Cursor, Cursor.session_id == Session.id)
-        .where(Session.last_seq > Cursor.processed_seq)
-        .where(Cursor.status != "quarantined")
+        .join(Cursor, col(Cursor.session_id) == col(Session.id))
+        .where(col(Session.last_seq) > col(Cursor.processed_seq))
     )
     if session_ids:
-        q = q.where(Session.id.in_(session_ids))
-    else:
-        q = (
-            q.where(Session.rounds >= rules.min_rounds)
-            .where(Session.updated_at <= now - rules.quiet)
-            .where(Session.updated_at >= now - rules.max_age)
-        )
+        q = q.where(col(Session.id).in_(session_ids))
     if user_id:
-        q = q.where(Session.user_id == user_id)
-    q = q.order_by(Session.updated_at, Session.id).limit(rules.limit)
-    return list(s.exec(q).all())
+        q = q.where(col(Session.user_id) == user_id)
+    return q.order_by(col(Session.updated_at), col(Session.id))
 
 
-def owner_key(sess: Session) -> tuple:
+def owner_key(sess: Session) -> tuple[str, str | None, str | None, str | None, str]:
     """Who a session's memories belong to, and how it is read: sessions that share extraction calls share this."""
     return (sess.user_id, sess.agent_id, sess.project, sess.team, sess.mode)
 

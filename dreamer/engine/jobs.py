@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from dreamer.core.errors import Busy, Retryable
 from dreamer.core.models import Cursor, DreamRun, Lease, Session, utcnow
@@ -48,7 +48,7 @@ def fan_out(rt: Runtime, enqueue: Enqueue, *, trigger: str, now: datetime | None
     if reason:
         return FanOut(skipped=reason, run_id=record_skip(rt.engine, trigger, reason).id)
     with session_scope(rt.engine) as s:
-        ids = [sess.id for sess, _ in due_sessions(s, DueRules.from_settings(rt.settings), now)]
+        ids = [sess.id for sess, _ in due_sessions(s, DueRules.from_settings(rt.settings), now) if sess.id is not None]
     for session_id in ids:
         enqueue(session_id)
     log.info("fanned out %d due session(s)", len(ids))
@@ -94,10 +94,10 @@ def pending(rt: Runtime, session_id: int) -> bool:
     with session_scope(rt.engine) as s:
         row = s.exec(
             select(Session.last_seq, Cursor.processed_seq, Cursor.status)
-            .join(Cursor, Cursor.session_id == Session.id)
+            .join(Cursor, col(Cursor.session_id) == col(Session.id))
             .where(Session.id == session_id)
         ).first()
-    return bool(row) and row[0] > row[1] and row[2] != "quarantined"
+    return row is not None and row[0] > row[1] and row[2] != "quarantined"
 
 
 def lease_wait(rt: Runtime, session_id: int, now: datetime | None = None) -> float | None:

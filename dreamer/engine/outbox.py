@@ -15,14 +15,18 @@ import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import bindparam, delete, update
-from sqlmodel import select
+from sqlalchemy import select as select_columns
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlmodel import col, select
 
 from dreamer.core.errors import StoreError
 from dreamer.core.models import Memory, ViewDue, utcnow
-from dreamer.engine import markdown
-from dreamer.index.base import IndexPoint
+from dreamer.engine import markdown, markdown_render
+from dreamer.engine.runtime import Runtime
+from dreamer.index.contract import IndexPoint, Payload
 from dreamer.store import cabinet
 from dreamer.store.db import conflict_insert, session_scope
 
@@ -30,23 +34,24 @@ log = logging.getLogger(__name__)
 
 
 OUTBOX_COLUMNS = (  # what indexing a memory reads
-    Memory.id,
-    Memory.user_id,
-    Memory.agent_id,
-    Memory.project,
-    Memory.team,
-    Memory.kind,
-    Memory.status,
-    Memory.text,
-    Memory.content_hash,
-    Memory.importance,
-    Memory.created_at,
-    Memory.valid_from,
-    Memory.updated_at,
+    col(Memory.id),
+    col(Memory.user_id),
+    col(Memory.agent_id),
+    col(Memory.project),
+    col(Memory.team),
+    col(Memory.kind),
+    col(Memory.status),
+    col(Memory.text),
+    col(Memory.content_hash),
+    col(Memory.importance),
+    col(Memory.created_at),
+    col(Memory.valid_from),
+    col(Memory.updated_at),
 )
 
 
-def payload_for(m) -> dict:
+def payload_for(m: Memory | Row[*tuple[Any, ...]]) -> Payload:
+    """The index payload of a memory (a record, or a row of `OUTBOX_COLUMNS`)."""
     return {
         "memory_id": m.id,
         "user_id": m.user_id,
@@ -63,7 +68,7 @@ def payload_for(m) -> dict:
     }
 
 
-def drain(rt, *, batch: int = 256, render: bool = True, users: Sequence[str] | None = None) -> int:
+def drain(rt: Runtime, *, batch: int = 256, render: bool = True, users: Sequence[str] | None = None) -> int:
     """Index every memory waiting in the outbox and mark its user's Markdown view due; returns
     how many. With `render`, the due views of `users` are then rendered (None: every due view,
     also those a killed process left due); without, they wait (a dream pass renders once, at
@@ -72,7 +77,10 @@ def drain(rt, *, batch: int = 256, render: bool = True, users: Sequence[str] | N
     while True:
         with rt.engine.connect() as conn:
             rows = conn.execute(
-                select(*OUTBOX_COLUMNS).where(Memory.indexed_at.is_(None)).order_by(Memory.id).limit(batch)
+                select_columns(*OUTBOX_COLUMNS)
+                .where(col(Memory.indexed_at).is_(None))
+                .order_by(col(Memory.id))
+                .limit(batch)
             ).all()
         if not rows:
             break
@@ -86,7 +94,7 @@ def drain(rt, *, batch: int = 256, render: bool = True, users: Sequence[str] | N
     return total
 
 
-def render_due(rt, users: Sequence[str] | None = None) -> int:
+def render_due(rt: Runtime, users: Sequence[str] | None = None) -> int:
     """Render the views marked due (of `users`, or all), one renderer per user at a time across
     processes; a mark made after a render read SQL stays for the next time. Returns how many
     views were rendered."""
@@ -102,53 +110,51 @@ def render_due(rt, users: Sequence[str] | None = None) -> int:
     return rendered
 
 
-def due_views(engine, users: Sequence[str] | None = None) -> list[tuple[str, int]]:
+def due_views(engine: Engine, users: Sequence[str] | None = None) -> list[tuple[str, int]]:
     """(user id, mark token) of every view marked due, or of those of `users`."""
-    table = ViewDue.__table__
-    q = select(table.c.user_id, table.c.token).order_by(table.c.user_id)
+    q = select(col(ViewDue.user_id), col(ViewDue.token)).order_by(col(ViewDue.user_id))
     if users is not None:
-        q = q.where(table.c.user_id.in_(list(users)))
+        q = q.where(col(ViewDue.user_id).in_(list(users)))
     with engine.connect() as conn:
         return [(u, v) for u, v in conn.execute(q)]
 
 
-def _due_token(engine, user_id: str) -> int | None:
+def _due_token(engine: Engine, user_id: str) -> int | None:
     return next((v for _, v in due_views(engine, [user_id])), None)
 
 
-def clear_due(engine, user_id: str, token: int) -> bool:
+def clear_due(engine: Engine, user_id: str, token: int) -> bool:
     """Clear a user's due mark if it is still the one read (`token`); False if marked again since.
     Tokens are random, never reused, so a late clear cannot remove a newer mark."""
-    table = ViewDue.__table__
     with engine.begin() as conn:
-        done = conn.execute(delete(table).where(table.c.user_id == user_id).where(table.c.token == token))
+        done = conn.execute(delete(ViewDue).where(col(ViewDue.user_id) == user_id).where(col(ViewDue.token) == token))
     return done.rowcount == 1
 
 
 VIEW_COLUMNS = (  # what the Markdown view reads of a memory
-    Memory.id,
-    Memory.user_id,
-    Memory.kind,
-    Memory.text,
-    Memory.status,
-    Memory.evidence,
-    Memory.importance,
-    Memory.untrusted,
-    Memory.project,
-    Memory.last_seen,
-    Memory.updated_at,
+    col(Memory.id),
+    col(Memory.user_id),
+    col(Memory.kind),
+    col(Memory.text),
+    col(Memory.status),
+    col(Memory.evidence),
+    col(Memory.importance),
+    col(Memory.untrusted),
+    col(Memory.project),
+    col(Memory.last_seen),
+    col(Memory.updated_at),
 )
 
 
-def render_user(rt, user_id: str) -> None:
+def render_user(rt: Runtime, user_id: str) -> None:
     """Write one user's Markdown view from the current SQL records."""
     with rt.engine.connect() as conn:
         memories = conn.execute(cabinet.current_query(user_id, *VIEW_COLUMNS)).all()
-    files = markdown.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
+    files = markdown_render.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
     markdown.write_files(files)
 
 
-def _upsert(rt, rows) -> None:
+def _upsert(rt: Runtime, rows: Sequence[Row[*tuple[Any, ...]]]) -> None:
     vectors: list[list[float] | None]
     if rt.embedder is not None:
         vectors = list(rt.embedder.embed([m.text for m in rows]))
@@ -158,16 +164,15 @@ def _upsert(rt, rows) -> None:
     rt.index.upsert(points)
 
 
-def _mark_indexed(rt, rows) -> int | None:
+def _mark_indexed(rt: Runtime, rows: Sequence[Row[*tuple[Any, ...]]]) -> int | None:
     """Mark rows indexed unless they changed meanwhile (then they stay in the outbox), and their
     users' views due, in one transaction. Returns how many were marked, None if the driver
     cannot tell."""
-    table = Memory.__table__
     stmt = (
-        update(table)
-        .where(table.c.id == bindparam("mid"))
-        .where(table.c.updated_at == bindparam("seen"))
-        .where(table.c.indexed_at.is_(None))
+        update(Memory)
+        .where(col(Memory.id) == bindparam("mid"))
+        .where(col(Memory.updated_at) == bindparam("seen"))
+        .where(col(Memory.indexed_at).is_(None))
         .values(indexed_at=utcnow())
     )
     with rt.engine.begin() as conn:
@@ -176,21 +181,20 @@ def _mark_indexed(rt, rows) -> int | None:
     return result.rowcount if conn.dialect.supports_sane_multi_rowcount else None
 
 
-def _mark_due(conn, user_ids: list[str]) -> None:
+def _mark_due(conn: Connection, user_ids: list[str]) -> None:
     """Mark each user's view due with a fresh random token (sorted ids: no lock-order deadlock)."""
-    table = ViewDue.__table__
     upsert = conflict_insert(conn.dialect.name)
     if upsert is None:
         raise StoreError(f"views_due needs PostgreSQL or SQLite, not {conn.dialect.name}")
-    stmt = upsert(table).values([{"user_id": u, "token": secrets.randbits(62)} for u in user_ids])
+    stmt = upsert(ViewDue).values([{"user_id": u, "token": secrets.randbits(62)} for u in user_ids])
     conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"token": stmt.excluded.token}))
 
 
-def reindex(rt) -> int:
+def reindex(rt: Runtime) -> int:
     """Rebuild the index from SQL, the system of record."""
     rt.index.clear()
     with session_scope(rt.engine) as s:
-        s.exec(update(Memory).values(indexed_at=None))  # type: ignore[call-overload]
+        s.exec(update(Memory).values(indexed_at=None))
     return drain(rt)
 
 
@@ -209,7 +213,7 @@ class Drift:
         return not self.missing and not self.extra and not self.pending and not self.stale
 
 
-def check(rt) -> Drift:
+def check(rt: Runtime) -> Drift:
     """Compare the index with SQL (ids, and the scope, kind, status and text of each indexed
     memory) without changing either."""
     with session_scope(rt.engine) as s:
@@ -223,7 +227,7 @@ def check(rt) -> Drift:
     return Drift(sorted(set(sql) - set(indexed)), sorted(set(indexed) - set(sql)), pending, stale)
 
 
-def _differs(m: Memory, payload: dict) -> bool:
+def _differs(m: Memory, payload: Payload) -> bool:
     expected = payload_for(m)
     return any(payload.get(f) != expected[f] for f in CHECKED_FIELDS)
 

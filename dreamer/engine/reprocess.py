@@ -14,18 +14,20 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DBSession
-from sqlmodel import select
+from sqlmodel import col, select
 
 from dreamer.core.errors import ConfigError
 from dreamer.core.models import Cursor, Lease, Message, Session, utcnow
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.extract import AGENT_INSTRUCTIONS, CODE_INSTRUCTIONS, SYSTEM_PROMPT
+from dreamer.engine.runtime import Runtime
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -64,14 +66,14 @@ class Selection:
             return f"the sessions active since {self.since.isoformat()}"
         return "the quarantined sessions" if self.quarantined else "every session"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["session_ids"] = list(self.session_ids)
         data["since"] = self.since.isoformat() if self.since else None
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> Selection:
+    def from_dict(cls, data: dict[str, Any]) -> Selection:
         since = data.get("since")
         return cls(
             session_ids=tuple(int(i) for i in data.get("session_ids") or ()),
@@ -93,16 +95,16 @@ def parse_since(text: str) -> datetime:
 
 
 def select_ids(s: DBSession, sel: Selection) -> list[int]:
-    q = select(Session.id).order_by(Session.id)
+    q = select(col(Session.id)).order_by(col(Session.id))
     if sel.session_ids:
-        q = q.where(Session.id.in_(sel.session_ids))
+        q = q.where(col(Session.id).in_(sel.session_ids))
     elif sel.user_id is not None:
         q = q.where(Session.user_id == sel.user_id)
     elif sel.since is not None:
         q = q.where(Session.updated_at >= sel.since)
     elif sel.quarantined:
-        q = q.join(Cursor, Cursor.session_id == Session.id).where(Cursor.status == "quarantined")
-    return list(s.exec(q).all())
+        q = q.join(Cursor, col(Cursor.session_id) == col(Session.id)).where(Cursor.status == "quarantined")
+    return [i for i in s.exec(q).all() if i is not None]
 
 
 MARK_PREFIX = "reprocess:"  # a request's mark: a lease row, its name this and the request's id
@@ -141,7 +143,7 @@ def reset_cursors(
     try:
         with session_scope(engine) as s:
             if once is not None:
-                s.exec(delete(Lease).where(Lease.name.like(MARK_PREFIX + "%")).where(Lease.expires_at < now))
+                s.exec(delete(Lease).where(col(Lease.name).like(MARK_PREFIX + "%")).where(col(Lease.expires_at) < now))
                 s.add(Lease(name=once.name, owner=once.name, expires_at=now + timedelta(seconds=once.keep_seconds)))
                 s.flush()  # a mark already there stops the rewind here
             total = _rewind(s, ids, now)
@@ -154,15 +156,15 @@ def reset_cursors(
     return total
 
 
-def _rewind(s, ids: list[int], now: datetime) -> int:
+def _rewind(s: DBSession, ids: list[int], now: datetime) -> int:
     total = 0
     for start in range(0, len(ids), BATCH):
         stmt = (
             update(Cursor)
-            .where(Cursor.session_id.in_(ids[start : start + BATCH]))
+            .where(col(Cursor.session_id).in_(ids[start : start + BATCH]))
             .values(processed_seq=0, attempts=0, status="ok", last_error=None, updated_at=now)
         )
-        total += s.exec(stmt).rowcount  # type: ignore[call-overload]
+        total += s.exec(stmt).rowcount
     return total
 
 
@@ -194,8 +196,8 @@ def estimate(s: DBSession, session_ids: list[int], settings: Settings) -> Estima
     for start in range(0, len(session_ids), BATCH):
         rows = s.exec(
             select(Message.session_id, func.count(), func.coalesce(func.sum(Message.token_count), 0))
-            .where(Message.session_id.in_(session_ids[start : start + BATCH]))
-            .group_by(Message.session_id)
+            .where(col(Message.session_id).in_(session_ids[start : start + BATCH]))
+            .group_by(col(Message.session_id))
         ).all()
         for _sid, n, tokens in rows:
             est.messages += n
@@ -221,7 +223,7 @@ class Progress:
 
 
 def reprocess(
-    rt,
+    rt: Runtime,
     session_ids: list[int],
     *,
     on_session: Callable[[int, Progress], None] | None = None,
@@ -244,7 +246,8 @@ def reprocess(
             done.added += run.added
             done.merged += run.merged
             done.failed += run.failed_sessions
-            done.runs.append(run.id)
+            if run.id is not None:
+                done.runs.append(run.id)
         done.sessions += 1
         if on_session is not None:
             on_session(session_id, done)

@@ -4,31 +4,51 @@ local ones instead of patching."""
 
 from __future__ import annotations
 
+import enum
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from sqlalchemy.engine import Engine
 
 from dreamer.core.settings import Settings
 from dreamer.store import db
 
+if TYPE_CHECKING:
+    from dreamer.embed.embedders import Embedder
+    from dreamer.index.contract import MemoryIndex
+    from dreamer.llm.client import LLM
+    from dreamer.store.busy import BusySignal
+    from dreamer.store.user_locks import UserLocks
+
 log = logging.getLogger(__name__)
 
-_UNSET: Any = object()
+
+class _Unset(enum.Enum):
+    """A part not handed in: the runtime builds it from the settings on first use."""
+
+    UNSET = enum.auto()
+
+
+UNSET = _Unset.UNSET
+Unset = Literal[_Unset.UNSET]
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
 
 
 @dataclass
 class Runtime:
     settings: Settings
     engine: Engine
-    _llm: Any = _UNSET
-    _embedder: Any = _UNSET
-    _index: Any = _UNSET
-    _busy: Any = _UNSET
-    _user_locks: Any = _UNSET
-    _owned: list = field(default_factory=list)
+    _llm: LLM | None | Unset = UNSET
+    _embedder: Embedder | None | Unset = UNSET
+    _index: MemoryIndex | Unset = UNSET
+    _busy: BusySignal | Unset = UNSET
+    _user_locks: UserLocks | Unset = UNSET
+    _owned: list[Closable] = field(default_factory=list)
 
     @classmethod
     def open(
@@ -36,11 +56,11 @@ class Runtime:
         settings: Settings,
         *,
         engine: Engine | None = None,
-        llm: Any = _UNSET,
-        embedder: Any = _UNSET,
-        index: Any = _UNSET,
-        busy: Any = _UNSET,
-        user_locks: Any = _UNSET,
+        llm: LLM | None | Unset = UNSET,
+        embedder: Embedder | None | Unset = UNSET,
+        index: MemoryIndex | Unset = UNSET,
+        busy: BusySignal | Unset = UNSET,
+        user_locks: UserLocks | Unset = UNSET,
         check_schema: bool = True,
     ) -> Runtime:
         eng = engine or db.make_engine(settings.resolved_database_url())
@@ -49,33 +69,47 @@ class Runtime:
         return cls(settings, eng, llm, embedder, index, busy, user_locks)
 
     @property
-    def llm(self):
-        if self._llm is _UNSET:
+    def llm(self) -> LLM | None:
+        if self._llm is UNSET:
             from dreamer.llm.client import build_llm
 
             self._llm = build_llm(self.settings)
         return self._llm
 
     @property
-    def embedder(self):
-        if self._embedder is _UNSET:
+    def embedder(self) -> Embedder | None:
+        if self._embedder is UNSET:
             from dreamer.embed.embedders import build_embedder
 
             self._embedder = build_embedder(self.settings)
         return self._embedder
 
     @property
-    def index(self):
-        if self._index is _UNSET:
+    def index(self) -> MemoryIndex:
+        if self._index is UNSET:
             from dreamer.engine.documents import DocumentedIndex
-            from dreamer.index.base import build_index
+            from dreamer.index.build import build_index
 
-            dim = self.embedder.dim if self.embedder is not None else self.settings.embed_dim
-            self._index = DocumentedIndex.from_settings(
-                build_index(self.settings, dim), self.engine, self.settings, self.embedder
-            )
-            self._owned.append(self._index)
+            embedder = self.embedder
+            dim = embedder.dim if embedder is not None else self.settings.embed_dim
+            built = DocumentedIndex.from_settings(build_index(self.settings, dim), self.engine, self.settings, embedder)
+            self.adopt_index(built)
+            return built
         return self._index
+
+    @property
+    def opened_index(self) -> MemoryIndex | None:
+        """The index if it was handed in or built already; None rather than building one."""
+        return None if self._index is UNSET else self._index
+
+    def adopt_index(self, index: MemoryIndex) -> None:
+        """Use `index` from now on, and close it with the runtime."""
+        self._index = index
+        self.own(index)
+
+    def own(self, part: Closable) -> None:
+        """Close `part` with the runtime."""
+        self._owned.append(part)
 
     def index_ready(self) -> None:
         """Open the index now (an embedded one is taken, a server is reached): a command that
@@ -83,17 +117,17 @@ class Runtime:
         self.index.count()
 
     @property
-    def busy(self):
-        if self._busy is _UNSET:
+    def busy(self) -> BusySignal:
+        if self._busy is UNSET:
             from dreamer.store.busy import build_busy_signal
 
             self._busy = build_busy_signal(self.settings, self.engine)
         return self._busy
 
     @property
-    def user_locks(self):
+    def user_locks(self) -> UserLocks:
         """What a writer holds while it consolidates a user (`dreamer.user_locks`)."""
-        if self._user_locks is _UNSET:
+        if self._user_locks is UNSET:
             from dreamer.store.user_locks import build_user_locks
 
             self._user_locks = build_user_locks(self.settings, self.engine, self.index)
@@ -107,7 +141,7 @@ class Runtime:
     def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -157,7 +157,7 @@ def record_skip(engine: Engine, trigger: str, reason: str) -> DreamRun:
     return run
 
 
-def scheduler_status(engine: Engine, name: str = JOB_NAME) -> dict:
+def scheduler_status(engine: Engine, name: str = JOB_NAME) -> dict[str, str | None]:
     """The `dreamer status` lines for the scheduler (None when no daemon ever ran)."""
     with session_scope(engine) as s:
         row = s.get(SchedulerState, name)

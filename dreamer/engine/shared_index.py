@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
@@ -29,8 +30,15 @@ from dreamer.core.errors import IndexInUse, Retryable
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine.documents import DocumentedIndex
-from dreamer.engine.runtime import Runtime
-from dreamer.index.base import Hit, IndexPoint, MemoryIndex, SearchFilter, build_index
+from dreamer.engine.runtime import UNSET, Runtime, Unset
+from dreamer.index.build import build_index
+from dreamer.index.contract import Hit, IndexPoint, MemoryIndex, Payload, SearchFilter
+
+if TYPE_CHECKING:
+    from dreamer.embed.embedders import Embedder
+    from dreamer.llm.client import LLM
+    from dreamer.store.busy import BusySignal
+    from dreamer.store.user_locks import UserLocks
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +162,7 @@ class TimeSharedIndex:
     def all_ids(self) -> set[str]:
         return self._index().all_ids()
 
-    def payloads(self, fields: Sequence[str]) -> dict[str, dict]:
+    def payloads(self, fields: Sequence[str]) -> dict[str, Payload]:
         return self._index().payloads(fields)
 
     def count(self) -> int:
@@ -176,24 +184,40 @@ def build_shared_index(settings: Settings, dim: int) -> MemoryIndex:
     )
 
 
-def open_shared_runtime(settings: Settings, *, engine: Engine | None = None, **parts) -> Runtime:
+def open_shared_runtime(
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    llm: LLM | None | Unset = UNSET,
+    embedder: Embedder | None | Unset = UNSET,
+    index: MemoryIndex | Unset = UNSET,
+    busy: BusySignal | Unset = UNSET,
+    user_locks: UserLocks | Unset = UNSET,
+    check_schema: bool = True,
+) -> Runtime:
     """The one Runtime of a long-lived process (worker, daemon): built once, index in turns."""
-    if "embedder" not in parts:
+    if embedder is UNSET:
         from dreamer.embed.embedders import build_embedder
 
-        parts["embedder"] = build_embedder(settings)
-    built = "index" not in parts
-    rt = Runtime.open(settings, engine=engine, **parts)
-    if built:
-        embedder = parts["embedder"]
+        embedder = build_embedder(settings)
+    rt = Runtime.open(
+        settings,
+        engine=engine,
+        llm=llm,
+        embedder=embedder,
+        index=index,
+        busy=busy,
+        user_locks=user_locks,
+        check_schema=check_schema,
+    )
+    if index is UNSET:
         dim = embedder.dim if embedder is not None else settings.embed_dim
-        rt._index = DocumentedIndex.from_settings(build_shared_index(settings, dim), rt.engine, settings, embedder)
-        rt._owned.append(rt._index)
+        rt.adopt_index(DocumentedIndex.from_settings(build_shared_index(settings, dim), rt.engine, settings, embedder))
     return rt
 
 
 def end_turn(rt: Runtime) -> None:
     """Give the embedded index back after a task or a pass (a no-op for a server index)."""
-    release = getattr(getattr(rt, "_index", None), "release", None)
+    release = getattr(rt.opened_index, "release", None)
     if release is not None:
         release()
