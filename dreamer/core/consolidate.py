@@ -11,12 +11,14 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 Action = Literal["add", "merge", "supersede", "reject", "judge"]
 Verdict = Literal["same", "update", "contradicts", "new"]
+Evidence = dict[str, Any]
+"""One entry of a memory's evidence, as its JSON column holds it: session_id, seqs, untrusted."""
 
 
 def normalise(text: str) -> str:
@@ -114,11 +116,11 @@ def resolve(decision: Decision, verdict: Verdict | None) -> Decision:
 # --------------------------------------------------------------------------- evidence and status
 
 
-def evidence_sessions(evidence: list[dict]) -> set[int]:
+def evidence_sessions(evidence: list[Evidence]) -> set[int]:
     return {int(e["session_id"]) for e in evidence if e.get("session_id") is not None}
 
 
-def merge_evidence(old: list[dict], new: list[dict]) -> list[dict]:
+def merge_evidence(old: list[Evidence], new: list[Evidence]) -> list[Evidence]:
     """Union by (session, seqs); order kept, nothing counted twice."""
     seen = {(e.get("session_id"), tuple(e.get("seqs", []))) for e in old}
     out = list(old)
@@ -130,7 +132,7 @@ def merge_evidence(old: list[dict], new: list[dict]) -> list[dict]:
     return out
 
 
-def promoted_status(status: str, evidence: list[dict], *, untrusted: bool = False) -> str:
+def promoted_status(status: str, evidence: list[Evidence], *, untrusted: bool = False) -> str:
     """Evidence from two distinct sessions promotes a candidate to verified; an untrusted
     memory is never promoted, and untrusted evidence does not count."""
     trusted = [e for e in evidence if not e.get("untrusted")]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
 
 class DreamerError(Exception):
     """Root of every error dreamer raises on purpose."""
@@ -93,7 +97,9 @@ def os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def validation_summary(exc, *, where=None, limit: int = 3) -> str:
+def validation_summary(
+    exc: ValidationError, *, where: Callable[[tuple[int | str, ...]], str] | None = None, limit: int = 3
+) -> str:
     """One line for a pydantic `ValidationError`: the first `limit` problems as "place: message",
     `where` naming a place from its location (default: dotted, "(root)" when empty)."""
     name = where or (lambda loc: ".".join(str(p) for p in loc) or "(root)")

@@ -56,13 +56,13 @@ class MeterState:
         }
 
 
-def mark_of(meta: Any) -> dict:
+def mark_of(meta: Any) -> dict[str, Any]:
     """A message's meter mark (empty when it carries none, or something else under the key)."""
     mark = meta.get(METER_KEY) if isinstance(meta, dict) else None
     return mark if isinstance(mark, dict) else {}
 
 
-def reported(mark: dict) -> int | None:
+def reported(mark: dict[str, Any]) -> int | None:
     """The context size a mark reports, if it holds a valid one (an int from 0 to `MAX_FIGURE`)."""
     figure = mark.get("context_tokens")
     if isinstance(figure, int) and not isinstance(figure, bool) and 0 <= figure <= MAX_FIGURE:

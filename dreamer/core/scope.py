@@ -4,7 +4,7 @@ project or a team. Every index query, SQL read and write check goes through this
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from dreamer.core.errors import ScopeRequired
 
@@ -14,13 +14,26 @@ OWNER_FIELDS = ("agent_id", "project", "team")  # with user_id, who a memory or 
 class Owned(Protocol):
     """A row with an owner: a memory or a session."""
 
-    user_id: str
-    agent_id: str | None
-    project: str | None
-    team: str | None
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def agent_id(self) -> str | None: ...
+
+    @property
+    def project(self) -> str | None: ...
+
+    @property
+    def team(self) -> str | None: ...
 
 
-Q = TypeVar("Q")
+class Filterable(Protocol):
+    """A query that `where` narrows (a SQLAlchemy or SQLModel select)."""
+
+    def where(self, *clauses: Any) -> Self: ...
+
+
+Q = TypeVar("Q", bound=Filterable)
 
 
 @dataclass(frozen=True)
@@ -50,8 +63,7 @@ class Scope:
 
     def where(self, query: Q, table: Any) -> Q:
         """`query` narrowed in SQL to the rows of `table` this scope sees."""
-        q: Any = query
-        q = q.where(table.user_id == self.user_id)
+        q = query.where(table.user_id == self.user_id)
         for f, v in self.narrowing().items():
             q = q.where(getattr(table, f) == v)
-        return q  # type: ignore[no-any-return]
+        return q

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+from datetime import tzinfo
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -164,7 +165,7 @@ class Settings(BaseSettings):
 
     @field_validator("data_dir", mode="before")
     @classmethod
-    def _names_a_folder(cls, value):
+    def _names_a_folder(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
             raise ValueError("must name a folder (empty would put the store in the working directory)")
         if isinstance(value, (str, Path)) and _link_loop(Path(value)):
@@ -173,7 +174,7 @@ class Settings(BaseSettings):
 
     # --- derived places ---------------------------------------------------------
     @property
-    def tz(self):
+    def tz(self) -> tzinfo:
         """The time zone the user's days are counted in."""
         return zone(self.timezone)
 
@@ -289,7 +290,7 @@ def _link_loop(path: Path) -> bool:
     return False
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """The settings from the environment (and `.env`) with `overrides` on top; a bad value is a
     `ConfigError` naming its variable, and a `.env` that is not UTF-8 one naming the file, not a
     traceback."""
@@ -301,11 +302,11 @@ def load_settings(**overrides) -> Settings:
         raise ConfigError(_not_utf8(_env_files(overrides))) from None
 
 
-def _variable(loc: tuple) -> str:
+def _variable(loc: tuple[int | str, ...]) -> str:
     return "DREAMER_" + "_".join(map(str, loc)).upper()
 
 
-def _env_files(overrides: dict) -> list[Path]:
+def _env_files(overrides: dict[str, Any]) -> list[Path]:
     """The `.env` files the settings are read from (`_env_file` overrides the configured one)."""
     named = overrides.get("_env_file", Settings.model_config.get("env_file"))
     if named is None:

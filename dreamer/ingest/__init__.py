@@ -2,7 +2,8 @@
 
 from dreamer.ingest.base import ParsedMessage, ParsedSession, ParseResult, Rejection
 from dreamer.ingest.detect import FORMATS, PARSERS, detect_format, parse_path
-from dreamer.ingest.store import FileReport, RecordResult, ingest_file, record_messages
+from dreamer.ingest.files import FileReport, ingest_file
+from dreamer.ingest.store import RecordResult, record_messages
 
 __all__ = [
     "FORMATS",

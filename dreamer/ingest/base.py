@@ -42,9 +42,9 @@ class ParsedMessage:
     content: str
     name: str | None = None
     tool_call_id: str | None = None
-    tool_calls: list[dict] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
     created_at: datetime | None = None
-    meta: dict | None = None
+    meta: dict[str, Any] | None = None
     line: int | None = None
 
 
@@ -214,10 +214,10 @@ def optional_text(value: Any, what: str) -> str | None:
         value = str(value)
     if not isinstance(value, str):
         raise LineRejected(f"{what} must be a string")
-    value = clean_text(value)
-    if len(value) > MAX_FIELD_CHARS:
+    text = clean_text(value)
+    if len(text) > MAX_FIELD_CHARS:
         raise LineRejected(f"{what} longer than {MAX_FIELD_CHARS} characters")
-    return value
+    return text
 
 
 def short_title(value: Any) -> str | None:

@@ -103,7 +103,7 @@ def _line(value: Any, lineno: int, state: _State) -> list[ParsedMessage]:
     return _user(message.get("content"), when, meta, lineno, state)
 
 
-def _remember(value: dict, state: _State) -> None:
+def _remember(value: dict[str, Any], state: _State) -> None:
     if state.session_id is None and isinstance(value.get("sessionId"), str) and value["sessionId"]:
         state.session_id = optional_text(value["sessionId"], "sessionId")
     if state.cwd is None and isinstance(value.get("cwd"), str):
@@ -112,7 +112,7 @@ def _remember(value: dict, state: _State) -> None:
         state.title = short_title(value["summary"])
 
 
-def _blocks(content: Any) -> list[dict]:
+def _blocks(content: Any) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -125,10 +125,10 @@ def _blocks(content: Any) -> list[dict]:
 
 
 def _assistant(
-    content: Any, when: datetime | None, meta: dict | None, lineno: int, state: _State
+    content: Any, when: datetime | None, meta: dict[str, Any] | None, lineno: int, state: _State
 ) -> list[ParsedMessage]:
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     for block in _blocks(content):
         kind = block.get("type")
         if kind in DROPPED_BLOCKS:
@@ -147,7 +147,9 @@ def _assistant(
     ]
 
 
-def _user(content: Any, when: datetime | None, meta: dict | None, lineno: int, state: _State) -> list[ParsedMessage]:
+def _user(
+    content: Any, when: datetime | None, meta: dict[str, Any] | None, lineno: int, state: _State
+) -> list[ParsedMessage]:
     out: list[ParsedMessage] = []
     texts: list[str] = []
 
@@ -167,7 +169,7 @@ def _user(content: Any, when: datetime | None, meta: dict | None, lineno: int, s
     return out
 
 
-def _tool_call(block: dict, state: _State) -> dict:
+def _tool_call(block: dict[str, Any], state: _State) -> dict[str, Any]:
     name = block.get("name")
     if not isinstance(name, str) or not name:
         raise LineRejected("tool_use block without a name")
@@ -184,7 +186,9 @@ def _render_tool_use(name: str, tool_input: Any) -> str:
     return f"[tool_use {name}: {rendered}]"
 
 
-def _tool_result(block: dict, when: datetime | None, meta: dict | None, lineno: int, state: _State) -> ParsedMessage:
+def _tool_result(
+    block: dict[str, Any], when: datetime | None, meta: dict[str, Any] | None, lineno: int, state: _State
+) -> ParsedMessage:
     call_id = optional_text(block.get("tool_use_id"), "tool_use_id")
     content = block.get("content")
     if isinstance(content, list):
@@ -204,7 +208,7 @@ def _tool_result(block: dict, when: datetime | None, meta: dict | None, lineno: 
     )
 
 
-def _block_text(block: dict) -> str:
+def _block_text(block: dict[str, Any]) -> str:
     kind = block.get("type")
     if kind == "text":
         text = block.get("text")

@@ -68,7 +68,7 @@ def parse(path: Path, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> 
     return result
 
 
-def load_document(data: bytes) -> list:
+def load_document(data: bytes) -> list[Any]:
     """The list of conversations; a single conversation object is accepted too."""
     try:
         text = data.decode("utf-8-sig")
@@ -105,7 +105,7 @@ def parse_date_time(value: Any) -> datetime | None:
         return None
 
 
-def session_numbers(conversation: dict) -> list[int]:
+def session_numbers(conversation: dict[str, Any]) -> list[int]:
     """The N of every ``session_N`` key, in numeric order."""
     numbers = (SESSION_KEY.fullmatch(key) for key in conversation)
     return sorted(int(m.group(1)) for m in numbers if m)
@@ -158,7 +158,7 @@ def _conversation(item: Any, index: int, ctx: _Context) -> list[ParsedSession]:
 
 
 def _turns(
-    turns: list, speakers: dict[str, str], started: datetime | None, label: str, ctx: _Context
+    turns: list[Any], speakers: dict[str, str], started: datetime | None, label: str, ctx: _Context
 ) -> list[ParsedMessage]:
     messages = []
     for position, turn in enumerate(turns):

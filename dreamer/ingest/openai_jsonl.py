@@ -79,7 +79,7 @@ def _line_message(value: Any, lineno: int, max_message_bytes: int) -> ParsedMess
 
 
 def _conversation(
-    value: dict, path: Path, lineno: int, max_message_bytes: int, rejections: list[Rejection]
+    value: dict[str, Any], path: Path, lineno: int, max_message_bytes: int, rejections: list[Rejection]
 ) -> ParsedSession:
     where = str(path)
     try:
@@ -107,7 +107,7 @@ def _conversation(
     return session
 
 
-def to_message(item: dict, lineno: int | None = None) -> ParsedMessage:
+def to_message(item: dict[str, Any], lineno: int | None = None) -> ParsedMessage:
     """One OpenAI chat message as a `ParsedMessage` (role not yet checked)."""
     role = item.get("role")
     if not isinstance(role, str):
@@ -160,7 +160,7 @@ def _part_text(part: Any) -> str:
     return f"[{kind}]" if isinstance(kind, str) else ""
 
 
-def _tool_calls(item: dict) -> list[dict] | None:
+def _tool_calls(item: dict[str, Any]) -> list[dict[str, Any]] | None:
     raw = item.get("tool_calls")
     if raw is None and isinstance(item.get("function_call"), dict):
         raw = [{"id": None, "function": item["function_call"]}]
@@ -172,10 +172,11 @@ def _tool_calls(item: dict) -> list[dict] | None:
     return calls or None
 
 
-def _tool_call(call: Any) -> dict:
+def _tool_call(call: Any) -> dict[str, Any]:
     if not isinstance(call, dict):
         raise LineRejected("tool call must be an object")
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    inner = call.get("function")
+    function: dict[str, Any] = inner if isinstance(inner, dict) else call
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise LineRejected("tool call without a function name")

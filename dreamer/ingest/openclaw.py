@@ -95,7 +95,7 @@ def _line(value: Any, lineno: int, header: _Header) -> ParsedMessage | None:
     return _message(message, value.get("timestamp"), lineno)
 
 
-def _read_header(value: dict, header: _Header) -> None:
+def _read_header(value: dict[str, Any], header: _Header) -> None:
     if header.session_id is None:
         header.session_id = optional_text(value.get("id"), "session id")
     if header.created_at is None:
@@ -104,7 +104,7 @@ def _read_header(value: dict, header: _Header) -> None:
         header.cwd = value["cwd"]
 
 
-def _message(message: dict, line_time: Any, lineno: int) -> ParsedMessage | None:
+def _message(message: dict[str, Any], line_time: Any, lineno: int) -> ParsedMessage | None:
     raw_role = message.get("role")
     role = ROLE_MAP.get(raw_role) if isinstance(raw_role, str) else None
     if role is None:
@@ -126,7 +126,7 @@ def _message(message: dict, line_time: Any, lineno: int) -> ParsedMessage | None
     )
 
 
-def _content(content: Any) -> tuple[list[str], list[dict]]:
+def _content(content: Any) -> tuple[list[str], list[dict[str, Any]]]:
     if content is None:
         return [], []
     if isinstance(content, str):
@@ -134,7 +134,7 @@ def _content(content: Any) -> tuple[list[str], list[dict]]:
     if not isinstance(content, list):
         raise LineRejected("'content' must be a string or a list of blocks")
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     for block in content:
         if not isinstance(block, dict):
             raise LineRejected("content block must be an object")
@@ -150,7 +150,7 @@ def _content(content: Any) -> tuple[list[str], list[dict]]:
     return texts, calls
 
 
-def _tool_call(block: dict) -> dict:
+def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
     name = block.get("name")
     if not isinstance(name, str) or not name:
         raise LineRejected("toolCall block without a name")

@@ -1,4 +1,4 @@
-"""Writing transcripts to the SQL store: the recording API and whole-file ingest.
+"""Writing transcripts to the SQL store: the recording API and what it shares with file import.
 
 Recording is idempotent: a transcript given again appends only the messages beyond what is
 stored, and a transcript whose stored messages differ is left untouched and reported.
@@ -10,14 +10,14 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 from sqlmodel import Session as DBSession
+from sqlmodel import col, select
 
 from dreamer.core.errors import IngestError, TooLarge
 from dreamer.core.meter import MeterState, advance
@@ -29,23 +29,17 @@ from dreamer.ingest.base import (
     MAX_FIELD_CHARS,
     LineRejected,
     ParsedMessage,
-    ParsedSession,
-    ParseResult,
-    Rejection,
     as_utc,
     check_message,
     clean_text,
     identifier_problem,
 )
-from dreamer.ingest.detect import PARSERS, resolve_format
 from dreamer.store.db import conflict_insert, is_postgres, session_scope
 
 log = logging.getLogger(__name__)
 
 INSERT_BATCH = 1000
 CHANGED_REASON = "transcript changed: earlier messages differ from the stored ones; not imported"
-CODE_FORMATS = ("claude-code",)
-REJECTIONS_SHOWN = 10  # a file's rejections printed one by one; the rest are counted
 
 
 @dataclass
@@ -58,32 +52,7 @@ class RecordResult:
 
 
 @dataclass
-class FileReport:
-    path: str
-    format: str
-    sessions: list[RecordResult] = field(default_factory=list)
-    rejections: list[Rejection] = field(default_factory=list)
-
-    @property
-    def added(self) -> int:
-        return sum(r.added for r in self.sessions)
-
-    @property
-    def skipped(self) -> int:
-        return sum(r.skipped for r in self.sessions)
-
-    def rejection_lines(self, shown: int = REJECTIONS_SHOWN) -> list[str]:
-        """The file's rejections as printed: "rejected <where>: <reason>" for the first `shown`,
-        then one line counting the rest (a binary file is rejected line by line)."""
-        lines = [f"rejected {r}" for r in self.rejections[:shown]]
-        more = len(self.rejections) - shown
-        if more > 0:
-            lines.append(f"{self.path}: and {more} more rejected")
-        return lines
-
-
-@dataclass
-class _Target:
+class SessionTarget:
     """Which session row a transcript belongs to, and what to create it with."""
 
     external_id: str
@@ -103,7 +72,7 @@ class _Target:
 def record_messages(
     engine: Engine,
     external_id: str,
-    messages: Sequence[ParsedMessage | dict],
+    messages: Sequence[ParsedMessage | dict[str, Any]],
     *,
     user_id: str,
     agent_id: str | None = None,
@@ -121,17 +90,17 @@ def record_messages(
     Raises `IngestError` for an invalid message or argument (`TooLarge` for one over the size limit).
     """
     parsed = checked_messages(messages, max_message_bytes)
-    target = _target(external_id, user_id, source, agent_id, project, team, mode, title)
+    target = session_target(external_id, user_id, source, agent_id, project, team, mode, title)
     if db_session is not None:
-        return _record(db_session, target, parsed)
+        return record_session(db_session, target, parsed)
     with session_scope(engine) as s:
-        return _record(s, target, parsed)
+        return record_session(s, target, parsed)
 
 
 def append_messages(
     engine: Engine,
     external_id: str,
-    messages: Sequence[ParsedMessage | dict],
+    messages: Sequence[ParsedMessage | dict[str, Any]],
     *,
     user_id: str,
     agent_id: str | None = None,
@@ -150,7 +119,7 @@ def append_messages(
     (`TooLarge` for one over the size limit).
     """
     parsed = checked_messages(messages, max_message_bytes)
-    target = _target(external_id, user_id, source, agent_id, project, team, mode, None)
+    target = session_target(external_id, user_id, source, agent_id, project, team, mode, None)
     hashes = [message_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
     if db_session is not None:
         return _append_live(db_session, target, parsed, hashes)
@@ -158,75 +127,11 @@ def append_messages(
         return _append_live(s, target, parsed, hashes)
 
 
-def _append_live(s: DBSession, target: _Target, parsed: list[ParsedMessage], hashes: list[str]) -> RecordResult:
+def _append_live(s: DBSession, target: SessionTarget, parsed: list[ParsedMessage], hashes: list[str]) -> RecordResult:
     row = _session_row(s, target, parsed)
     if parsed:
         _append(s, row, parsed, hashes)
-    return RecordResult(row.id, target.external_id, added=len(parsed), skipped=0)  # type: ignore[arg-type]
-
-
-def ingest_file(engine: Engine, path: Path, **options: Any) -> FileReport:
-    """Parse one file (`options` as `plan_file` takes them) and store all its sessions in one
-    transaction."""
-    return _store_file(engine, plan_file(path, **options))
-
-
-@dataclass
-class PlannedFile:
-    """A parsed file with the session each of its parsed sessions goes to; nothing stored yet."""
-
-    path: Path
-    format: str
-    parsed: ParseResult
-    targets: list[_Target]
-
-
-def plan_file(
-    path: Path,
-    *,
-    fmt: str = "auto",
-    user_id: str | None,
-    agent_id: str | None = None,
-    project: str | None = None,
-    team: str | None = None,
-    mode: str | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> PlannedFile:
-    """Parse a file and resolve its sessions' owners, writing nothing: `IngestError` for a file
-    that cannot be imported as asked. The importer's user id (LoCoMo) and project (Claude Code,
-    OpenClaw) fill in for None arguments; `mode` None means ``code`` for Claude Code and
-    ``agent`` otherwise."""
-    path = Path(path)
-    name = resolve_format(path, fmt)
-    parsed = PARSERS[name](path, max_message_bytes=max_message_bytes)
-    targets = [_session_target(ps, name, user_id, agent_id, project, team, mode, path) for ps in parsed.sessions]
-    return PlannedFile(path, name, parsed, targets)
-
-
-def store_files(engine: Engine, files: Sequence[PlannedFile]) -> list[FileReport]:
-    """Store the planned files' sessions, each file in one transaction (a write lock held for one
-    file at a time; storing a file again adds only what it lacks)."""
-    return [_store_file(engine, f) for f in files]
-
-
-def _store_file(engine: Engine, f: PlannedFile) -> FileReport:
-    report = FileReport(path=str(f.path), format=f.format, rejections=list(f.parsed.rejections))
-    with session_scope(engine) as s:
-        for ps, target in zip(f.parsed.sessions, f.targets):
-            result = _record(s, target, ps.messages)
-            report.sessions.append(result)
-            if result.changed:
-                report.rejections.append(Rejection(str(f.path), None, f"session {ps.external_id}: {CHANGED_REASON}"))
-    log.info(
-        "ingested %s (%s): %d sessions, %d messages added, %d already stored, %d rejections",
-        f.path,
-        f.format,
-        len(report.sessions),
-        report.added,
-        report.skipped,
-        len(report.rejections),
-    )
-    return report
+    return RecordResult(_id_of(row), target.external_id, added=len(parsed), skipped=0)
 
 
 def message_hash(role: str, name: str | None, content: str, tool_call_id: str | None) -> str:
@@ -235,7 +140,7 @@ def message_hash(role: str, name: str | None, content: str, tool_call_id: str | 
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def checked_messages(messages: Sequence[ParsedMessage | dict], max_message_bytes: int) -> list[ParsedMessage]:
+def checked_messages(messages: Sequence[ParsedMessage | dict[str, Any]], max_message_bytes: int) -> list[ParsedMessage]:
     """Every message validated (`as_message`) and within `max_message_bytes`, as ingest checks it;
     `TooLarge` names the first one over it, before anything is stored."""
     parsed = [as_message(m, i) for i, m in enumerate(messages, start=1)]
@@ -249,7 +154,7 @@ def checked_messages(messages: Sequence[ParsedMessage | dict], max_message_bytes
     return parsed
 
 
-def as_message(item: ParsedMessage | dict, position: int = 0) -> ParsedMessage:
+def as_message(item: ParsedMessage | dict[str, Any], position: int = 0) -> ParsedMessage:
     """Validate a message given to the recording API; dicts become `ParsedMessage`."""
     if isinstance(item, ParsedMessage):
         message = item
@@ -273,7 +178,7 @@ def as_message(item: ParsedMessage | dict, position: int = 0) -> ParsedMessage:
 # --- validation helpers -----------------------------------------------------------
 
 
-def _from_dict(item: dict, position: int) -> ParsedMessage:
+def _from_dict(item: dict[str, Any], position: int) -> ParsedMessage:
     """An OpenAI-style message dict (string or list-of-parts content, tool calls)."""
     try:
         message = openai_jsonl.to_message(item)
@@ -284,7 +189,7 @@ def _from_dict(item: dict, position: int) -> ParsedMessage:
     return message
 
 
-def _target(
+def session_target(
     external_id: str,
     user_id: str | None,
     source: str,
@@ -294,10 +199,10 @@ def _target(
     mode: str,
     title: str | None,
     created_at: datetime | None = None,
-) -> _Target:
-    for what, value in (("external_id", external_id), ("user_id", user_id), ("source", source)):
-        if not isinstance(value, str) or not value:
-            raise IngestError(f"{what} is required")
+) -> SessionTarget:
+    external_id = _required("external_id", external_id)
+    owner = _required("user_id", user_id)
+    source = _required("source", source)
     for what, value in (
         ("external_id", external_id),
         ("user_id", user_id),
@@ -315,9 +220,9 @@ def _target(
             raise IngestError(f"{what} contains {problem}")
     if mode not in MODES:
         raise IngestError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
-    return _Target(
+    return SessionTarget(
         external_id=external_id,
-        user_id=user_id,  # type: ignore[arg-type]  (checked above)
+        user_id=owner,
         source=source,
         agent_id=agent_id,
         project=project,
@@ -328,73 +233,54 @@ def _target(
     )
 
 
-def _session_target(
-    ps: ParsedSession,
-    fmt: str,
-    user_id: str | None,
-    agent_id: str | None,
-    project: str | None,
-    team: str | None,
-    mode: str | None,
-    path: Path,
-) -> _Target:
-    owner = user_id if user_id is not None else ps.user_id
-    if owner is None:
-        raise IngestError(f"{path}: no user id given and the {fmt} format does not carry one")
-    return _target(
-        ps.external_id,
-        owner,
-        ps.source or fmt,
-        agent_id,
-        project if project is not None else ps.project,
-        team,
-        mode or ("code" if fmt in CODE_FORMATS else "agent"),
-        ps.title,
-        ps.created_at,
-    )
+def _required(what: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise IngestError(f"{what} is required")
+    return value
 
 
 # --- writing ----------------------------------------------------------------------
 
 
-def _record(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> RecordResult:
+def record_session(s: DBSession, target: SessionTarget, messages: list[ParsedMessage]) -> RecordResult:
     row = _session_row(s, target, messages)
+    session_id = _id_of(row)
     hashes = [message_hash(m.role, m.name, m.content, m.tool_call_id) for m in messages]
-    matched = _stored_prefix(s, row.id, hashes)  # type: ignore[arg-type]
+    matched = _stored_prefix(s, session_id, hashes)
     if matched is None:
-        log.warning("session %s (%s): %s", target.external_id, row.id, CHANGED_REASON)
-        return RecordResult(row.id, target.external_id, added=0, skipped=0, changed=True)  # type: ignore[arg-type]
+        log.warning("session %s (%s): %s", target.external_id, session_id, CHANGED_REASON)
+        return RecordResult(session_id, target.external_id, added=0, skipped=0, changed=True)
     new = messages[matched:]
     if new:
         if row.title is None and target.title:
             row.title = target.title
         _append(s, row, new, hashes[matched:])
-    return RecordResult(row.id, target.external_id, added=len(new), skipped=matched)  # type: ignore[arg-type]
+    return RecordResult(session_id, target.external_id, added=len(new), skipped=matched)
 
 
-def _session_row(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> Session:
+def _session_row(s: DBSession, target: SessionTarget, messages: list[ParsedMessage]) -> Session:
     """The session row, created (with its cursor) when missing.
 
     PostgreSQL locks the row FOR UPDATE. SQLite tries the insert first, so the transaction holds
     the write lock before it reads what is stored and concurrent writers queue instead of clashing.
     """
     key = (
-        (Session.user_id == target.user_id)
-        & (Session.source == target.source)
-        & (Session.external_id == target.external_id)
+        (col(Session.user_id) == target.user_id)
+        & (col(Session.source) == target.source)
+        & (col(Session.external_id) == target.external_id)
     )
     query = select(Session).where(key).with_for_update().execution_options(populate_existing=True)
     if is_postgres(s.get_bind()):
-        row = s.exec(query).scalars().first()
+        row = s.exec(query).first()
         if row is not None:
             return row
     created = _insert_session(s, target, messages)
     if created is not None:
         s.exec(insert(Cursor).values(session_id=created, processed_seq=0, updated_at=utcnow()))
-    return s.exec(query).scalars().one()
+    return s.exec(query).one()
 
 
-def _insert_session(s: DBSession, target: _Target, messages: list[ParsedMessage]) -> int | None:
+def _insert_session(s: DBSession, target: SessionTarget, messages: list[ParsedMessage]) -> int | None:
     """Insert the session row unless a concurrent writer did; the new id, or None."""
     now = utcnow()
     started = target.created_at or next((m.created_at for m in messages if m.created_at), None) or now
@@ -419,11 +305,12 @@ def _insert_session(s: DBSession, target: _Target, messages: list[ParsedMessage]
             upsert(Session)
             .values(**values)
             .on_conflict_do_nothing(index_elements=["user_id", "source", "external_id"])
-            .returning(Session.id)
+            .returning(col(Session.id))
         )
     else:
-        stmt = insert(Session).values(**values).returning(Session.id)
-    return s.exec(stmt).scalar_one_or_none()
+        stmt = insert(Session).values(**values).returning(col(Session.id))
+    created: int | None = s.exec(stmt).scalar_one_or_none()
+    return created
 
 
 def _stored_prefix(s: DBSession, session_id: int, hashes: list[str]) -> int | None:
@@ -431,8 +318,11 @@ def _stored_prefix(s: DBSession, session_id: int, hashes: list[str]) -> int | No
     if not hashes:
         return 0
     stored = s.exec(
-        select(Message.content_hash).where(Message.session_id == session_id).order_by(Message.seq).limit(len(hashes))
-    ).scalars()
+        select(col(Message.content_hash))
+        .where(col(Message.session_id) == session_id)
+        .order_by(col(Message.seq))
+        .limit(len(hashes))
+    )
     matched = 0
     for stored_hash, given_hash in zip(stored, hashes):
         if stored_hash != given_hash:
@@ -444,7 +334,7 @@ def _stored_prefix(s: DBSession, session_id: int, hashes: list[str]) -> int | No
 def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: list[str]) -> None:
     now = utcnow()
     first_seq = row.last_seq + 1
-    session_id: int = row.id  # type: ignore[assignment]
+    session_id = _id_of(row)
     rows = [
         _message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(messages, hashes))
     ]
@@ -461,7 +351,7 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     s.flush()
 
 
-def _message_row(session_id: int, seq: int, m: ParsedMessage, digest: str, now: datetime) -> dict:
+def _message_row(session_id: int, seq: int, m: ParsedMessage, digest: str, now: datetime) -> dict[str, Any]:
     values: dict[str, Any] = {
         "session_id": session_id,
         "seq": seq,
@@ -481,9 +371,9 @@ def _message_row(session_id: int, seq: int, m: ParsedMessage, digest: str, now: 
     return values
 
 
-def _batches(rows: list[dict]) -> Iterator[list[dict]]:
+def _batches(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     """Runs of at most INSERT_BATCH rows sharing the same keys, in order."""
-    batch: list[dict] = []
+    batch: list[dict[str, Any]] = []
     for row in rows:
         if batch and (len(batch) >= INSERT_BATCH or row.keys() != batch[0].keys()):
             yield batch
@@ -491,3 +381,10 @@ def _batches(rows: list[dict]) -> Iterator[list[dict]]:
         batch.append(row)
     if batch:
         yield batch
+
+
+def _id_of(row: Session) -> int:
+    """The id of a session row in the store (SQLModel types it optional, for rows not yet added)."""
+    if row.id is None:
+        raise ValueError("session row without an id")
+    return row.id

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from dreamer.core.errors import ConfigError, Retryable
 from dreamer.core.models import Activity, utcnow
@@ -77,7 +77,7 @@ class SqlBusySignal:
         now = utcnow()
         stmt = (
             update(Activity)
-            .where(Activity.key == key)
+            .where(col(Activity.key) == key)
             .values(
                 in_flight=func.max(Activity.in_flight + delta, 0)
                 if self._sqlite
@@ -86,14 +86,14 @@ class SqlBusySignal:
             )
         )
         with session_scope(self.engine) as s:
-            if s.exec(stmt).rowcount:  # type: ignore[call-overload]
+            if s.exec(stmt).rowcount:
                 return
         try:
             with session_scope(self.engine) as s:
                 s.add(Activity(key=key, in_flight=max(delta, 0), last_seen=now))
         except IntegrityError:
             with session_scope(self.engine) as s:
-                s.exec(stmt)  # type: ignore[call-overload]
+                s.exec(stmt)
 
     @property
     def _sqlite(self) -> bool:
@@ -160,10 +160,10 @@ class RedisBusySignal:
     def _key(self, kind: str, key: str) -> str:
         return f"{self.prefix}:{kind}:{key}"
 
-    def _values(self, kind: str) -> list:
+    def _values(self, kind: str) -> list[bytes | str | None]:
         pattern = f"{_glob_escape(self.prefix)}:{kind}:*"
         keys = list(self.client.scan_iter(match=pattern, count=500))
-        return self.client.mget(keys) if keys else []
+        return list(self.client.mget(keys)) if keys else []
 
 
 class CoalescedBusy:
@@ -256,7 +256,7 @@ def busy_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: 
         raise ValueError(f"attempt must be >= 0, got {attempt}")
     if not 0.0 <= rand <= 1.0:
         raise ValueError(f"rand must be in [0, 1], got {rand}")
-    plain = min(cap, base * 2 ** min(attempt, 62))
+    plain = min(cap, base * 2.0 ** min(attempt, 62))
     return min(cap, plain * (1.0 - jitter + 2.0 * jitter * rand))
 
 

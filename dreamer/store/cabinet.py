@@ -8,12 +8,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, overload
 
-from sqlalchemy import insert
+from sqlalchemy import ColumnElement, Select, SQLColumnExpression, and_, insert
+from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
-from sqlmodel import select
+from sqlmodel import col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
-from dreamer.core.consolidate import content_hash, merge_evidence, promoted_status
+from dreamer.core.consolidate import Evidence, content_hash, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id, utcnow
 from dreamer.core.scope import Scope
@@ -28,7 +31,7 @@ def record_event(
     *,
     reason: str | None = None,
     run_id: int | None = None,
-    data: dict | None = None,
+    data: dict[str, Any] | None = None,
 ) -> None:
     s.add(MemoryEvent(memory_id=memory_id, event=event, reason=reason, run_id=run_id, data=data))
 
@@ -39,7 +42,7 @@ def memory_row(
     kind: str,
     text: str,
     source: str,
-    evidence: list[dict],
+    evidence: list[Evidence],
     agent_id: str | None = None,
     project: str | None = None,
     team: str | None = None,
@@ -48,7 +51,7 @@ def memory_row(
     untrusted: bool = False,
     memory_id: str | None = None,
     now: datetime,
-) -> dict:
+) -> dict[str, Any]:
     """Every column of a new memory row, waiting in the outbox."""
     return {
         "id": memory_id or new_memory_id(),
@@ -81,18 +84,18 @@ def event_row(
     *,
     reason: str | None = None,
     run_id: int | None = None,
-    data: dict | None = None,
+    data: dict[str, Any] | None = None,
     now: datetime,
-) -> dict:
+) -> dict[str, Any]:
     return {"memory_id": memory_id, "event": event, "reason": reason, "run_id": run_id, "data": data, "created_at": now}
 
 
-def insert_memories(s: DBSession, rows: list[dict], events: list[dict]) -> None:
+def insert_memories(s: DBSession, rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
     """New memories, then their events, as two statements in the caller's transaction."""
     if rows:
-        s.execute(insert(Memory.__table__), rows)  # type: ignore[arg-type]
+        s.execute(insert(Memory.__table__), rows)  # type: ignore[attr-defined]  # SQLModel's stubs lack __table__
     if events:
-        s.execute(insert(MemoryEvent.__table__), events)  # type: ignore[arg-type]
+        s.execute(insert(MemoryEvent.__table__), events)  # type: ignore[attr-defined]  # SQLModel's stubs lack __table__
 
 
 def add_memory(
@@ -102,7 +105,7 @@ def add_memory(
     kind: str,
     text: str,
     source: str,
-    evidence: list[dict],
+    evidence: list[Evidence],
     agent_id: str | None = None,
     project: str | None = None,
     team: str | None = None,
@@ -141,7 +144,7 @@ def add_memory(
 def merge_into(
     s: DBSession,
     m: Memory,
-    evidence: list[dict],
+    evidence: list[Evidence],
     *,
     run_id: int | None = None,
     reason: str = "merged",
@@ -157,7 +160,7 @@ def merge_into(
     m.last_seen = m.updated_at = now
     m.indexed_at = None
     s.add(m)
-    data = {"evidence": evidence, "status": [before, m.status]}
+    data: dict[str, Any] = {"evidence": evidence, "status": [before, m.status]}
     record_event(s, m.id, "merge", reason=reason, run_id=run_id, data=data)
     return m
 
@@ -197,10 +200,39 @@ def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = N
 
 
 @dataclass(frozen=True)
+class KnownMemory:
+    """The columns `known_hashes` reads of a memory: enough to match it and name its owner."""
+
+    id: str
+    user_id: str
+    text: str
+    kind: str
+    content_hash: str
+    status: str
+    agent_id: str | None
+    project: str | None
+    team: str | None
+
+
+_KNOWN_COLUMNS = (
+    col(Memory.id),
+    col(Memory.user_id),
+    col(Memory.text),
+    col(Memory.kind),
+    col(Memory.content_hash),
+    col(Memory.status),
+    col(Memory.agent_id),
+    col(Memory.project),
+    col(Memory.team),
+)
+_OLDEST_FIRST = (col(Memory.created_at), col(Memory.id))
+
+
+@dataclass(frozen=True)
 class Known:
     """What the cabinet already holds for a batch of content hashes."""
 
-    current: dict  # hash -> row (id, text, kind, content_hash, status) of a current memory
+    current: dict[str, KnownMemory]  # hash -> a current memory with it
     forgotten: frozenset[str]  # hashes of memories a person forgot
 
 
@@ -211,23 +243,14 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner: Scope 
     one agent's or team's scope says nothing to another's."""
     if not hashes:
         return Known({}, frozenset())
-    rows = s.exec(
-        select(
-            Memory.id,
-            Memory.user_id,
-            Memory.text,
-            Memory.kind,
-            Memory.content_hash,
-            Memory.status,
-            Memory.agent_id,
-            Memory.project,
-            Memory.team,
-        )
-        .where(Memory.user_id == user_id)
-        .where(Memory.content_hash.in_(hashes))
-        .where(Memory.status.in_((*CURRENT_STATUSES, "forgotten")))
-        .order_by(Memory.created_at, Memory.id)
-    ).all()
+    query = (
+        sa_select(*_KNOWN_COLUMNS)
+        .where(col(Memory.user_id) == user_id)
+        .where(col(Memory.content_hash).in_(hashes))
+        .where(col(Memory.status).in_((*CURRENT_STATUSES, "forgotten")))
+        .order_by(*_OLDEST_FIRST)
+    )
+    rows = [KnownMemory(**r._mapping) for r in s.execute(query).all()]
     current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and (owner is None or owner.owns(r))}
     return Known(
         current,
@@ -235,14 +258,27 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner: Scope 
     )
 
 
-def current_query(user_id: str, *columns):
+def _is_current(user_id: str) -> ColumnElement[bool]:
+    return and_(col(Memory.user_id) == user_id, col(Memory.status).in_(CURRENT_STATUSES))
+
+
+@overload
+def current_query(user_id: str) -> SelectOfScalar[Memory]: ...
+
+
+@overload
+def current_query(
+    user_id: str, column: SQLColumnExpression[Any], /, *columns: SQLColumnExpression[Any]
+) -> Select[*tuple[Any, ...]]: ...
+
+
+def current_query(
+    user_id: str, *columns: SQLColumnExpression[Any]
+) -> SelectOfScalar[Memory] | Select[*tuple[Any, ...]]:
     """The user's current memories, oldest first: whole rows, or only `columns`."""
-    q = select(*columns) if columns else select(Memory)
-    return (
-        q.where(Memory.user_id == user_id)
-        .where(Memory.status.in_(CURRENT_STATUSES))
-        .order_by(Memory.created_at, Memory.id)
-    )
+    if columns:
+        return sa_select(*columns).where(_is_current(user_id)).order_by(*_OLDEST_FIRST)
+    return select(Memory).where(_is_current(user_id)).order_by(*_OLDEST_FIRST)
 
 
 def current_memories(s: DBSession, user_id: str) -> list[Memory]:

@@ -6,18 +6,27 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, SQLAlchemyError
 from sqlmodel import Session as DBSession
-from sqlmodel import create_engine
+from sqlmodel import SQLModel, create_engine
 
 from dreamer.core.errors import ConfigError, StoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
 HEAD = "0004"
+
+Upsert = Callable[[type[SQLModel]], postgresql.Insert | sqlite.Insert]
+"""A dialect's `insert` that knows ON CONFLICT."""
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:
@@ -33,7 +42,7 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
             "after the command: give a file (sqlite:////path/to/dreamer.db) or leave "
             "DREAMER_DATABASE_URL empty for the data dir's own"
         )
-    kwargs: dict = {"echo": echo, "hide_parameters": True}
+    kwargs: dict[str, Any] = {"echo": echo, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         if parsed.database:
@@ -63,7 +72,7 @@ def _quiet_row_logging() -> None:
         engine_log.addFilter(_NoRowDumps())
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: object) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
@@ -71,14 +80,14 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def _parsed_url(url: str):
+def _parsed_url(url: str) -> URL:
     try:
         return make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"bad database URL: {url!r}") from exc
 
 
-def in_memory_sqlite(parsed) -> bool:
+def in_memory_sqlite(parsed: URL) -> bool:
     """Whether a parsed URL names an in-memory SQLite database ("sqlite://", ":memory:", mode=memory)."""
     if parsed.get_backend_name() != "sqlite":
         return False
@@ -113,15 +122,14 @@ def redact_url(url: str) -> str:
         return "<invalid url>"
 
 
-def conflict_insert(dialect: str) -> Callable | None:
+def conflict_insert(dialect: str) -> Upsert | None:
     """The dialect's `insert` that knows ON CONFLICT (PostgreSQL, SQLite), or None for others."""
-    from sqlalchemy.dialects import postgresql, sqlite
+    inserts: dict[str, Upsert] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+    return inserts.get(dialect)
 
-    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(dialect)
 
-
-def is_postgres(engine: Engine) -> bool:
-    return engine.dialect.name == "postgresql"
+def is_postgres(bind: Engine | Connection) -> bool:
+    return bind.dialect.name == "postgresql"
 
 
 @contextmanager
@@ -144,7 +152,7 @@ def _alembic_dir() -> Path:
     raise StoreError("cannot find the Alembic migration scripts")
 
 
-def alembic_config(engine: Engine):
+def alembic_config(engine: Engine) -> Config:
     from alembic.config import Config
 
     cfg = Config()

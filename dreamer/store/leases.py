@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, update
+from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from dreamer.core.models import DreamRun, Lease, utcnow
 from dreamer.store.db import session_scope
@@ -29,21 +29,23 @@ def acquire(engine: Engine, name: str, owner: str, ttl_seconds: float, now: date
         return True
     except IntegrityError:
         pass
-    return _extend(engine, name, owner, ttl_seconds, now, (Lease.expires_at < now) | (Lease.owner == owner))
+    return _extend(engine, name, owner, ttl_seconds, now, (col(Lease.expires_at) < now) | (col(Lease.owner) == owner))
 
 
 def renew(engine: Engine, name: str, owner: str, ttl_seconds: float, now: datetime | None = None) -> bool:
     """Extend the lease only while this owner still holds it (expired or not); False once another
     owner took it, even if that owner has let it go since: what it guarded may have changed."""
-    return _extend(engine, name, owner, ttl_seconds, now or utcnow(), Lease.owner == owner)
+    return _extend(engine, name, owner, ttl_seconds, now or utcnow(), col(Lease.owner) == owner)
 
 
-def _extend(engine: Engine, name: str, owner: str, ttl_seconds: float, now: datetime, which) -> bool:
+def _extend(
+    engine: Engine, name: str, owner: str, ttl_seconds: float, now: datetime, which: ColumnElement[bool]
+) -> bool:
     """Set the lease row's owner and expiry where `which` holds; whether a row was changed."""
     with session_scope(engine) as s:
-        result = s.exec(  # type: ignore[call-overload]
+        result = s.exec(
             update(Lease)
-            .where(Lease.name == name)
+            .where(col(Lease.name) == name)
             .where(which)
             .values(owner=owner, expires_at=now + timedelta(seconds=ttl_seconds))
         )
@@ -52,7 +54,7 @@ def _extend(engine: Engine, name: str, owner: str, ttl_seconds: float, now: date
 
 def release(engine: Engine, name: str, owner: str) -> None:
     with session_scope(engine) as s:
-        s.exec(delete(Lease).where(Lease.name == name).where(Lease.owner == owner))  # type: ignore[call-overload]
+        s.exec(delete(Lease).where(col(Lease.name) == name).where(col(Lease.owner) == owner))
 
 
 def session_lease(session_id: int) -> str:
@@ -114,13 +116,15 @@ def sweep_abandoned_runs(engine: Engine, now: datetime | None = None) -> list[in
     running them was killed or lost its machine. A live pass renews its lease every session."""
     now = now or utcnow()
     with session_scope(engine) as s:
-        running = s.exec(select(DreamRun).where(DreamRun.status == "running")).all()
-        live = set(s.exec(select(Lease.name).where(Lease.name.like("run:%")).where(Lease.expires_at >= now)).all())
-        gone = [run for run in running if run_lease(run.id) not in live]  # type: ignore[arg-type]
+        running = s.exec(select(DreamRun).where(col(DreamRun.status) == "running")).all()
+        live = set(
+            s.exec(select(Lease.name).where(col(Lease.name).like("run:%")).where(col(Lease.expires_at) >= now)).all()
+        )
+        gone = [run for run in running if run.id is None or run_lease(run.id) not in live]
         for run in gone:
             run.status, run.error, run.finished_at = "abandoned", ABANDONED, now
             s.add(run)
-        ids = [run.id for run in gone]
+        ids = [run.id for run in gone if run.id is not None]
     if ids:
         log.warning("marked %d run(s) abandoned: %s", len(ids), ids)
-    return ids  # type: ignore[return-value]
+    return ids

@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy.engine import Engine
 
@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1  # between two tries for a held lock
 RETRY_DELAY = 5.0  # what a task that gave up waits before it tries again
+
+T = TypeVar("T")
 
 
 class UserLocked(Retryable):
@@ -83,12 +85,12 @@ def lock_name(user_id: str) -> str:
 
 
 def wait_for(
-    take: Callable[[], Any],
+    take: Callable[[], T | None],
     wait_seconds: float,
     poll_seconds: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-) -> tuple[Any, float]:
+) -> tuple[T | None, float]:
     """Ask `take()` until it gives something other than None, sleeping `poll_seconds` between
     tries, for at most `wait_seconds` by `clock`: what it gave (None if it never did) and how
     long was waited."""
@@ -113,7 +115,7 @@ class KeyedLocks:
             return self._locks.setdefault(key, threading.Lock())
 
 
-class _PolledLocks:
+class _PolledLocks(Generic[T]):
     """`hold` for a lock taken by asking again and again: `_take(user_id)` gives a token, or
     None while another writer holds it; `_give(token)` lets go."""
 
@@ -142,22 +144,31 @@ class _PolledLocks:
         finally:
             self._give(token)
 
-    def _take(self, user_id: str):
+    def _take(self, user_id: str) -> T | None:
         raise NotImplementedError
 
-    def _give(self, token) -> None:
+    def _give(self, token: T) -> None:
         raise NotImplementedError
 
-    def _hold_of(self, user_id: str, token) -> Hold:
+    def _hold_of(self, user_id: str, token: T) -> Hold:
         return KEPT
 
 
-class LeaseLocks(_PolledLocks):
+class LeaseLocks(_PolledLocks[tuple[str, str]]):
     """Consolidation locks as lease rows: each hold has its own owner, so two threads of one
     process exclude each other as two processes do."""
 
-    def __init__(self, engine: Engine, *, ttl_seconds: float, **waiting) -> None:
-        super().__init__(**waiting)
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        ttl_seconds: float,
+        wait_seconds: float,
+        poll_seconds: float = POLL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(wait_seconds=wait_seconds, poll_seconds=poll_seconds, clock=clock, sleep=sleep)
         self.engine, self.ttl = engine, ttl_seconds
 
     def _take(self, user_id: str) -> tuple[str, str] | None:
@@ -190,7 +201,7 @@ class LeaseHold:
             )
 
 
-class ProcessLocks(_PolledLocks):
+class ProcessLocks(_PolledLocks[threading.Lock]):
     """Consolidation locks of this process: one per user, shared by every runtime the process
     opens (they share the one index it owns)."""
 
@@ -213,7 +224,7 @@ class Unlocked:
         yield KEPT
 
 
-def build_user_locks(settings: Settings, engine: Engine, index) -> UserLocks:
+def build_user_locks(settings: Settings, engine: Engine, index: object) -> UserLocks:
     """`Unlocked` when the index is taken in turns, lease locks on the store with a Qdrant
     server, else the locks of this process."""
     if getattr(index, "takes_turns", False):
