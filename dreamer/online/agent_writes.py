@@ -19,22 +19,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TypeGuard
 
 from pydantic import ValidationError
 
+from dreamer.core.consolidate import Evidence
 from dreamer.core.errors import DreamerError, NotFound
 from dreamer.core.models import Memory, Session, utcnow
 from dreamer.core.scope import Scope
 from dreamer.engine import outbox
-from dreamer.engine.dream import apply_all, plan_candidates
-from dreamer.engine.extract import Candidate
+from dreamer.engine.apply import apply_all
+from dreamer.engine.extract import Candidate, Kind
+from dreamer.engine.plan import plan_candidates
+from dreamer.engine.runtime import Runtime
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import KeyedLocks
 
 log = logging.getLogger(__name__)
 
-AGENT_WRITE_KINDS = ("preference", "profile", "focus", "root_cause", "interface_behavior", "design_decision")
+AGENT_WRITE_KINDS: tuple[Kind, ...] = (
+    "preference",
+    "profile",
+    "focus",
+    "root_cause",
+    "interface_behavior",
+    "design_decision",
+)
 DEFAULT_IMPORTANCE = 0.6
 
 _WRITES = KeyedLocks()  # `user_lock`'s
@@ -52,7 +63,7 @@ def user_lock(user_id: str) -> Iterator[None]:
 
 
 def remember(
-    rt,
+    rt: Runtime,
     scope: Scope,
     text: str,
     kind: str = "preference",
@@ -72,12 +83,14 @@ def remember(
         with session_scope(rt.engine) as s:
             [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
             memory = s.get(Memory, p.memory_id)
+        if memory is None:
+            raise NotFound(f"no memory {p.memory_id}")
         outbox.drain(rt, users=[scope.user_id])  # indexes it and renders the user's view
     log.info("agent write for %s: %s %s (%s)", scope.user_id, outcome, p.memory_id, p.decision.reason)
     return memory
 
 
-def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
+def forget_memory(rt: Runtime, scope: Scope, memory_id: str, reason: str) -> Memory:
     """Forget a memory of the scope (kept for history); NotFound for any other memory."""
     with rt.user_locks.hold(scope.user_id), user_lock(scope.user_id):  # the bounded wait first
         with session_scope(rt.engine) as s:
@@ -90,7 +103,7 @@ def forget_memory(rt, scope: Scope, memory_id: str, reason: str) -> Memory:
 
 
 def _candidate(text: str, kind: str, importance: float) -> Candidate:
-    if kind not in AGENT_WRITE_KINDS:
+    if not _agent_kind(kind):
         raise WriteRejected(f"kind {kind!r} cannot be written by an agent (use one of {', '.join(AGENT_WRITE_KINDS)})")
     try:
         return Candidate(kind=kind, text=text, importance=importance, tags=["agent"])
@@ -98,7 +111,11 @@ def _candidate(text: str, kind: str, importance: float) -> Candidate:
         raise WriteRejected(f"not stored: {exc.errors()[0]['msg']}") from exc
 
 
-def _evidence(rt, scope: Scope, session_id: int | None) -> list[dict]:
+def _agent_kind(kind: str) -> TypeGuard[Kind]:
+    return kind in AGENT_WRITE_KINDS
+
+
+def _evidence(rt: Runtime, scope: Scope, session_id: int | None) -> list[Evidence]:
     if session_id is None:
         return []
     with session_scope(rt.engine) as s:

@@ -38,7 +38,8 @@ import numpy as np
 
 from dreamer.core.scope import Scope
 from dreamer.engine.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD, key_points
-from dreamer.index.base import Hit, SearchFilter
+from dreamer.engine.runtime import Runtime
+from dreamer.index.contract import Hit, SearchFilter
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +162,14 @@ def fuse(
 
 
 def demote_repeats(
-    ranked: list[tuple[str, float]], evidence: dict[str, frozenset], penalty: float, head: int
+    ranked: list[tuple[str, float]], evidence: dict[str, frozenset[str]], penalty: float, head: int
 ) -> list[tuple[str, float]]:
     """The first `head` items picked greedily by score, where an item whose (known, non-empty)
     evidence is all covered by the items picked before it counts `penalty` less (and carries
     that score); the rest follow in their order. Ties keep the input order."""
-    rest, out, covered = list(ranked), [], set()
+    rest = list(ranked)
+    out: list[tuple[str, float]] = []
+    covered: set[str] = set()
     while rest and len(out) < head:
         scores = [_adjusted(i, s, evidence, covered, penalty) for i, s in rest]
         pick = max(range(len(rest)), key=lambda j: (scores[j], -j))
@@ -176,7 +179,7 @@ def demote_repeats(
     return out + rest
 
 
-def _adjusted(item: str, score: float, evidence: dict[str, frozenset], covered: set, penalty: float) -> float:
+def _adjusted(item: str, score: float, evidence: dict[str, frozenset[str]], covered: set[str], penalty: float) -> float:
     points = evidence.get(item)
     return score - penalty if points and points <= covered else score
 
@@ -199,7 +202,7 @@ class Passage:
 
 
 def boost_passage(
-    ranked: list[tuple[str, float]], evidence: dict[str, frozenset], passage: Passage
+    ranked: list[tuple[str, float]], evidence: dict[str, frozenset[str]], passage: Passage
 ) -> list[tuple[str, float]]:
     """`passage.weight` added to each item outside the first `passage.top` that rests on a
     message at most `passage.window` away from theirs (same session; their own messages are
@@ -284,7 +287,7 @@ def hit_days(hits: Iterable[Hit]) -> dict[str, list[date]]:
     return out
 
 
-def listed(value) -> tuple:
+def listed(value: object) -> tuple[object, ...]:
     """A payload field as a tuple of its items: a list as it is, a lone string as one, else none
     (points written by other versions may hold anything)."""
     if isinstance(value, (list, tuple)):
@@ -292,14 +295,14 @@ def listed(value) -> tuple:
     return (value,) if isinstance(value, str) else ()
 
 
-def _iso_day(value) -> date | None:
+def _iso_day(value: object) -> date | None:
     try:
         return date.fromisoformat(str(value))
     except ValueError:
         return None
 
 
-def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset]:
+def hit_evidence(hits: Iterable[Hit]) -> dict[str, frozenset[str]]:
     """Each hit's evidence messages, as the payload keeps them."""
     return {
         h.memory_id: frozenset(k for k in listed(h.payload.get(EVIDENCE_FIELD)) if isinstance(k, str)) for h in hits
@@ -326,7 +329,7 @@ class Ranked:
 
 
 def rank(
-    rt, query: str, scope: Scope, limit: int, flt: SearchFilter, search: str | None = None, head: int = 10
+    rt: Runtime, query: str, scope: Scope, limit: int, flt: SearchFilter, search: str | None = None, head: int = 10
 ) -> Ranked:
     """Candidate ids with fused scores, best first; `limit` candidates from each search, the
     first `head` picked without repeats (hybrid only)."""

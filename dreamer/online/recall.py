@@ -6,13 +6,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlmodel import select
+from sqlalchemy import select as sql_select
+from sqlmodel import col, select
 
+from dreamer.core.consolidate import Evidence
 from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory
 from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
-from dreamer.index.base import SearchFilter
+from dreamer.engine.runtime import Runtime
+from dreamer.index.contract import SearchFilter
 from dreamer.online.ranking import rank
 from dreamer.store.db import session_scope
 
@@ -21,24 +25,24 @@ log = logging.getLogger(__name__)
 CONTEXT_OPEN = "<memory-context>"
 CONTEXT_CLOSE = "</memory-context>"
 HIT_COLUMNS = (
-    Memory.id,
-    Memory.text,
-    Memory.kind,
-    Memory.status,
-    Memory.evidence,
-    Memory.created_at,
-    Memory.valid_from,
-    Memory.user_id,
-    Memory.agent_id,
-    Memory.project,
-    Memory.team,
+    col(Memory.id),
+    col(Memory.text),
+    col(Memory.kind),
+    col(Memory.status),
+    col(Memory.evidence),
+    col(Memory.created_at),
+    col(Memory.valid_from),
+    col(Memory.user_id),
+    col(Memory.agent_id),
+    col(Memory.project),
+    col(Memory.team),
 )
 
 
 # --------------------------------------------------------------------------- pure policy
 
 
-def context_rank_key(m: Memory) -> tuple:
+def context_rank_key(m: Memory) -> tuple[int, int, float, float, str]:
     """Verified first, then evidence (distinct sessions), importance, recency, id."""
     sessions = len({e.get("session_id") for e in (m.evidence or [])})
     return (0 if m.status == "verified" else 1, -sessions, -m.importance, -m.last_seen.timestamp(), m.id)
@@ -46,7 +50,8 @@ def context_rank_key(m: Memory) -> tuple:
 
 def cut_to_budget(lines: list[str], budget: int, *, overhead: int = 0) -> list[str]:
     """The longest prefix of `lines` whose token count (plus overhead) fits the budget."""
-    kept, used = [], overhead
+    kept: list[str] = []
+    used = overhead
     for line in lines:
         cost = count_tokens(line) + 1
         if used + cost > budget:
@@ -66,12 +71,12 @@ class RecallHit:
     kind: str
     status: str
     score: float
-    evidence: list[dict]
+    evidence: list[Evidence]
     created_at: datetime
     valid_from: datetime
     rank: int = 0
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "memory_id": self.memory_id,
             "text": self.text,
@@ -92,12 +97,12 @@ class RecallResult:
     hits: list[RecallHit] = field(default_factory=list)
     note: str = ""
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"query": self.query, "mode": self.mode, "note": self.note, "hits": [h.as_json() for h in self.hits]}
 
 
 def recall(
-    rt,
+    rt: Runtime,
     query: str,
     scope: Scope,
     *,
@@ -124,7 +129,9 @@ def recall(
     return result
 
 
-def _load_best(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int) -> list[RecallHit]:
+def _load_best(
+    rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int
+) -> list[RecallHit]:
     """The first k candidates that SQL confirms, read window by window (the k best, then the
     rest): a stale index entry dropped here still does not cost a hit, and a recall over many
     candidates reads only what it returns."""
@@ -142,14 +149,14 @@ def _epoch(when: datetime | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-def _load(rt, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) -> list[RecallHit]:
+def _load(rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) -> list[RecallHit]:
     """Read the hits back from SQL, the system of record, re-checking scope and status (only
     the columns a hit needs, on a plain connection)."""
     if not ranked:
         return []
     ids = [i for i, _ in ranked]
     with rt.engine.connect() as conn:
-        rows = {m.id: m for m in conn.execute(select(*HIT_COLUMNS).where(Memory.id.in_(ids)))}
+        rows = {m.id: m for m in conn.execute(sql_select(*HIT_COLUMNS).where(col(Memory.id).in_(ids)))}
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)
@@ -170,20 +177,20 @@ class ContextBlock:
     memory_ids: list[str]
     tokens: int
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "memory_ids": self.memory_ids, "tokens": self.tokens}
 
 
-def context(rt, scope: Scope, *, budget_tokens: int | None = None) -> ContextBlock:
+def context(rt: Runtime, scope: Scope, *, budget_tokens: int | None = None) -> ContextBlock:
     """Preferences and profile facts worth injecting, ranked and cut to the token budget."""
     budget = budget_tokens if budget_tokens is not None else rt.settings.context_budget
     with session_scope(rt.engine) as s:
         rows = s.exec(
             select(Memory)
             .where(Memory.user_id == scope.user_id)
-            .where(Memory.kind.in_(("preference", "profile")))
-            .where(Memory.status.in_(("candidate", "verified")))
-            .where(Memory.untrusted.is_(False))
+            .where(col(Memory.kind).in_(("preference", "profile")))
+            .where(col(Memory.status).in_(("candidate", "verified")))
+            .where(col(Memory.untrusted).is_(False))
         ).all()
     ranked = sorted((m for m in rows if scope.matches(m)), key=context_rank_key)
     lines = [f"- {m.text}" for m in ranked]

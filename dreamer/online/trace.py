@@ -6,15 +6,18 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import Any, TypedDict
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
 
-from dreamer.core.consolidate import normalise
+from dreamer.core.consolidate import Evidence, normalise
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, Message, Session
 from dreamer.core.redact import strip_injected
 from dreamer.core.scope import Scope
-from dreamer.index.base import SearchFilter
+from dreamer.engine.runtime import Runtime
+from dreamer.index.contract import SearchFilter
 from dreamer.online.recall import context, recall
 from dreamer.store.db import session_scope
 
@@ -22,6 +25,15 @@ log = logging.getLogger(__name__)
 
 EXCERPT_CHARS = 160
 INDEX_PROBE = 50
+
+
+class HistoryEvent(TypedDict):
+    """One event of a memory's history, as a trace shows it."""
+
+    event: str
+    reason: str | None
+    run_id: int | None
+    at: str
 
 
 @dataclass
@@ -41,8 +53,8 @@ class Stored:
     kind: str
     status: str
     source: str
-    evidence: list[dict]
-    history: list[dict]
+    evidence: list[Evidence]
+    history: list[HistoryEvent]
     indexed_at: datetime | None
     in_index: bool = False
     recall_rank: int | None = None
@@ -74,13 +86,15 @@ class Trace:
             "injected": any(m.context_position is not None for m in current),
         }
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["hops"] = self.hops
         return data
 
 
-def trace(rt, fact: str, user_id: str, *, k: int | None = None, budget: int | None = None, limit: int = 20) -> Trace:
+def trace(
+    rt: Runtime, fact: str, user_id: str, *, k: int | None = None, budget: int | None = None, limit: int = 20
+) -> Trace:
     """Where `fact` is: the messages that said it, the memories it became, and how far each got."""
     scope = Scope(user_id=user_id)
     said = find_said(rt, fact, user_id, limit=limit)
@@ -104,7 +118,7 @@ def matches(fact: str, text: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalise(text)} "
 
 
-def find_said(rt, fact: str, user_id: str, *, limit: int = 20) -> list[Mention]:
+def find_said(rt: Runtime, fact: str, user_id: str, *, limit: int = 20) -> list[Mention]:
     """Messages of the user's sessions that contain the fact (injected memory blocks excluded)."""
     words = sorted(normalise(fact).split(), key=len, reverse=True)
     if not words:
@@ -113,16 +127,16 @@ def find_said(rt, fact: str, user_id: str, *, limit: int = 20) -> list[Mention]:
     with session_scope(rt.engine) as s:
         rows = s.exec(
             select(Message, Session)
-            .join(Session, Session.id == Message.session_id)
+            .join(Session, col(Session.id) == col(Message.session_id))
             .where(Session.user_id == user_id)
             .where(func.lower(Message.content).like(f"%{probe}%", escape="\\"))
-            .order_by(Message.session_id, Message.seq)
+            .order_by(col(Message.session_id), col(Message.seq))
         ).all()
     out = []
     for m, sess in rows:
         text = strip_injected(m.content)
         if matches(fact, text):
-            out.append(Mention(sess.id, sess.external_id, m.seq, m.role, _excerpt(text, fact), m.created_at))
+            out.append(Mention(m.session_id, sess.external_id, m.seq, m.role, _excerpt(text, fact), m.created_at))
     return out[:limit]
 
 
@@ -134,11 +148,13 @@ def _excerpt(text: str, fact: str) -> str:
     return ("..." if start else "") + piece + ("..." if start + EXCERPT_CHARS < len(flat) else "")
 
 
-def find_memories(rt, fact: str, user_id: str, said: list[Mention]) -> list[Stored]:
+def find_memories(rt: Runtime, fact: str, user_id: str, said: list[Mention]) -> list[Stored]:
     """Memories of any status whose text holds the fact, or whose evidence is a message that said it."""
     spoken = {(s.session_id, s.seq) for s in said}
     with session_scope(rt.engine) as s:
-        rows = s.exec(select(Memory).where(Memory.user_id == user_id).order_by(Memory.created_at, Memory.id)).all()
+        rows = s.exec(
+            select(Memory).where(Memory.user_id == user_id).order_by(col(Memory.created_at), col(Memory.id))
+        ).all()
         hits = [m for m in rows if matches(fact, m.text) or _rests_on(m, spoken)]
         events = _history(s, [m.id for m in hits])
     return [
@@ -151,11 +167,11 @@ def _rests_on(m: Memory, spoken: set[tuple[int, int]]) -> bool:
     return any((e.get("session_id"), seq) in spoken for e in (m.evidence or []) for seq in e.get("seqs", []))
 
 
-def _history(s, ids: list[str]) -> dict[str, list[dict]]:
+def _history(s: DBSession, ids: list[str]) -> dict[str, list[HistoryEvent]]:
     if not ids:
         return {}
-    out: dict[str, list[dict]] = {}
-    rows = s.exec(select(MemoryEvent).where(MemoryEvent.memory_id.in_(ids)).order_by(MemoryEvent.id)).all()
+    out: dict[str, list[HistoryEvent]] = {}
+    rows = s.exec(select(MemoryEvent).where(col(MemoryEvent.memory_id).in_(ids)).order_by(col(MemoryEvent.id))).all()
     for e in rows:
         out.setdefault(e.memory_id, []).append(
             {"event": e.event, "reason": e.reason, "run_id": e.run_id, "at": e.created_at.isoformat()}
@@ -163,7 +179,7 @@ def _history(s, ids: list[str]) -> dict[str, list[dict]]:
     return out
 
 
-def in_index(rt, m: Stored, scope: Scope) -> bool:
+def in_index(rt: Runtime, m: Stored, scope: Scope) -> bool:
     """Whether the index holds the memory: probed with its own text, any status."""
     flt = SearchFilter(statuses=None)
     hits = rt.index.search_text(m.text, scope, INDEX_PROBE, flt)

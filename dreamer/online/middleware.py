@@ -1,0 +1,121 @@
+"""The ASGI middleware of the HTTP API: the request body limit, and per-route metrics with the
+agent marked busy while its `/v1/` requests run."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi import HTTPException
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as ASGIScope
+
+from dreamer.online.auth import Auth
+from dreamer.online.metrics import Metrics
+from dreamer.store.busy import CoalescedBusy, activity_key
+
+BUSY_PREFIX = "/v1/"
+
+
+class BodyLimit:
+    """413 for a body over `limit` bytes: by Content-Length up front, else while it streams in."""
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await _too_large(send, self.limit)
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over {limit} bytes"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Observe:
+    """Request counts and latencies per route; `/v1/` requests mark the agent busy meanwhile."""
+
+    def __init__(
+        self, app: ASGIApp, *, metrics: Metrics, auth: Auth, busy: CoalescedBusy, fixed_paths: frozenset[str]
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.auth = auth
+        self.busy = busy
+        self.fixed_paths = fixed_paths
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status = 500
+        started = time.perf_counter()
+        key = self._busy_key(scope)
+        active = False
+
+        async def finish() -> None:
+            nonlocal active
+            if active and key:
+                active = False
+                await run_in_threadpool(self.busy.end, key)
+
+        async def tracked(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                await finish()  # idle again before the client sees the end of the answer
+            await send(message)
+
+        if key:
+            await run_in_threadpool(self.busy.begin, key)
+            active = True
+        try:
+            await self.app(scope, receive, tracked)
+        finally:
+            await finish()
+            route = self._route(scope)
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - started)
+
+    def _route(self, scope: ASGIScope) -> str:
+        """The route template as label (never a raw path, except the app's fixed ones)."""
+        path = getattr(scope.get("route"), "path", None)
+        if path:
+            return str(path)
+        return str(scope["path"]) if scope["path"] in self.fixed_paths else "unmatched"
+
+    def _busy_key(self, scope: ASGIScope) -> str | None:
+        if not scope["path"].startswith(BUSY_PREFIX):
+            return None
+        header = dict(scope["headers"]).get(b"authorization")
+        grant = self.auth.resolve(header.decode("latin-1") if header else None)
+        return activity_key(user_id=grant.user_id, agent_id=grant.agent_id) if grant else None

@@ -1,0 +1,88 @@
+"""The request bodies of the HTTP API and the field types they are checked with."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+
+from dreamer.core.consolidate import normalise
+from dreamer.core.models import KINDS
+from dreamer.core.settings import MAX_RECALL_K
+from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
+from dreamer.online.agent_writes import AGENT_WRITE_KINDS
+
+MAX_MESSAGES_PER_APPEND = 1000
+
+
+def _clean(value: Any) -> Any:
+    return clean_text(value) if isinstance(value, str) else value
+
+
+def _identifier(value: str) -> str:
+    if problem := identifier_problem(value):
+        raise ValueError(f"contains {problem}")
+    return value
+
+
+def _worded(value: str) -> str:
+    if len(normalise(value)) < 3:
+        raise ValueError("has fewer than 3 characters once punctuation is set aside")
+    return value
+
+
+_NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def _iso_time(value: Any) -> Any:
+    """A time is an ISO 8601 string ("2024-05-01", "2024-05-01T12:00:00Z"), never a number of seconds."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("must be an ISO 8601 date or time, such as 2024-05-01T12:00:00Z")
+    return value
+
+
+# Free text: NUL characters and unpaired surrogates become U+FFFD, as the store keeps them.
+Text = Annotated[str, BeforeValidator(_clean)]
+ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_clean)]
+# Identifiers: refused, never altered, when the store could not keep them as they are.
+Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
+GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
+Time = Annotated[datetime, BeforeValidator(_iso_time)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageIn(Strict):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: ShortText | None = None
+    tool_call_id: ShortText | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class AppendIn(Strict):
+    user_id: Ident | None = Field(None, description="must be the token's user when given")
+    agent_id: Ident | None = Field(None, description="must be the token's agent when given")
+    messages: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES_PER_APPEND)
+    context_tokens: StrictInt | None = Field(
+        None, ge=0, le=100_000_000, description="the agent's own count of its context"
+    )
+    compacted: StrictBool = Field(False, description="the agent compacted its context before these messages")
+
+
+class RecallIn(Strict):
+    query: Text = Field(min_length=1, max_length=4000)
+    k: StrictInt | None = Field(None, ge=1, le=MAX_RECALL_K)
+    kinds: list[Literal[KINDS]] | None = Field(None, min_length=1, max_length=len(KINDS))  # type: ignore[valid-type]
+    since: Time | None = None
+    until: Time | None = None
+
+
+class MemoryIn(Strict):
+    text: Annotated[Text, AfterValidator(_worded)] = Field(min_length=3, max_length=600)
+    kind: Literal[AGENT_WRITE_KINDS] = "preference"  # type: ignore[valid-type]
+    session_id: GrantId | None = Field(None, description="the session it was said in")
