@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, Task
+from celery.result import AsyncResult
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from dreamer.core.errors import Busy, ConfigError, Retryable
@@ -31,6 +32,9 @@ from dreamer.store.busy import busy_backoff
 from dreamer.store.db import redact_url
 
 log = logging.getLogger(__name__)
+
+TaskFunction = Callable[..., Any]
+Decorator = Callable[[TaskFunction], TaskFunction]
 
 MARK_SECONDS = 24 * 3600  # a reprocess request's mark lasts at least a day: redeliveries may come twice
 
@@ -66,12 +70,12 @@ class ProcessRuntime:
 def make_app(settings: Settings) -> Celery:
     app = Celery("dreamer", broker=settings.broker_url, backend=settings.result_backend or None)
     app.conf.update(_config(settings))
-    app.dreamer_runtime = ProcessRuntime(settings)  # type: ignore[attr-defined]
-    _register(app, settings, app.dreamer_runtime)  # type: ignore[attr-defined]
+    app.dreamer_runtime = ProcessRuntime(settings)
+    _register(app, settings, app.dreamer_runtime)
     return app
 
 
-def enqueue(app: Celery, settings: Settings, task: str, **options: Any):
+def enqueue(app: Celery, settings: Settings, task: str, **options: Any) -> AsyncResult:
     """`app.send_task(task, **options)` on the settings' queue; `Retryable` naming the broker when
     it cannot be reached (not kombu's traceback)."""
     from kombu.exceptions import OperationalError
@@ -82,7 +86,7 @@ def enqueue(app: Celery, settings: Settings, task: str, **options: Any):
         raise Retryable(f"cannot reach the broker {redact_url(settings.broker_url)}: {exc}") from exc
 
 
-def _config(settings: Settings) -> dict:
+def _config(settings: Settings) -> dict[str, Any]:
     visibility = settings.celery_visibility_timeout_seconds
     return {
         "task_acks_late": True,
@@ -111,7 +115,7 @@ def _config(settings: Settings) -> dict:
     }
 
 
-def _retrying(settings: Settings) -> Callable:
+def _retrying(settings: Settings) -> Decorator:
     """Retry a bound task on `Retryable` only: after the error's delay, else a backoff (a busy
     agent's as the daemon's, else the task retry's); a task the agent kept busy through every
     retry is skipped, its sessions left due."""
@@ -120,9 +124,10 @@ def _retrying(settings: Settings) -> Callable:
         retries = task.request.retries
         countdown = exc.delay or busy_backoff(retries, base=base, cap=cap, rand=random.random())
         log.info("%s: %s; retry %d in %.1f s", task.name, exc, retries + 1, countdown)
-        return task.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+        error: BaseException = task.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+        return error
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: TaskFunction) -> TaskFunction:
         @functools.wraps(fn)
         def task(self: Task, *args: Any, **kwargs: Any) -> Any:
             try:
@@ -142,10 +147,17 @@ def _retrying(settings: Settings) -> Callable:
 
 def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
     retrying = _retrying(settings)
+    dream_session = _register_dream(app, settings, process, retrying)
+    _register_reprocess(app, settings, process, retrying, dream_session)
+    _register_flush(app, process, retrying)
 
-    @app.task(name="dreamer.dream_pass", bind=True, shared=False)
+
+def _register_dream(app: Celery, settings: Settings, process: ProcessRuntime, retrying: Decorator) -> Any:
+    """`dreamer.dream_pass` and `dreamer.dream_session`; returns the latter, for those that send it."""
+
+    @app.task(name="dreamer.dream_pass", bind=True, shared=False)  # type: ignore[untyped-decorator]
     @retrying
-    def dream_pass(self: Task, trigger: str = "celery") -> dict:
+    def dream_pass(self: Task, trigger: str = "celery") -> dict[str, Any]:
         """Find the due sessions and send one `dream_session` per session."""
         from dreamer.engine.jobs import fan_out
 
@@ -160,9 +172,9 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
             raise Busy(result.skipped)
         return {"sessions": result.session_ids}
 
-    @app.task(name="dreamer.dream_session", bind=True, shared=False)
+    @app.task(name="dreamer.dream_session", bind=True, shared=False)  # type: ignore[untyped-decorator]
     @retrying
-    def dream_session(self: Task, session_id: int, trigger: str = "celery", catch_up: bool = False) -> dict:
+    def dream_session(self: Task, session_id: int, trigger: str = "celery", catch_up: bool = False) -> dict[str, Any]:
         """Dream over one session (`dream_pass(rt, session_ids=[id])`); while the agent is busy it
         waits, unless a reprocess asked for it (`catch_up`)."""
         from dreamer.engine.jobs import run_session
@@ -176,9 +188,15 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
             "merged": sum(r.merged for r in runs),
         }
 
-    @app.task(name="dreamer.reprocess", bind=True, shared=False)
+    return dream_session
+
+
+def _register_reprocess(
+    app: Celery, settings: Settings, process: ProcessRuntime, retrying: Decorator, dream_session: Any
+) -> None:
+    @app.task(name="dreamer.reprocess", bind=True, shared=False)  # type: ignore[untyped-decorator]
     @retrying
-    def reprocess(self: Task, selection: dict) -> dict:
+    def reprocess(self: Task, selection: dict[str, Any]) -> dict[str, Any]:
         """Reset the selected cursors (once: a redelivered task does not rewind them again) and
         send one catch-up `dream_session` per session (again when redelivered: they are no-ops
         for sessions already caught up)."""
@@ -198,7 +216,9 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
             )
         return {"sessions": ids}
 
-    @app.task(name="dreamer.flush_session", bind=True, shared=False)
+
+def _register_flush(app: Celery, process: ProcessRuntime, retrying: Decorator) -> None:
+    @app.task(name="dreamer.flush_session", bind=True, shared=False)  # type: ignore[untyped-decorator]
     @retrying
     def flush_session(self: Task, session_id: int) -> Any:
         """The online companion's flush (`dreamer.online.flush.run_flush`) in a worker."""
@@ -209,7 +229,7 @@ def _register(app: Celery, settings: Settings, process: ProcessRuntime) -> None:
 
 def _jsonable(value: Any) -> Any:
     """A task result the JSON serializer accepts (dataclasses as dicts, the rest as strings)."""
-    data = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    data = dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
     return json.loads(json.dumps(data, default=str))
 
 
@@ -226,7 +246,7 @@ def _worker_app() -> Celery:
             sys.stderr.write(f"error: {exc}\n")
             raise SystemExit(1) from None
         _app = make_app(settings)
-        process = _app.dreamer_runtime  # type: ignore[attr-defined]
+        process = _app.dreamer_runtime
         worker_process_init.connect(process.open, weak=False)
         worker_process_shutdown.connect(process.close, weak=False)
     return _app

@@ -17,8 +17,9 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, timedelta
-from typing import Protocol
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -49,7 +50,12 @@ from dreamer.engine.shared_index import end_turn
 from dreamer.store.busy import busy_or_unreachable
 from dreamer.store.db import database_problem
 
+if TYPE_CHECKING:
+    from celery import Celery
+
 log = logging.getLogger(__name__)
+
+SignalHandlers = dict[signal.Signals, Any]  # what `signal.signal` returned, to put back
 
 JOB_ID = "dream"
 RETRY_JOB_ID = "dream-retry"
@@ -77,7 +83,7 @@ class InlineExecutor:
 
     name = "inline"
 
-    def __init__(self, rt: Runtime, *, clock: Callable = utcnow) -> None:
+    def __init__(self, rt: Runtime, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.rt = rt
         self.clock = clock
 
@@ -99,7 +105,7 @@ class CeleryExecutor:
 
     name = "celery"
 
-    def __init__(self, settings: Settings, app=None) -> None:
+    def __init__(self, settings: Settings, app: Celery | None = None) -> None:
         if app is None:
             from workers.celery_app import make_app
 
@@ -124,7 +130,7 @@ class DreamScheduler:
         rt: Runtime,
         executor: Executor,
         *,
-        clock: Callable = utcnow,
+        clock: Callable[[], datetime] = utcnow,
         rand: Callable[[], float] = random.random,
         stop: threading.Event | None = None,
     ) -> None:
@@ -163,14 +169,14 @@ class DreamScheduler:
             self._run()
         return action
 
-    def _after(self, action: Action, now) -> SchedState:
+    def _after(self, action: Action, now: datetime) -> SchedState:
         if action.kind == BACKOFF:
             return on_backoff(self.state, action, now, self.policy)
         if action.kind == RUN:
             return on_start(self.state, now, self.policy)
         return self.state
 
-    def _unsaved(self, now, exc: SQLAlchemyError) -> Action:
+    def _unsaved(self, now: datetime, exc: SQLAlchemyError) -> Action:
         """The tick is retried after the backoff base: nothing ran and nothing was recorded."""
         delay = self.policy.backoff_base
         log.error("the schedule could not be saved (%s): trying again in %g s", database_problem(exc), delay)
@@ -178,11 +184,11 @@ class DreamScheduler:
 
     def _finished(self, ran: Ran) -> SchedState:
         now = self.clock()
-        retry = bool(ran.cut_short) and not self.stop.is_set()
-        state = on_finish(self.state, now, ran.run_id, cut_short=retry)
-        if retry:
-            state = on_cut_short(state, now, ran.cut_short, policy=self.policy, rand=self.rand())
-            log.info("%s: the rest of the pass is retried at %s", ran.cut_short, state.due_at.isoformat())
+        cut_short = ran.cut_short if not self.stop.is_set() else None
+        state = on_finish(self.state, now, ran.run_id, cut_short=bool(cut_short))
+        if cut_short:
+            state = on_cut_short(state, now, cut_short, policy=self.policy, rand=self.rand())
+            log.info("%s: the rest of the pass is retried at %s", cut_short, state.due_at.isoformat())
         return state
 
     def _run(self) -> None:
@@ -239,7 +245,7 @@ class DreamScheduler:
         finally:
             self._firing.release()
 
-    def _schedule_retry(self, at) -> None:
+    def _schedule_retry(self, at: datetime) -> None:
         if self._scheduler is None:
             return
         self._scheduler.add_job(
@@ -301,14 +307,14 @@ def run_daemon(settings: Settings, *, executor: str | None = None, poll: float =
     return 0
 
 
-def _install_signals(stop: threading.Event) -> dict:
-    def handler(signum, _frame) -> None:
+def _install_signals(stop: threading.Event) -> SignalHandlers:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s", signal.Signals(signum).name)
         stop.set()
 
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
-def _restore_signals(previous: dict) -> None:
+def _restore_signals(previous: SignalHandlers) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)

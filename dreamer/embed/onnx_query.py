@@ -48,7 +48,8 @@ class OnnxQuery:
             [text], padding=True, truncation="longest_first", max_length=self.max_length, return_tensors="np"
         )
         feed = {name: np.asarray(tokens[name], dtype=np.int64) for name in _INPUTS}
-        return np.asarray(self.session.run(None, feed)[0][0], dtype=np.float32).tolist()
+        row: list[float] = np.asarray(self.session.run(None, feed)[0][0], dtype=np.float32).tolist()
+        return row
 
 
 def export_name(model_name: str) -> str:
@@ -148,7 +149,7 @@ def _pooled(transformer: Any) -> Any:
             super().__init__()
             self.transformer = transformer
 
-        def forward(self, input_ids, attention_mask):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             tokens = self.transformer(input_ids=input_ids, attention_mask=attention_mask)[0]
             mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
             mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from dreamer.core.errors import ConfigError, os_reason
 from dreamer.core.models import CURRENT_STATUSES, Memory, Message, Session
@@ -30,7 +30,7 @@ from dreamer.core.redact import clean_for_model
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
-from dreamer.embed.embedders import build_embedder
+from dreamer.embed.embedders import Embedder, build_embedder
 from dreamer.engine import outbox
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import dream_pass
@@ -39,15 +39,15 @@ from dreamer.engine.runtime import Runtime
 from dreamer.eval.locomo import (
     Conversation,
     DiaMap,
-    ObservationReplay,
     Scored,
     aggregate,
     load_conversations,
     score_question,
     session_external_id,
 )
-from dreamer.index.base import EdgeIndex
-from dreamer.ingest.store import ingest_file
+from dreamer.eval.locomo_replay import ObservationReplay
+from dreamer.index.edge import EdgeIndex
+from dreamer.ingest.files import ingest_file
 from dreamer.llm.client import OpenAILLM, build_openai_client
 from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.recall import recall
@@ -56,6 +56,8 @@ from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
+
+Turns = dict[str, list[tuple[int, str]]]  # each session's (seq, text) as the model sees it, by external id
 
 MemoryMode = Literal["observations", "turns"]
 UNLIMITED = 10**9
@@ -105,7 +107,7 @@ def eval_settings(settings: Settings, data_dir: Path, search: str) -> Settings:
     )
 
 
-def run_locomo(settings: Settings, opts: EvalOptions) -> dict:
+def run_locomo(settings: Settings, opts: EvalOptions) -> dict[str, Any]:
     """Evaluate every selected conversation; the result has exactly the documented keys."""
     started = time.perf_counter()
     conversations = load_conversations(opts.path, opts.conversations)
@@ -149,7 +151,7 @@ def fresh_dir(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
 
 
-def result_json(totals: Totals, ks: Sequence[int], seconds: float) -> dict:
+def result_json(totals: Totals, ks: Sequence[int], seconds: float) -> dict[str, Any]:
     scores = aggregate(totals.rows, ks)
     spent = totals.prompt_tokens + totals.completion_tokens
     return {
@@ -172,7 +174,7 @@ def evaluate_conversation(
     settings: Settings,
     conv: Conversation,
     opts: EvalOptions,
-    embedder,
+    embedder: Embedder | None,
     data_dir: Path,
     totals: Totals,
 ) -> None:
@@ -189,7 +191,16 @@ def evaluate_conversation(
         engine.dispose()
 
 
-def _remember_and_score(st, engine, conv, opts, embedder, dmap, lines, totals) -> None:
+def _remember_and_score(
+    st: Settings,
+    engine: Engine,
+    conv: Conversation,
+    opts: EvalOptions,
+    embedder: Embedder | None,
+    dmap: DiaMap,
+    lines: Turns,
+    totals: Totals,
+) -> None:
     dim = embedder.dim if embedder is not None else st.embed_dim
     index = DocumentedIndex.from_settings(EdgeIndex(st.index_dir, dim), engine, st, embedder)
     with ExitStack() as stack:
@@ -207,7 +218,16 @@ def _remember_and_score(st, engine, conv, opts, embedder, dmap, lines, totals) -
         _score(rt, conv, dmap, opts.ks, totals)
 
 
-def _observation_runtime(stack, st, engine, conv, embedder, index, dmap, lines) -> Runtime:
+def _observation_runtime(
+    stack: ExitStack,
+    st: Settings,
+    engine: Engine,
+    conv: Conversation,
+    embedder: Embedder | None,
+    index: DocumentedIndex,
+    dmap: DiaMap,
+    lines: Turns,
+) -> Runtime:
     sessions = {
         session_external_id(conv.sample_id, n): (lines.get(session_external_id(conv.sample_id, n), []), obs)
         for n, obs in conv.observations.items()
@@ -225,10 +245,12 @@ def _observation_runtime(stack, st, engine, conv, embedder, index, dmap, lines) 
     return Runtime.open(st, engine=engine, llm=llm, embedder=embedder, index=index, busy=AlwaysIdle())
 
 
-def _score(rt, conv: Conversation, dmap: DiaMap, ks: Sequence[int], totals: Totals) -> None:
+def _score(rt: Runtime, conv: Conversation, dmap: DiaMap, ks: Sequence[int], totals: Totals) -> None:
     with session_scope(rt.engine) as s:
         current = s.exec(
-            select(Memory.evidence).where(Memory.user_id == conv.sample_id).where(Memory.status.in_(CURRENT_STATUSES))
+            select(Memory.evidence)
+            .where(Memory.user_id == conv.sample_id)
+            .where(col(Memory.status).in_(CURRENT_STATUSES))
         ).all()
     covered = set().union(*(dmap.dia_ids(ev) for ev in current)) if current else set()
     totals.memories += len(current)
@@ -250,20 +272,20 @@ def _ingest(engine: Engine, conv: Conversation, data_dir: Path) -> None:
         log.warning("%s: %s", conv.sample_id, rejection.reason)
 
 
-def stored_turns(engine: Engine, user_id: str) -> tuple[DiaMap, dict[str, list[tuple[int, str]]]]:
+def stored_turns(engine: Engine, user_id: str) -> tuple[DiaMap, Turns]:
     """The dia_id <-> seq map of the user's stored turns, and each session's (seq, text) with the
     text as the model sees it (cleaned for the model), by external id."""
     dmap = DiaMap()
-    lines: dict[str, list[tuple[int, str]]] = {}
+    lines: Turns = {}
     with session_scope(engine) as s:
         rows = s.exec(
             select(Session.external_id, Message.seq, Message.content, Message.meta)
-            .join(Message, Message.session_id == Session.id)
+            .join(Message, col(Message.session_id) == col(Session.id))
             .where(Session.user_id == user_id)
-            .order_by(Session.id, Message.seq)
+            .order_by(col(Session.id), col(Message.seq))
         ).all()
     for external_id, seq, content, meta in rows:
-        dia_id = (meta or {}).get("dia_id")
+        dia_id = meta.get("dia_id") if meta else None
         if dia_id:
             dmap.add(dia_id, external_id, seq)
         lines.setdefault(external_id, []).append((seq, clean_for_model(content)))
@@ -275,9 +297,9 @@ def remember_turns(engine: Engine, user_id: str) -> int:
     with session_scope(engine) as s:
         rows = s.exec(
             select(Session, Message)
-            .join(Message, Message.session_id == Session.id)
+            .join(Message, col(Message.session_id) == col(Session.id))
             .where(Session.user_id == user_id)
-            .order_by(Session.id, Message.seq)
+            .order_by(col(Session.id), col(Message.seq))
         ).all()
         for sess, m in rows:
             text = f"{m.name}: {m.content}" if m.name else m.content

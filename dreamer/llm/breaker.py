@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from dreamer.core.errors import CircuitOpen, LLMError
+from dreamer.llm.client import LLM, M, Usage
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +110,14 @@ class Breaker:
 class BreakerLLM:
     """An `LLM` whose calls go through a `Breaker`."""
 
-    def __init__(self, inner, breaker: Breaker) -> None:
+    def __init__(self, inner: LLM, breaker: Breaker) -> None:
         self.inner = inner
         self.breaker = breaker
         self.name = inner.name
 
-    def complete_json(self, *, system: str, user: str, schema, name: str = "result", attempts: int | None = None):
+    def complete_json(
+        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
+    ) -> tuple[M, Usage]:
         return self.breaker.call(
             lambda: self.inner.complete_json(system=system, user=user, schema=schema, name=name, attempts=attempts)
         )

@@ -1,4 +1,5 @@
-"""The LLM client: JSON answers validated into pydantic models, with retries, one repair and a pass guard."""
+"""The LLM client: JSON answers validated into pydantic models, with one repair; its retry policy
+is `dreamer.llm.retry`, the pass guard around it `dreamer.llm.guard`."""
 
 from __future__ import annotations
 
@@ -8,24 +9,28 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import openai
 import tenacity
-from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, ConfigDict, ValidationError
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
+from pydantic import BaseModel, ValidationError
 
 from dreamer.core.errors import (
-    BudgetExceeded,
-    EndpointUnusable,
     LLMError,
     LLMInvalidOutput,
-    LLMTimeout,
-    TransientLLMError,
     validation_summary,
 )
-from dreamer.core.tokens import count_tokens
-from dreamer.llm.breaker import Breaker
+from dreamer.llm.retry import (
+    give_up,
+    is_transient,
+    log_retry,
+    rejected,
+    rejects_response_format,
+    retry_after_of,
+    retry_delay,
+)
 
 if TYPE_CHECKING:
     from dreamer.core.settings import Settings
@@ -34,8 +39,6 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
-RETRY_AFTER_STATUSES = frozenset({429, 503})
-REFUSES_EVERY_REQUEST = frozenset({401, 403, 404})  # a bad key, no permission, an unknown model or path
 REPAIR_PROMPT = (
     "Your previous reply was not valid: {problem}. "
     "Reply again with only the corrected JSON object, matching the required schema."
@@ -79,19 +82,6 @@ class LLM(Protocol):
     ) -> tuple[M, Usage]:
         """`attempts`: how many times a transient failure may be tried (None: the client's own)."""
         ...
-
-
-def retry_delay(attempt: int, *, base: float, cap: float, retry_after: float | None, rand: float) -> float:
-    """Full-jitter exponential backoff for retry number `attempt` (1-based).
-
-    The ceiling is ``min(cap, base * 2 ** (attempt - 1))``; the wait is ``rand * ceiling``
-    with ``rand`` in [0, 1). A server's Retry-After is a floor: ``max(retry_after, wait)``.
-    """
-    ceiling = min(cap, base * 2 ** max(attempt - 1, 0))
-    wait = rand * ceiling
-    if retry_after is not None and retry_after > wait:
-        return float(retry_after)
-    return wait
 
 
 @dataclass
@@ -160,12 +150,12 @@ class OpenAILLM:
         user: str,
         schema: type[BaseModel],
         name: str,
-        extra: list[dict],
+        extra: list[ChatCompletionMessageParam],
         usage: Usage,
         tries: int,
     ) -> _Answer:
         while True:
-            messages = [
+            messages: list[ChatCompletionMessageParam] = [
                 {"role": "system", "content": self._system(system, schema)},
                 {"role": "user", "content": user},
                 *extra,
@@ -173,19 +163,19 @@ class OpenAILLM:
             try:
                 return self._send_with_retries(messages, self._response_format(schema, name), usage, tries)
             except openai.BadRequestError as exc:
-                if not (self.json_schema and _rejects_response_format(exc)):
-                    raise _rejected(exc) from exc
+                if not (self.json_schema and rejects_response_format(exc)):
+                    raise rejected(exc) from exc
                 log.warning("%s does not accept json_schema; switching to json_object", self.model)
                 self.json_schema = False
             except openai.APIStatusError as exc:
-                raise _rejected(exc) from exc
+                raise rejected(exc) from exc
 
     def _system(self, system: str, schema: type[BaseModel]) -> str:
         if self.json_schema:
             return system
         return f"{system}\n\n{SCHEMA_PROMPT.format(schema=json.dumps(schema.model_json_schema()))}"
 
-    def _response_format(self, schema: type[BaseModel], name: str) -> dict[str, Any]:
+    def _response_format(self, schema: type[BaseModel], name: str) -> ResponseFormat:
         if not self.json_schema:
             return {"type": "json_object"}
         return {
@@ -194,14 +184,16 @@ class OpenAILLM:
         }
 
     # --- one request, retried -----------------------------------------------------
-    def _send_with_retries(self, messages: list[dict], response_format: dict, usage: Usage, tries: int) -> _Answer:
+    def _send_with_retries(
+        self, messages: list[ChatCompletionMessageParam], response_format: ResponseFormat, usage: Usage, tries: int
+    ) -> _Answer:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
             stop=tenacity.stop_after_attempt(tries),
             wait=self._wait,
             sleep=self._sleep,
-            before_sleep=_log_retry,
-            retry_error_callback=_give_up,
+            before_sleep=log_retry,
+            retry_error_callback=give_up,
         )
         return retrying(self._send_once, messages, response_format, usage)
 
@@ -215,13 +207,15 @@ class OpenAILLM:
             rand=self._rand(),
         )
 
-    def _send_once(self, messages: list[dict], response_format: dict, usage: Usage) -> _Answer:
+    def _send_once(
+        self, messages: list[ChatCompletionMessageParam], response_format: ResponseFormat, usage: Usage
+    ) -> _Answer:
         usage.requests += 1
         try:
             completion = self.client.chat.completions.create(
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
-                response_format=response_format,  # type: ignore[arg-type]
+                messages=messages,
+                response_format=response_format,
                 temperature=self.temperature,
             )
         except json.JSONDecodeError as exc:
@@ -232,72 +226,6 @@ class OpenAILLM:
             return _Answer(None, "response body is not a chat completion")
         _add_usage(usage, completion)
         return _answer_of(completion)
-
-
-# --- helpers ------------------------------------------------------------------------
-
-
-def is_transient(exc: BaseException) -> bool:
-    """429, 5xx, timeouts and connection errors are worth retrying."""
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return False
-
-
-def retry_after_of(exc: BaseException | None) -> float | None:
-    """The Retry-After seconds of a 429/503 answer, when present and numeric."""
-    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in RETRY_AFTER_STATUSES:
-        return None
-    value = exc.response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        log.debug("ignoring non-numeric Retry-After %r", value)
-        return None
-    return seconds if seconds >= 0 else None
-
-
-def _describe(exc: BaseException | None) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_error_message(exc)}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _error_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return exc.message
-
-
-def _rejected(exc: openai.APIStatusError) -> LLMError:
-    """A refusal of this request (400, 413, 422: counts toward its session's quarantine), or of
-    every request (401, 403, 404: a key or model to fix, not the session's fault)."""
-    kind = EndpointUnusable if exc.status_code in REFUSES_EVERY_REQUEST else LLMError
-    return kind(f"LLM request rejected, {_describe(exc)}")
-
-
-def _rejects_response_format(exc: openai.BadRequestError) -> bool:
-    return exc.param == "response_format" or "response_format" in _error_message(exc)
-
-
-def _log_retry(state: tenacity.RetryCallState) -> None:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    log.warning(
-        "LLM request failed (%s); retry %d in %.2fs", _describe(exc), state.attempt_number, state.upcoming_sleep
-    )
-
-
-def _give_up(state: tenacity.RetryCallState) -> None:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    kind = LLMTimeout if isinstance(exc, openai.APITimeoutError) else TransientLLMError
-    raise kind(
-        f"LLM unavailable after {state.attempt_number} attempts, {_describe(exc)}", delay=state.upcoming_sleep
-    ) from exc
 
 
 def _add_usage(usage: Usage, completion: ChatCompletion) -> None:
@@ -332,93 +260,12 @@ def _validate(schema: type[M], answer: _Answer) -> tuple[M | None, str]:
         return None, validation_summary(exc)
 
 
-def _repair_messages(answer: _Answer, problem: str) -> list[dict]:
-    messages: list[dict] = []
+def _repair_messages(answer: _Answer, problem: str) -> list[ChatCompletionMessageParam]:
+    messages: list[ChatCompletionMessageParam] = []
     if answer.content:
         messages.append({"role": "assistant", "content": answer.content})
     messages.append({"role": "user", "content": REPAIR_PROMPT.format(problem=problem)})
     return messages
-
-
-# --- the pass guard -----------------------------------------------------------------
-
-
-class GuardedLLM:
-    """Wraps an `LLM` for one pass: a token budget and a consecutive-failure `Breaker` that
-    stays open for the rest of the pass.
-
-    ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``;
-    ``answered`` the calls the endpoint answered (validly or not).
-    A `breaker_threshold` of 0 or less disables the breaker. A call starts only while the tokens
-    spent plus its prompt (counted here) fit the budget, so the pass can go over it by at most
-    the completion of its last call.
-    """
-
-    def __init__(self, inner: LLM, *, token_budget: int, breaker_threshold: int) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.token_budget = token_budget
-        self.breaker = Breaker(breaker_threshold)
-        self.calls = 0
-        self.answered = 0
-        self.usage = Usage()
-
-    def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
-    ) -> tuple[M, Usage]:
-        self._check_budget(count_tokens(system) + count_tokens(user))  # a refusal, not a failure of the model
-        return self.breaker.call(lambda: self._spend(system, user, schema, name, attempts))
-
-    def _spend(self, system: str, user: str, schema: type[M], name: str, attempts: int | None) -> tuple[M, Usage]:
-        """The call, its usage recorded whether it succeeds or fails."""
-        try:
-            result, usage = self.inner.complete_json(
-                system=system, user=user, schema=schema, name=name, attempts=attempts
-            )
-        except LLMError as exc:
-            self._record(getattr(exc, "usage", None))
-            self.answered += 1 if isinstance(exc, LLMInvalidOutput) else 0  # it answered, if not validly
-            raise
-        self._record(usage)
-        self.answered += 1
-        return result, usage
-
-    def _check_budget(self, prompt_tokens: int) -> None:
-        spent = self.usage.total_tokens
-        if spent >= self.token_budget:
-            raise BudgetExceeded(f"token budget spent: {spent} of {self.token_budget} tokens")
-        if spent + prompt_tokens > self.token_budget:
-            raise BudgetExceeded(
-                f"token budget nearly spent: {spent} of {self.token_budget} tokens, "
-                f"the next call needs {prompt_tokens} for its prompt alone"
-            )
-
-    def _record(self, usage: Usage | None) -> None:
-        usage = usage if usage is not None else Usage()
-        self.usage.add(usage)
-        self.calls += max(usage.requests, 1)
-
-
-class Probe(BaseModel):
-    """Whatever JSON object the endpoint sends back to a probe."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-PROBE_SYSTEM = 'Answer with the JSON object {"ok": true}.'
-
-
-def endpoint_answers(llm: LLM) -> bool:
-    """Whether the endpoint answers a minimal request now, asked once (an answer the model could
-    not make valid still says it answered); a refusal to call (an open breaker, a spent budget)
-    or a failed request says no."""
-    try:
-        llm.complete_json(system=PROBE_SYSTEM, user="ok?", schema=Probe, name="probe", attempts=1)
-    except LLMInvalidOutput:
-        return True
-    except LLMError:
-        return False
-    return True
 
 
 # --- construction -------------------------------------------------------------------

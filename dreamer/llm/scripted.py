@@ -11,13 +11,9 @@ connections.
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
-import hashlib
 import json
 import logging
-import math
-import re
 import socket
 import struct
 import threading
@@ -27,16 +23,21 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from dreamer.core.tokens import count_tokens
+from dreamer.llm.scripted_bodies import (
+    JSONObject,
+    completion_body,
+    embeddings_body,
+    error_body,
+    error_type,
+    fmt_seconds,
+    model_entry,
+)
 
 log = logging.getLogger(__name__)
 
-MODEL_ID = "scripted"
-CREATED = 1_700_000_000
 SCHEMA_UNSUPPORTED = "response_format json_schema is not supported"
-_WORD = re.compile(r"\w+")
 
-Script = Callable[[dict], "Reply"]
+Script = Callable[[JSONObject], "Reply"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class Reply:
         return cls(kind="drop", content=None)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Reply:
+    def from_dict(cls, data: JSONObject) -> Reply:
         """Build a reply from the CLI script form: json / text / error (+ retry_after, repeat, delay)."""
         if "json" in data:
             reply = cls.json(data["json"])
@@ -144,7 +145,7 @@ class ScriptedServer:
         self._address = (host, port)
         self._lock = threading.Lock()
         self._queue: deque[list[Any]] = deque()
-        self._requests: list[dict] = []
+        self._requests: list[JSONObject] = []
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -186,7 +187,7 @@ class ScriptedServer:
         if self._httpd is None:
             raise RuntimeError("server not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     # --- scripting ----------------------------------------------------------
     def push(self, *replies: Reply) -> None:
@@ -207,29 +208,30 @@ class ScriptedServer:
             return sum(left for _, left in self._queue)
 
     @property
-    def requests(self) -> list[dict]:
+    def requests(self) -> list[JSONObject]:
         """Recorded requests: ``path``, ``headers`` (lower-case keys), ``body``; ``usage`` once answered."""
         with self._lock:
             return list(self._requests)
 
-    def chat_requests(self) -> list[dict]:
+    def chat_requests(self) -> list[JSONObject]:
         """Recorded request bodies sent to the chat completions endpoint."""
         return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
-    def _record(self, path: str, headers: dict, body: Any) -> dict:
+    def _record(self, path: str, headers: JSONObject, body: Any) -> JSONObject:
         entry = {"path": path, "headers": headers, "body": body}
         with self._lock:
             self._requests.append(entry)
         return entry
 
-    def _next_reply(self, body: dict) -> Reply:
+    def _next_reply(self, body: JSONObject) -> Reply:
         with self._lock:
             if self._queue:
                 slot = self._queue[0]
                 slot[1] -= 1
                 if slot[1] <= 0:
                     self._queue.popleft()
-                return slot[0]
+                reply: Reply = slot[0]
+                return reply
             script = self._script
         return script(body) if script is not None else Reply()
 
@@ -255,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
         scripted = self.server.scripted
         scripted._record(self.path, self._headers(), None)
         if self.path.rstrip("/").endswith("/models"):
-            self._send_json(200, {"object": "list", "data": [_model_entry()]})
+            self._send_json(200, {"object": "list", "data": [model_entry()]})
         else:
             self._send_error(404, f"unknown path {self.path}", "invalid_request_error")
 
@@ -277,14 +279,14 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("scripted %s - " + format, self.address_string(), *args)
 
     # --- endpoints ----------------------------------------------------------
-    def _chat(self, scripted: ScriptedServer, body: dict, entry: dict) -> None:
+    def _chat(self, scripted: ScriptedServer, body: JSONObject, entry: JSONObject) -> None:
         fmt = body.get("response_format")
         if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and not scripted.json_schema:
             self._send_error(400, SCHEMA_UNSUPPORTED, "invalid_request_error", param="response_format")
             return
         self._serve(scripted, scripted._next_reply(body), body, entry)
 
-    def _serve(self, scripted: ScriptedServer, reply: Reply, body: dict, entry: dict) -> None:
+    def _serve(self, scripted: ScriptedServer, reply: Reply, body: JSONObject, entry: JSONObject) -> None:
         if reply.kind == "delay":
             if scripted._stopping.wait(reply.seconds):
                 return
@@ -296,11 +298,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif reply.kind == "malformed":
             self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [ this is not json', {})
         else:
-            completion = _completion(reply, body, scripted._next_id())
+            completion = completion_body(reply, body, scripted._next_id())
             entry["usage"] = completion["usage"]
             self._send_json(200, completion)
 
-    def _embeddings(self, scripted: ScriptedServer, body: dict) -> None:
+    def _embeddings(self, scripted: ScriptedServer, body: JSONObject) -> None:
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]
@@ -309,21 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, message, "invalid_request_error", param="input")
             return
         dim = int(body.get("dimensions") or scripted.embed_dim)
-        b64 = body.get("encoding_format") == "base64"
-        data = [
-            {"object": "embedding", "index": i, "embedding": _encode(embed_text(t, dim), b64)}
-            for i, t in enumerate(texts)
-        ]
-        tokens = sum(count_tokens(t) for t in texts)
-        self._send_json(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "model": body.get("model", MODEL_ID),
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            },
-        )
+        self._send_json(200, embeddings_body(texts, dim, body.get("encoding_format") == "base64", body))
 
     # --- wire -----------------------------------------------------------------
     def _headers(self) -> dict[str, str]:
@@ -341,13 +329,13 @@ class _Handler(BaseHTTPRequestHandler):
         body = (
             reply.body
             if reply.body is not None
-            else _error_body(f"scripted error {reply.status}", _error_type(reply.status))
+            else error_body(f"scripted error {reply.status}", error_type(reply.status))
         )
-        headers = {"Retry-After": _fmt_seconds(reply.retry_after)} if reply.retry_after is not None else {}
+        headers = {"Retry-After": fmt_seconds(reply.retry_after)} if reply.retry_after is not None else {}
         self._send_raw(reply.status, json.dumps(body).encode(), headers)
 
     def _send_error(self, status: int, message: str, kind: str, param: str | None = None) -> None:
-        self._send_json(status, _error_body(message, kind, param))
+        self._send_json(status, error_body(message, kind, param))
 
     def _send_json(self, status: int, obj: Any) -> None:
         self._send_raw(status, json.dumps(obj).encode(), {})
@@ -371,95 +359,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.connection.close()
-
-
-# --- payloads -------------------------------------------------------------------
-
-
-def _model_entry() -> dict:
-    return {"id": MODEL_ID, "object": "model", "created": CREATED, "owned_by": "dreamer"}
-
-
-def _error_body(message: str, kind: str, param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
-
-
-def _error_type(status: int) -> str:
-    if status == 429:
-        return "rate_limit_error"
-    if status == 401:
-        return "authentication_error"
-    if status >= 500:
-        return "server_error"
-    return "invalid_request_error"
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
-
-
-def _message_text(content: Any) -> str:
-    """The text of a chat message's content (a string or a list of parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def prompt_tokens_of(body: dict) -> int:
-    """The prompt token count the server reports for a chat request body."""
-    messages = body.get("messages") or []
-    return sum(count_tokens(_message_text(m.get("content"))) for m in messages if isinstance(m, dict))
-
-
-def _completion(reply: Reply, body: dict, completion_id: str) -> dict:
-    prompt = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_tokens_of(body)
-    answer = reply.content if reply.content is not None else (reply.refusal_text or "")
-    completion = reply.completion_tokens if reply.completion_tokens is not None else count_tokens(answer)
-    choices = (
-        []
-        if reply.kind == "empty"
-        else [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.content, "refusal": reply.refusal_text},
-                "finish_reason": reply.finish_reason,
-                "logprobs": None,
-            }
-        ]
-    )
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": body.get("model", MODEL_ID),
-        "choices": choices,
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
-    }
-
-
-def embed_text(text: str, dim: int) -> list[float]:
-    """A deterministic unit vector: signed hashed bag of lowercased words."""
-    vec = [0.0] * dim
-    for word in _WORD.findall(text.lower()) or [text]:
-        digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
-        value = int.from_bytes(digest, "little")
-        vec[value % dim] += 1.0 if (value >> 32) & 1 else -1.0
-    norm = math.sqrt(sum(v * v for v in vec))
-    if norm == 0.0:
-        vec[0], norm = 1.0, 1.0
-    return [v / norm for v in vec]
-
-
-def _encode(vec: list[float], b64: bool) -> list[float] | str:
-    if not b64:
-        return vec
-    return base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
 
 
 # --- command line -----------------------------------------------------------------
