@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import SQLAlchemyError
 
-from dreamer.core.errors import ConfigError, DreamerError, os_reason
-from dreamer.core.settings import Settings, load_settings
-from dreamer.store.db import database_problem
+if TYPE_CHECKING:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from dreamer.core.settings import Settings
 
 ID_MAX = 2**63 - 1  # the largest SQL integer: ids, limits and budgets above it cannot be stored or asked for
 
@@ -22,8 +23,19 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="dreamer: the memory back office for AI agents.",
 )
+
+
+def command_group(name: str, help: str) -> typer.Typer:
+    """A group of subcommands under `app`. Help is plain text: options show a metavar
+    (`ID`, `USER`, `PATH`), never a Python type, and no rich panels are loaded to print it."""
+    group = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None, help=help)
+    app.add_typer(group, name=name)
+    return group
+
+
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -31,20 +43,38 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 @app.callback()
 def _root(
     ctx: typer.Context,
-    data_dir: str = typer.Option(None, "--data-dir", help="Overrides DREAMER_DATA_DIR."),
+    data_dir: str = typer.Option(None, "--data-dir", metavar="PATH", help="Overrides DREAMER_DATA_DIR."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level to stderr."),
 ) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     if data_dir is not None and not data_dir.strip():
+        from dreamer.core.errors import ConfigError
+
         raise ConfigError("--data-dir is empty: give a folder")
-    overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
-    ctx.obj = load_settings(**overrides)
+    ctx.obj = Edge({"data_dir": data_dir} if data_dir else {})
+
+
+@dataclass
+class Edge:
+    """What the root options decided: the settings, read once, when a command first needs them
+    (a help page needs none)."""
+
+    overrides: dict[str, Any]
+    loaded: Settings | None = field(default=None, repr=False)
+
+    def settings(self) -> Settings:
+        if self.loaded is None:
+            from dreamer.core.settings import load_settings
+
+            self.loaded = load_settings(**self.overrides)
+        return self.loaded
 
 
 def settings_of(ctx: typer.Context) -> Settings:
-    return ctx.obj
+    edge: Edge = ctx.find_root().obj
+    return edge.settings()
 
 
 def print_json(value: Any) -> None:
@@ -53,27 +83,43 @@ def print_json(value: Any) -> None:
 
 def main() -> None:
     """Console entry point: expected failures are one line on stderr and exit 1."""
-    from dreamer.cli import cabinet, measure, online, ops, records  # noqa: F401  (register commands)
-
     try:
         app()
-    except DreamerError as exc:
-        err.print(f"error: {exc}", markup=False)
-        sys.exit(1)
-    except OSError as exc:  # the file system refused: a data dir that is a file, no permission, a full disk
-        logging.getLogger("dreamer.cli").debug("file system error", exc_info=True)
-        err.print(f"error: {os_problem(exc)}", markup=False)
-        sys.exit(1)
-    except SQLAlchemyError as exc:  # the database refused: read-only, locked, full
-        logging.getLogger("dreamer.cli").debug("database error", exc_info=True)
-        err.print(f"error: the database refused: {database_problem(exc)}", markup=False)
-        sys.exit(1)
-    except UnicodeEncodeError as exc:
-        err.print(f"error: {unencodable(exc)}", markup=False)
-        sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(130)
+    except Exception as exc:
+        problem = failure(exc)
+        if problem is None:
+            raise
+        err.print(f"error: {problem}", markup=False)
+        sys.exit(1)
+
+
+def failure(exc: Exception) -> str | None:
+    """The one line an expected failure is told in; None for anything else (a bug keeps its traceback)."""
+    from dreamer.core.errors import DreamerError
+
+    log = logging.getLogger("dreamer.cli")
+    if isinstance(exc, DreamerError):
+        return str(exc)
+    if isinstance(exc, OSError):  # the file system refused: a data dir that is a file, no permission, a full disk
+        log.debug("file system error", exc_info=True)
+        return os_problem(exc)
+    if is_database_error(exc):  # the database refused: read-only, locked, full
+        from dreamer.store.db import database_problem
+
+        log.debug("database error", exc_info=True)
+        return f"the database refused: {database_problem(exc)}"
+    if isinstance(exc, UnicodeEncodeError):
+        return unencodable(exc)
+    return None
+
+
+def is_database_error(exc: Exception) -> TypeGuard[SQLAlchemyError]:
+    """Whether the database refused; SQLAlchemy is only asked if it was loaded (else it did not)."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    return sa_exc is not None and isinstance(exc, sa_exc.SQLAlchemyError)
 
 
 def unencodable(exc: UnicodeEncodeError) -> str:
@@ -87,4 +133,10 @@ def unencodable(exc: UnicodeEncodeError) -> str:
 def os_problem(exc: OSError) -> str:
     """What the file system refused, and where."""
     where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    from dreamer.core.errors import os_reason
+
     return f"{os_reason(exc)}: {where}" if where else os_reason(exc)
+
+
+# The command modules register on `app` as they load (each imports its heavy parts when run).
+from dreamer.cli import cabinet, measure, online, ops, passes, records, sessions  # noqa: E402, F401

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
-from dreamer.cli import app, out, settings_of
-from dreamer.core.errors import ConfigError, os_reason
+from dreamer.cli import app, command_group, out, settings_of
 
-eval_app = typer.Typer(no_args_is_help=True, help="Evaluate recall on benchmark data.")
-app.add_typer(eval_app, name="eval")
+eval_app = command_group("eval", "Evaluate recall on benchmark data.")
 
 MEMORY_MODES = ("observations", "turns")
 SEARCHES = ("hybrid", "dense", "text")
-BENCHES = ("recall", "pass", "consolidate", "flush")
+BENCHES = ("recall", "pass", "consolidate", "flush", "cli")
+CLI_RUNS = 20  # `dreamer bench cli` times `dreamer --help` this often (3 with --small)
 
 
 def parse_ks(value: str) -> list[int]:
@@ -39,6 +40,8 @@ def check_json_target(target: str | None) -> None:
         return
     problem = json_target_problem(Path(target))
     if problem is not None:
+        from dreamer.core.errors import ConfigError
+
         raise ConfigError(f"--json {target}: {problem}")
 
 
@@ -67,6 +70,8 @@ def write_json(result: Any, target: str | None) -> None:
         with open(target, "w", encoding="utf-8") as handle:
             handle.write(text)
     except OSError as exc:
+        from dreamer.core.errors import ConfigError, os_reason
+
         sys.stdout.write(text)
         raise ConfigError(f"--json {target}: cannot be written ({os_reason(exc)}); the result is on stdout") from exc
 
@@ -74,13 +79,19 @@ def write_json(result: Any, target: str | None) -> None:
 @eval_app.command("locomo")
 def eval_locomo(
     ctx: typer.Context,
-    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A file in the LoCoMo format."),
-    conversations: str = typer.Option(None, "--conversations", help="Comma-separated sample_ids (default: all)."),
-    memories: str = typer.Option("observations", "--memories", help="observations | turns"),
-    search: str = typer.Option("hybrid", "--search", help="hybrid | dense | text"),
-    k: str = typer.Option("5,10", "--k", help="Cut-offs, comma-separated."),
-    json_out: str = typer.Option(None, "--json", help="Write the result as JSON to PATH, or '-' for stdout."),
-    work_dir: Path = typer.Option(None, "--work-dir", help="Keep each conversation's data directory here."),
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, metavar="PATH", help="A file in the LoCoMo format."),
+    conversations: str = typer.Option(
+        None, "--conversations", metavar="IDS", help="Comma-separated sample_ids (default: all)."
+    ),
+    memories: str = typer.Option("observations", "--memories", metavar="MODE", help="observations | turns"),
+    search: str = typer.Option("hybrid", "--search", metavar="SEARCH", help="hybrid | dense | text"),
+    k: str = typer.Option("5,10", "--k", metavar="K,K", help="Cut-offs, comma-separated."),
+    json_out: str = typer.Option(
+        None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
+    ),
+    work_dir: Path = typer.Option(
+        None, "--work-dir", metavar="PATH", help="Keep each conversation's data directory here."
+    ),
 ) -> None:
     """Recall of LoCoMo evidence through the real pipeline, per conversation in a fresh store."""
     from dreamer.eval.harness import EvalOptions, run_locomo
@@ -91,7 +102,12 @@ def eval_locomo(
         raise typer.BadParameter(f"--search must be one of {', '.join(SEARCHES)}")
     ids = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
     opts = EvalOptions(
-        path=path, memories=memories, search=search, ks=parse_ks(k), conversations=ids, work_dir=work_dir
+        path=path,
+        memories="turns" if memories == "turns" else "observations",
+        search=search,
+        ks=parse_ks(k),
+        conversations=ids,
+        work_dir=work_dir,
     )
     check_json_target(json_out)
     result = run_locomo(settings_of(ctx), opts)
@@ -100,7 +116,9 @@ def eval_locomo(
     write_json(result, json_out)
 
 
-def _print_eval(result: dict, memories: str, search: str) -> None:
+def _print_eval(result: dict[str, Any], memories: str, search: str) -> None:
+    from rich.table import Table
+
     ks = list(result["recall_at"])
     table = Table(title=f"LoCoMo: {memories} memories, {search} search, {result['n_questions']} questions")
     table.add_column("category")
@@ -126,18 +144,47 @@ def _print_eval(result: dict, memories: str, search: str) -> None:
 @app.command()
 def bench(
     ctx: typer.Context,
-    which: str = typer.Argument(..., help="recall | pass | consolidate | flush"),
-    json_out: str = typer.Option(None, "--json", help="Write the result as JSON to PATH, or '-' for stdout."),
+    which: str = typer.Argument(..., metavar="WHICH", help="recall | pass | consolidate | flush | cli"),
+    json_out: str = typer.Option(
+        None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
+    ),
     small: bool = typer.Option(False, "--small", help="Tiny sizes (a smoke run)."),
-    seed: int = typer.Option(7, "--seed"),
+    seed: int = typer.Option(7, "--seed", metavar="N"),
 ) -> None:
-    """Seeded performance benchmarks; each prints a table and reports ratios from the same run."""
-    from dreamer.eval import bench as benches
-
+    """Seeded performance benchmarks; each prints a table and reports ratios from the same run
+    (`cli`: the wall time of `dreamer --help`)."""
     if which not in BENCHES:
         raise typer.BadParameter(f"bench must be one of {', '.join(BENCHES)}")
     check_json_target(json_out)
-    result = benches.run(which, settings_of(ctx), small=small, seed=seed)
-    if json_out != "-":
-        out.print(benches.table(result))
+    if which == "cli":
+        result = bench_cli(3 if small else CLI_RUNS)
+        if json_out != "-":
+            out.print(
+                f"dreamer --help: p50 {result['p50_ms']} ms, max {result['max_ms']} ms over {result['runs']} runs",
+                markup=False,
+            )
+    else:
+        from dreamer.eval import bench as benches
+
+        result = benches.run(which, settings_of(ctx), small=small, seed=seed)
+        if json_out != "-":
+            out.print(benches.table(result))
     write_json(result, json_out)
+
+
+def bench_cli(runs: int) -> dict[str, Any]:
+    """Wall time of `dreamer --help` in a fresh interpreter, `runs` times: the first thing a user waits for."""
+    command = [sys.executable, "-m", "dreamer", "--help"]
+    ms: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        ms.append((time.perf_counter() - start) * 1000)
+    return {
+        "bench": "cli",
+        "command": "dreamer --help",
+        "runs": runs,
+        "p50_ms": round(statistics.median(ms), 1),
+        "min_ms": round(min(ms), 1),
+        "max_ms": round(max(ms), 1),
+    }

@@ -4,22 +4,47 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import typer
 
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.records import open_store
-from dreamer.core.errors import IndexInUse
-from dreamer.core.scope import Scope
-from dreamer.core.settings import MAX_CONTEXT_BUDGET, MAX_RECALL_K
-from dreamer.engine.runtime import Runtime, settle
+
+if TYPE_CHECKING:
+    from dreamer.engine.runtime import Runtime
+    from dreamer.online.trace import Trace
+    from workers.scheduler import DreamScheduler
 
 API_HINT = "while `dreamer serve` runs it owns the embedded index: use its API ({endpoint}) instead"
+
+
+def recall_depth(k: int | None) -> int | None:
+    """`--k`: at most the hits one recall returns (the limit is read only once a command runs)."""
+    from dreamer.core.settings import MAX_RECALL_K
+
+    return at_most(k, MAX_RECALL_K)
+
+
+def context_budget(budget: int | None) -> int | None:
+    """`--budget`: at most the largest context block, in tokens."""
+    from dreamer.core.settings import MAX_CONTEXT_BUDGET
+
+    return at_most(budget, MAX_CONTEXT_BUDGET)
+
+
+def at_most(value: int | None, limit: int) -> int | None:
+    if value is not None and value > limit:
+        raise typer.BadParameter(f"{value} is over {limit}, the most it may be")
+    return value
 
 
 @contextmanager
 def index_runtime(ctx: typer.Context, endpoint: str) -> Iterator[Runtime]:
     """A runtime whose index is open; an index owned by a server says to use the API."""
+    from dreamer.core.errors import IndexInUse
+    from dreamer.engine.runtime import Runtime
+
     settings = settings_of(ctx)
     with Runtime.open(settings, engine=open_store(settings)) as rt:
         try:
@@ -32,8 +57,8 @@ def index_runtime(ctx: typer.Context, endpoint: str) -> Iterator[Runtime]:
 @app.command()
 def serve(
     ctx: typer.Context,
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8765, "--port", min=1, max=65535),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="HOST"),
+    port: int = typer.Option(8765, "--port", min=1, max=65535, metavar="PORT"),
     insecure_single_user: str = typer.Option(
         None,
         "--insecure-single-user",
@@ -50,8 +75,10 @@ def serve(
     import uvicorn
 
     from dreamer.embed.embedders import set_torch_threads
-    from dreamer.online.api import create_app, insecure_grant, parse_tokens
-    from dreamer.online.flush import validate_flush_settings
+    from dreamer.engine.runtime import settle
+    from dreamer.online.api import create_app
+    from dreamer.online.auth import insecure_grant, parse_tokens
+    from dreamer.online.meter import validate_flush_settings
 
     settings = settings_of(ctx)
     validate_flush_settings(settings)
@@ -78,7 +105,7 @@ def serve(
                 hosted.shutdown()
 
 
-def _hosted_scheduler(rt: Runtime):
+def _hosted_scheduler(rt: Runtime) -> DreamScheduler:
     """On the embedded default the server owns the index, so it runs the dream passes too."""
     from workers.scheduler import DreamScheduler, InlineExecutor
 
@@ -91,12 +118,15 @@ def _hosted_scheduler(rt: Runtime):
 def recall_cmd(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="What to look for."),
-    user: str = typer.Option(..., "--user"),
-    k: int = typer.Option(None, "--k", min=1, max=MAX_RECALL_K, help="How many hits (default: recall_k)."),
+    user: str = typer.Option(..., "--user", metavar="USER"),
+    k: int = typer.Option(
+        None, "--k", min=1, callback=recall_depth, metavar="K", help="How many hits (default: recall_k)."
+    ),
     include_all: bool = typer.Option(False, "--all", help="Also superseded and forgotten memories."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Hybrid recall over one user's memories."""
+    from dreamer.core.scope import Scope
     from dreamer.online.recall import recall
 
     with index_runtime(ctx, "POST /v1/recall") as rt:
@@ -114,13 +144,20 @@ def recall_cmd(
 @app.command("context")
 def context_cmd(
     ctx: typer.Context,
-    user: str = typer.Option(..., "--user"),
+    user: str = typer.Option(..., "--user", metavar="USER"),
     budget: int = typer.Option(
-        None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Token budget (default: context_budget)."
+        None,
+        "--budget",
+        min=0,
+        callback=context_budget,
+        metavar="TOKENS",
+        help="Token budget (default: context_budget).",
     ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The context block that would be injected for a user."""
+    from dreamer.core.scope import Scope
+    from dreamer.engine.runtime import Runtime
     from dreamer.online.recall import context
 
     settings = settings_of(ctx)
@@ -139,7 +176,9 @@ def context_cmd(
 @app.command("flush")
 def flush_cmd(
     ctx: typer.Context,
-    session: int = typer.Option(..., "--session", min=1, max=ID_MAX, help="Session id (see `sessions ls`)."),
+    session: int = typer.Option(
+        ..., "--session", min=1, max=ID_MAX, metavar="ID", help="Session id (see `sessions ls`)."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Flush a session's content since its last flush into daily notes now."""
@@ -167,10 +206,17 @@ def flush_cmd(
 def trace_cmd(
     ctx: typer.Context,
     fact: str = typer.Argument(..., help="The fact, as it was said or stored."),
-    user: str = typer.Option(..., "--user"),
-    k: int = typer.Option(None, "--k", min=1, max=MAX_RECALL_K, help="Recall depth (default: recall_k)."),
+    user: str = typer.Option(..., "--user", metavar="USER"),
+    k: int = typer.Option(
+        None, "--k", min=1, callback=recall_depth, metavar="K", help="Recall depth (default: recall_k)."
+    ),
     budget: int = typer.Option(
-        None, "--budget", min=0, max=MAX_CONTEXT_BUDGET, help="Context budget (default: context_budget)."
+        None,
+        "--budget",
+        min=0,
+        callback=context_budget,
+        metavar="TOKENS",
+        help="Context budget (default: context_budget).",
     ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -189,7 +235,7 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no "
 
 
-def _print_trace(t) -> None:
+def _print_trace(t: Trace) -> None:
     hops = t.hops
     current = [m for m in t.memories if m.current]
     out.print(f"trace {t.fact!r} for user {t.user_id}", markup=False)

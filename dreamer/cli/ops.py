@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from sqlmodel import select
 
-from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
+from dreamer.cli import ID_MAX, app, command_group, err, out, print_json, settings_of
 from dreamer.cli.records import open_store, require_sessions
-from dreamer.core.models import Cursor, Session
-from dreamer.engine import reprocess as rp
-from dreamer.store.db import session_scope
 
-checkpoints_app = typer.Typer(no_args_is_help=True, help="Session cursors: how far each session was dreamed over.")
-app.add_typer(checkpoints_app, name="checkpoints")
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from dreamer.core.models import Cursor, Session
+    from dreamer.core.settings import Settings
+    from dreamer.engine import reprocess as rp
+
+checkpoints_app = command_group("checkpoints", "Session cursors: how far each session was dreamed over.")
 
 CURSOR_STATUSES = ("ok", "failed", "quarantined")
 
@@ -27,6 +28,7 @@ def run(
     executor: str = typer.Option(
         None,
         "--executor",
+        metavar="EXECUTOR",
         help="inline: passes run in this process; celery: enqueue the dream_pass task. "
         "Default: DREAMER_SCHEDULER_EXECUTOR (inline).",
     ),
@@ -45,19 +47,26 @@ def run(
 @app.command()
 def reprocess(
     ctx: typer.Context,
-    session: list[int] = typer.Option(None, "--session", min=1, max=ID_MAX, help="Session id (repeatable)."),
-    user: str = typer.Option(None, "--user", help="Every session of this user."),
-    since: str = typer.Option(None, "--since", help="Sessions active since this ISO date (UTC)."),
+    session: list[int] = typer.Option(
+        None, "--session", min=1, max=ID_MAX, metavar="ID", help="Session id (repeatable)."
+    ),
+    user: str = typer.Option(None, "--user", metavar="USER", help="Every session of this user."),
+    since: str = typer.Option(None, "--since", metavar="DATE", help="Sessions active since this ISO date (UTC)."),
     quarantined: bool = typer.Option(False, "--quarantined", help="The quarantined sessions."),
     everything: bool = typer.Option(False, "--all", help="Every session."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Say what would be reprocessed and its cost; change nothing."
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    via: str = typer.Option("inline", "--via", help="inline (here, with a progress bar) or celery (enqueue)."),
+    via: str = typer.Option(
+        "inline", "--via", metavar="VIA", help="inline (here, with a progress bar) or celery (enqueue)."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Reset the selected cursors and dream over those sessions again; memories are merged, never duplicated."""
+    from dreamer.engine import reprocess as rp
+    from dreamer.store.db import session_scope
+
     if via not in ("inline", "celery"):
         raise typer.BadParameter("use inline or celery", param_hint="--via")
     settings = settings_of(ctx)
@@ -98,7 +107,7 @@ def _confirm(question: str, yes: bool) -> None:
         raise typer.Exit(1)
 
 
-def _plan_json(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool) -> dict:
+def _plan_json(sel: rp.Selection, ids: list[int], est: rp.Estimate, llm: bool) -> dict[str, Any]:
     return {
         "selection": sel.describe(),
         "session_ids": ids,
@@ -137,7 +146,7 @@ def _print_plan(
     )
 
 
-def _enqueue(settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None:
+def _enqueue(settings: Settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None:
     from workers.celery_app import enqueue, make_app
 
     result = enqueue(make_app(settings), settings, "dreamer.reprocess", args=[sel.to_dict()])
@@ -149,7 +158,10 @@ def _enqueue(settings, sel: rp.Selection, ids: list[int], as_json: bool) -> None
     )
 
 
-def _run_inline(settings, engine, ids: list[int]) -> rp.Progress:
+def _run_inline(settings: Settings, engine: Engine, ids: list[int]) -> rp.Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dreamer.engine import reprocess as rp
     from dreamer.engine.shared_index import open_shared_runtime
 
     columns = (
@@ -194,29 +206,34 @@ def _print_done(done: rp.Progress, as_json: bool) -> None:
 @checkpoints_app.command("ls")
 def checkpoints_ls(
     ctx: typer.Context,
-    status: str = typer.Option(None, "--status", help="ok, failed or quarantined."),
-    user: str = typer.Option(None, "--user"),
-    limit: int = typer.Option(200, "--limit", min=1, max=ID_MAX),
+    status: str = typer.Option(None, "--status", metavar="STATUS", help="ok, failed or quarantined."),
+    user: str = typer.Option(None, "--user", metavar="USER"),
+    limit: int = typer.Option(200, "--limit", min=1, max=ID_MAX, metavar="N"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Session cursors with their attempts and last errors."""
+    from sqlmodel import col, select
+
+    from dreamer.core.models import Cursor, Session
+    from dreamer.store.db import session_scope
+
     if status is not None and status not in CURSOR_STATUSES:
         raise typer.BadParameter(f"use one of {', '.join(CURSOR_STATUSES)}", param_hint="--status")
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:
-        q = select(Cursor, Session).join(Session, Session.id == Cursor.session_id)
+        q = select(Cursor, Session).join(Session, col(Session.id) == col(Cursor.session_id))
         if status:
             q = q.where(Cursor.status == status)
         if user:
             q = q.where(Session.user_id == user)
-        rows = [_checkpoint_json(c, sess) for c, sess in s.exec(q.order_by(Cursor.session_id).limit(limit))]
+        rows = [_checkpoint_json(c, sess) for c, sess in s.exec(q.order_by(col(Cursor.session_id)).limit(limit))]
     if as_json:
         print_json(rows)
         return
     _print_checkpoints(rows)
 
 
-def _checkpoint_json(c: Cursor, sess: Session) -> dict:
+def _checkpoint_json(c: Cursor, sess: Session) -> dict[str, Any]:
     return {
         "session_id": c.session_id,
         "user_id": sess.user_id,
@@ -230,7 +247,9 @@ def _checkpoint_json(c: Cursor, sess: Session) -> dict:
     }
 
 
-def _print_checkpoints(rows: list[dict]) -> None:
+def _print_checkpoints(rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
     if not rows:
         out.print("no checkpoints", markup=False)
         return

@@ -1,29 +1,28 @@
-"""CLI for the record: init, ingest, sessions, status."""
+"""CLI for the record: init, ingest, status, and the store the other commands open."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
-from sqlalchemy import func
-from sqlmodel import select
 
-from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
-from dreamer.core.errors import IngestError, NotFound, StoreError
-from dreamer.core.models import Cursor, DreamRun, Memory, Message, Session
-from dreamer.core.settings import Settings
-from dreamer.engine.schedule import scheduler_status
-from dreamer.store import db
-from dreamer.store.db import session_scope
+from dreamer.cli import app, err, out, print_json, settings_of
 
-sessions_app = typer.Typer(no_args_is_help=True, help="List and show recorded sessions.")
-app.add_typer(sessions_app, name="sessions")
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import SQLModel
+
+    from dreamer.core.settings import Settings
+    from dreamer.ingest.files import FileReport
 
 FORMATS = ("auto", "openai", "claude-code", "openclaw", "locomo")
 
 
-def open_store(settings: Settings, *, check: bool = True):
+def open_store(settings: Settings, *, check: bool = True) -> Engine:
+    """The engine of the configured store; one `dreamer init` never made is refused (`check`)."""
+    from dreamer.store import db
+
     if check:  # a store that was never made is not created by reading it
         db.require_sqlite_file(settings.resolved_database_url())
     engine = db.make_engine(settings.resolved_database_url())
@@ -32,13 +31,19 @@ def open_store(settings: Settings, *, check: bool = True):
     return engine
 
 
-def require_sessions(engine, ids: list[int], user: str | None) -> None:
+def require_sessions(engine: Engine, ids: list[int], user: str | None) -> None:
     """Refuse a pass over sessions that are not there: a mistyped id or user is not an empty pass."""
+    from sqlmodel import col, select
+
+    from dreamer.core.errors import NotFound
+    from dreamer.core.models import Session
+    from dreamer.store.db import session_scope
+
     if not ids and user is None:
         return
     q = select(Session.id)
     if ids:
-        q = q.where(Session.id.in_(ids))
+        q = q.where(col(Session.id).in_(ids))
     if user is not None:
         q = q.where(Session.user_id == user)
     with session_scope(engine) as s:
@@ -51,8 +56,10 @@ def require_sessions(engine, ids: list[int], user: str | None) -> None:
         raise NotFound(f"no sessions of user {user}")
 
 
-def prepare(settings: Settings):
+def prepare(settings: Settings) -> Engine:
     """Create the data directory and bring the schema to head."""
+    from dreamer.store import db
+
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.workspace_dir.mkdir(parents=True, exist_ok=True)
     engine = open_store(settings, check=False)
@@ -63,6 +70,8 @@ def prepare(settings: Settings):
 @app.command()
 def init(ctx: typer.Context) -> None:
     """Create the data directory and upgrade the database to the newest schema."""
+    from dreamer.store import db
+
     settings = settings_of(ctx)
     engine = prepare(settings)
     out.print(f"data dir {settings.data_dir.resolve()}", markup=False)
@@ -72,16 +81,21 @@ def init(ctx: typer.Context) -> None:
 @app.command()
 def ingest(
     ctx: typer.Context,
-    paths: list[Path] = typer.Argument(..., help="Transcript files."),
-    fmt: str = typer.Option("auto", "--format", help="auto|openai|claude-code|openclaw|locomo"),
-    user: str = typer.Option(None, "--user", help="User the sessions belong to (LoCoMo: defaults to sample_id)."),
-    agent: str = typer.Option(None, "--agent"),
-    project: str = typer.Option(None, "--project"),
-    mode: str = typer.Option(None, "--mode", help="agent|code (default: code for Claude Code, else agent)"),
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Transcript files."),
+    fmt: str = typer.Option("auto", "--format", metavar="FORMAT", help="auto|openai|claude-code|openclaw|locomo"),
+    user: str = typer.Option(
+        None, "--user", metavar="USER", help="User the sessions belong to (LoCoMo: defaults to sample_id)."
+    ),
+    agent: str = typer.Option(None, "--agent", metavar="AGENT"),
+    project: str = typer.Option(None, "--project", metavar="PROJECT"),
+    mode: str = typer.Option(
+        None, "--mode", metavar="MODE", help="agent|code (default: code for Claude Code, else agent)"
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Import transcripts; re-importing a file appends only what is new."""
-    from dreamer.ingest.store import plan_file, store_files
+    from dreamer.core.errors import IngestError
+    from dreamer.ingest.files import plan_file, store_files
 
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -113,7 +127,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _report_json(r) -> dict:
+def _report_json(r: FileReport) -> dict[str, Any]:
     return {
         "path": str(r.path),
         "format": r.format,
@@ -124,7 +138,7 @@ def _report_json(r) -> dict:
     }
 
 
-def _print_reports(reports) -> None:
+def _print_reports(reports: list[FileReport]) -> None:
     for r in reports:
         j = _report_json(r)
         out.print(
@@ -136,96 +150,13 @@ def _print_reports(reports) -> None:
             err.print(line, markup=False)
 
 
-def _session_json(s: Session, c: Cursor | None) -> dict:
-    return {
-        "id": s.id,
-        "external_id": s.external_id,
-        "source": s.source,
-        "user_id": s.user_id,
-        "agent_id": s.agent_id,
-        "project": s.project,
-        "mode": s.mode,
-        "title": s.title,
-        "messages": s.message_count,
-        "rounds": s.rounds,
-        "last_seq": s.last_seq,
-        "processed_seq": c.processed_seq if c else 0,
-        "cursor_status": c.status if c else None,
-        "attempts": c.attempts if c else 0,
-        "created_at": s.created_at.isoformat(),
-        "updated_at": s.updated_at.isoformat(),
-    }
-
-
-@sessions_app.command("ls")
-def sessions_ls(
-    ctx: typer.Context,
-    user: str = typer.Option(None, "--user"),
-    limit: int = typer.Option(100, "--limit", min=1, max=ID_MAX),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """List sessions, newest first."""
-    engine = open_store(settings_of(ctx))
-    with session_scope(engine) as s:
-        q = select(Session, Cursor).join(Cursor, Cursor.session_id == Session.id, isouter=True)
-        if user:
-            q = q.where(Session.user_id == user)
-        rows = [
-            _session_json(a, b)
-            for a, b in s.exec(q.order_by(Session.updated_at.desc(), Session.id.desc()).limit(limit))
-        ]
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("id", "user", "source", "external id", "mode", "messages", "processed", "cursor")
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["user_id"],
-            r["source"],
-            r["external_id"],
-            r["mode"],
-            str(r["messages"]),
-            str(r["processed_seq"]),
-            r["cursor_status"] or "-",
-        )
-    out.print(table)
-
-
-@sessions_app.command("show")
-def sessions_show(
-    ctx: typer.Context,
-    session_id: int = typer.Argument(..., min=1, max=ID_MAX, help="Session id (see `sessions ls`)."),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Show one session and its messages."""
-    engine = open_store(settings_of(ctx))
-    with session_scope(engine) as s:
-        sess = s.get(Session, session_id)
-        if sess is None:
-            raise NotFound(f"no session {session_id}")
-        info = _session_json(sess, s.get(Cursor, session_id))
-        msgs = s.exec(select(Message).where(Message.session_id == session_id).order_by(Message.seq)).all()
-        info["messages_list"] = [
-            {"seq": m.seq, "role": m.role, "name": m.name, "content": m.content, "created_at": m.created_at.isoformat()}
-            for m in msgs
-        ]
-    if as_json:
-        print_json(info)
-        return
-    out.print(
-        f"session {info['id']} ({info['source']} {info['external_id']}) user {info['user_id']}, "
-        f"{info['messages']} messages, processed up to {info['processed_seq']}",
-        markup=False,
-    )
-    for m in info["messages_list"]:
-        who = f"{m['role']}:{m['name']}" if m["name"] else m["role"]
-        out.print(f"[{m['seq']}] {who}: {m['content'][:500]}", markup=False)
-
-
 @app.command()
 def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Data dir, database, schema revision and counts."""
+    from dreamer.core.errors import StoreError
+    from dreamer.engine.schedule import scheduler_status
+    from dreamer.store import db
+
     settings = settings_of(ctx)
     url = settings.resolved_database_url()
     try:
@@ -233,14 +164,14 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
         engine = open_store(settings, check=False)
     except StoreError:
         engine = None
-    info = {
+    info: dict[str, Any] = {
         "data_dir": str(settings.data_dir.resolve()),
         "database": db.redact_url(url),
         "schema_revision": db.current_revision(engine) if engine is not None else None,
         "index": settings.qdrant_url or str(settings.index_dir.resolve()),
         "llm": settings.llm_base_url or "none (rules extractor)",
     }
-    if info["schema_revision"] == db.HEAD:
+    if engine is not None and info["schema_revision"] == db.HEAD:
         info.update(_counts(engine))
         info.update(scheduler_status(engine))
     if as_json:
@@ -250,9 +181,18 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
         out.print(f"{key:16} {value}", markup=False)
 
 
-def _counts(engine) -> dict:
+def _counts(engine: Engine) -> dict[str, int]:
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from dreamer.core.models import Cursor, DreamRun, Memory, Message, Session
+    from dreamer.store.db import session_scope
+
     with session_scope(engine) as s:
-        count = lambda model: s.exec(select(func.count()).select_from(model)).one()  # noqa: E731
+
+        def count(model: type[SQLModel]) -> int:
+            return s.exec(select(func.count()).select_from(model)).one()
+
         return {
             "sessions": count(Session),
             "messages": count(Message),

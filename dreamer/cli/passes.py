@@ -1,0 +1,212 @@
+"""CLI for dream passes: `dream` (and what it held back, and why), `runs`, `demo`."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from dreamer.cli import ID_MAX, app, command_group, err, out, print_json, settings_of
+from dreamer.cli.cabinet import print_memories, runtime
+from dreamer.cli.records import open_store, prepare, require_sessions
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from dreamer.core.models import DreamRun, Session
+    from dreamer.core.settings import Settings
+    from dreamer.engine.due import Hold
+
+runs_app = command_group("runs", "Dream-pass history.")
+
+HELD_LINES = 10  # sessions `dream` names as held back; the rest are counted
+
+
+@app.command()
+def dream(
+    ctx: typer.Context,
+    session: list[int] = typer.Option(
+        None, "--session", min=1, max=ID_MAX, metavar="ID", help="Only these session ids (repeatable)."
+    ),
+    user: str = typer.Option(None, "--user", metavar="USER", help="Only this user's sessions."),
+    force: bool = typer.Option(False, "--force", help="Run even if the agent is busy."),
+    as_json: bool = typer.Option(False, "--json", help="The run's row as JSON."),
+) -> None:
+    """Run one dream pass now (no warm-up); then say which sessions with new messages it left, and why."""
+    from dreamer.engine.dream import dream_pass
+
+    settings = settings_of(ctx)
+    engine = open_store(settings)
+    require_sessions(engine, session or [], user)
+    with runtime(ctx, engine) as rt:
+        run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
+    _print_run(run, as_json)
+    if not as_json:
+        _print_held(held_lines(settings, engine, session or None, user))
+    if run.failed_sessions:
+        err.print(
+            f"error: the pass failed on {run.failed_sessions} session(s): see `dreamer checkpoints ls --status failed`",
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+
+def held_lines(settings: Settings, engine: Engine, session_ids: list[int] | None, user: str | None) -> list[str]:
+    """One line for each session that still has new messages: what holds it back, or that it is due."""
+    from dreamer.core.models import utcnow
+    from dreamer.engine.due import DueRules, held_sessions
+    from dreamer.store.db import session_scope
+
+    rules = DueRules.from_settings(settings)
+    with session_scope(engine) as s:
+        held = held_sessions(s, rules, utcnow(), session_ids=session_ids, user_id=user)
+        return [_held_line(sess, hold, rules.limit) for sess, hold in held]
+
+
+def _held_line(sess: Session, hold: Hold | None, limit: int) -> str:
+    who = f"  session {sess.id} ({sess.external_id}, user {sess.user_id})"
+    if hold is None:
+        return f"{who} is due, not reached by this pass (a pass takes at most {limit}: DREAMER_MAX_SESSIONS_PER_PASS)"
+    return f"{who} held by {hold}"
+
+
+def _print_held(lines: list[str]) -> None:
+    for line in lines[:HELD_LINES]:
+        out.print(line, markup=False)
+    if len(lines) > HELD_LINES:
+        out.print(f"  and {len(lines) - HELD_LINES} more session(s) held: see `dreamer sessions ls`", markup=False)
+
+
+def run_json(r: DreamRun) -> dict[str, Any]:
+    return r.model_dump(mode="json")
+
+
+def _print_run(run: DreamRun, as_json: bool) -> None:
+    if as_json:
+        print_json(run_json(run))
+        return
+    out.print(
+        f"run {run.id} {run.status} (extractor: {run.extractor}): {run.sessions} session(s), "
+        f"{run.messages} message(s), {run.candidates} candidate(s) -> {run.added} added, {run.merged} merged, "
+        f"{run.superseded} superseded, {run.rejected} rejected; {run.failed_sessions} failed; "
+        f"LLM {run.llm_calls} call(s), {run.prompt_tokens}+{run.completion_tokens} tokens",
+        markup=False,
+    )
+    if run.error:
+        out.print(f"  note: {run.error}", markup=False)
+
+
+@runs_app.command("ls")
+def runs_ls(
+    ctx: typer.Context,
+    limit: int = typer.Option(50, "--limit", min=1, max=ID_MAX, metavar="N"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List dream runs, newest first."""
+    from sqlmodel import col, select
+
+    from dreamer.core.models import DreamRun
+    from dreamer.store.db import session_scope
+
+    with session_scope(open_store(settings_of(ctx))) as s:
+        rows = s.exec(select(DreamRun).order_by(col(DreamRun.id).desc()).limit(limit)).all()
+    if as_json:
+        print_json([run_json(r) for r in rows])
+        return
+    _print_runs(list(rows))
+
+
+def _print_runs(rows: list[DreamRun]) -> None:
+    from rich.table import Table
+
+    table = Table(
+        "id", "trigger", "status", "extractor", "started", "sessions", "added", "merged", "superseded", "llm calls"
+    )
+    for r in rows:
+        table.add_row(
+            str(r.id),
+            r.trigger,
+            r.status,
+            r.extractor,
+            r.started_at.isoformat(timespec="seconds"),
+            str(r.sessions),
+            str(r.added),
+            str(r.merged),
+            str(r.superseded),
+            str(r.llm_calls),
+        )
+    out.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: int = typer.Argument(..., min=1, max=ID_MAX, metavar="ID"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show one dream run."""
+    from dreamer.core.errors import NotFound
+    from dreamer.core.models import DreamRun
+    from dreamer.store.db import session_scope
+
+    with session_scope(open_store(settings_of(ctx))) as s:
+        run = s.get(DreamRun, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    _print_run(run, as_json)
+    if not as_json:
+        for r in run.rejections:
+            out.print(f"  rejected: {r.get('text')} ({r.get('reason')})", markup=False)
+
+
+@app.command()
+def demo(ctx: typer.Context) -> None:
+    """Ingest the bundled example sessions, dream over them, print what was learned."""
+    from sqlmodel import select
+
+    from dreamer.core.models import Session
+    from dreamer.engine.dream import dream_pass
+    from dreamer.engine.runtime import Runtime
+    from dreamer.store import cabinet as cab
+    from dreamer.store.db import session_scope
+
+    settings = settings_of(ctx)
+    engine = prepare(settings)
+    with Runtime.open(settings, engine=engine) as rt:
+        rt.index_ready()
+        _ingest_examples(settings, engine)
+        with session_scope(engine) as s:
+            ids = [sid for sid in s.exec(select(Session.id).where(Session.user_id == "demo")).all() if sid is not None]
+        run = dream_pass(rt, trigger="demo", session_ids=ids, force=True)
+        if run.extractor == "rules":
+            out.print("extractor: rules (no LLM configured; set DREAMER_LLM_BASE_URL to use a model)", markup=False)
+        else:
+            out.print(f"extractor: {run.extractor}", markup=False)
+        _print_run(run, False)
+        with session_scope(engine) as s:
+            print_memories(cab.current_memories(s, "demo"))
+    out.print(f"Markdown view: {settings.workspace_dir.resolve()}", markup=False)
+
+
+def _ingest_examples(settings: Settings, engine: Engine) -> None:
+    """The bundled example sessions, as user `demo` (the `code*` ones as a coding agent's)."""
+    from dreamer.ingest.files import ingest_file
+
+    examples = resources.files("dreamer") / "examples"
+    for item in sorted(examples.iterdir(), key=lambda p: p.name):
+        if not item.name.endswith(".jsonl"):
+            continue
+        with resources.as_file(item) as path:
+            mode = "code" if item.name.startswith("code") else "agent"
+            report = ingest_file(
+                engine,
+                Path(path),
+                fmt="openai",
+                user_id="demo",
+                project="shop-api" if mode == "code" else None,
+                mode=mode,
+                max_message_bytes=settings.max_message_bytes,
+            )
+            out.print(f"ingested {item.name}: {sum(r.added for r in report.sessions)} new message(s)", markup=False)
