@@ -23,17 +23,17 @@ from dreamer.engine import markdown
 from dreamer.llm.breaker import Breaker
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.api import create_app
-from dreamer.online.flush import (
-    FlushRunner,
-    append,
+from dreamer.online.flush import flush_session
+from dreamer.online.flush_runner import FlushRunner
+from dreamer.online.flush_trigger import (
     compaction_point,
     flush_due,
     flush_point,
-    flush_session,
     flush_trigger,
     validate_flush_settings,
     with_marks,
 )
+from dreamer.online.session_append import append
 from dreamer.store import leases
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import UserLocked, lock_name
@@ -166,7 +166,7 @@ def test_the_meter_is_read_in_one_statement_that_reads_no_message(make_rt):
     """The session row (its running state) and its flush windows, however long the session is."""
     from sqlalchemy import event
 
-    from dreamer.online.flush import read_meter
+    from dreamer.online.flush_trigger import read_meter
 
     rt = make_rt(llm=False)
     meter = append(rt, ALICE, "s1", chat(*[f"message {n}" for n in range(40)]), context_tokens=500)

@@ -78,7 +78,7 @@ def serve(
     from dreamer.engine.runtime import settle
     from dreamer.online.api import create_app
     from dreamer.online.auth import insecure_grant, parse_tokens
-    from dreamer.online.meter import validate_flush_settings
+    from dreamer.online.flush_trigger import validate_flush_settings
 
     settings = settings_of(ctx)
     validate_flush_settings(settings)

@@ -86,7 +86,7 @@ def _append_timings(
 
 
 def _trigger_timing(rt: Runtime, scope: Scope, runner: FlushRunner) -> BenchResult:
-    from dreamer.online.meter import flush_point
+    from dreamer.online.flush_trigger import flush_point
     from dreamer.online.session_append import append
 
     threads: list[str] = []

@@ -33,7 +33,7 @@ from dreamer.online.auth import Auth, Grant, parse_tokens
 from dreamer.online.error_responses import add_error_handlers
 from dreamer.online.flush import FlushResult, flush_session
 from dreamer.online.flush_runner import FlushRunner
-from dreamer.online.meter import flush_point, validate_flush_settings
+from dreamer.online.flush_trigger import flush_point, validate_flush_settings
 from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.recall import context, recall

@@ -2,7 +2,7 @@
 
 A flush makes one LLM call over a session's content since its last flush (the rules extractor
 without an LLM), appends the notes to the day's daily note and adds them as ``daily_note``
-memories. When one is due is `dreamer.online.meter`'s; the background runner is
+memories. When one is due is `dreamer.online.flush_trigger`'s; the background runner is
 `dreamer.online.flush_runner`'s.
 """
 
@@ -32,7 +32,7 @@ from dreamer.engine.shared_index import end_turn
 from dreamer.engine.transcript import Chunk, Line, chunk_lines, render_body
 from dreamer.llm.client import LLM, Usage
 from dreamer.online.agent_writes import user_lock
-from dreamer.online.meter import MANUAL, WINDOW_POSITION, Meter, flush_trigger, flushed_seq, read_meter
+from dreamer.online.flush_trigger import MANUAL, WINDOW_POSITION, Meter, flush_trigger, flushed_seq, read_meter
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 

@@ -14,7 +14,7 @@ from dreamer.core.models import Session
 from dreamer.core.scope import Scope
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.store import append_messages
-from dreamer.online.meter import Meter, flush_trigger, meter_in, with_marks
+from dreamer.online.flush_trigger import Meter, flush_trigger, meter_in, with_marks
 from dreamer.store.db import session_scope
 
 if TYPE_CHECKING:
