@@ -12,7 +12,8 @@ from qdrant_client import QdrantClient
 from dreamer.core.consolidate import JUDGE_SYSTEM
 from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex, QdrantClientIndex
+from dreamer.index.edge import EdgeIndex
+from dreamer.index.server import QdrantClientIndex
 from dreamer.llm.client import OpenAILLM, build_openai_client
 from dreamer.llm.scripted import Reply
 from dreamer.store.busy import AlwaysIdle

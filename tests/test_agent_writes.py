@@ -13,8 +13,8 @@ from dreamer.core.models import Memory, MemoryEvent
 from dreamer.core.scope import Scope
 from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.agent_writes import WriteRejected, forget_memory, remember
-from dreamer.online.flush import append
 from dreamer.online.recall import recall
+from dreamer.online.session_append import append
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import ProcessLocks, UserLocked

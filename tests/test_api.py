@@ -27,9 +27,10 @@ from typer.testing import CliRunner
 from dreamer.core.errors import ConfigError
 from dreamer.core.models import Activity, Memory, Session
 from dreamer.core.settings import Settings
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.llm.scripted import Reply, ScriptedServer
-from dreamer.online.api import create_app, parse_tokens
+from dreamer.online.api import create_app
+from dreamer.online.auth import parse_tokens
 from dreamer.store import db, leases
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import lock_name

@@ -17,9 +17,10 @@ from sqlmodel import select
 from dreamer.core.errors import ConfigError
 from dreamer.core.models import Memory, Message, Session
 from dreamer.core.settings import Settings
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.llm.scripted import ScriptedServer
-from dreamer.online.api import create_app, parse_tokens
+from dreamer.online.api import create_app
+from dreamer.online.auth import parse_tokens
 from dreamer.store import db
 from dreamer.store.db import session_scope
 

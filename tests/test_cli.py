@@ -27,7 +27,7 @@ def test_ingest_dream_and_json_listings(tmp_path):
         {"path": str(chat), "format": "openai", "sessions": 1, "added": 8, "skipped": 0, "rejections": []}
     ]
 
-    sessions = json.loads(run(tmp_path, "sessions", "ls", "--json").stdout)
+    sessions = json.loads(run(tmp_path, "sessions", "ls", "--json").stdout)["sessions"]
     assert [(s["external_id"], s["user_id"], s["messages"], s["processed_seq"]) for s in sessions] == [
         ("c1", "ada", 8, 0)
     ]
@@ -74,7 +74,7 @@ def test_ingest_reports_rejected_lines_and_exits_non_zero(tmp_path):
     assert proc.returncode == 1
     assert f"{bad}:2:" in proc.stderr and f"{bad}:3:" in proc.stderr
     assert "Traceback" not in proc.stderr
-    sessions = json.loads(run(tmp_path, "sessions", "ls", "--json").stdout)
+    sessions = json.loads(run(tmp_path, "sessions", "ls", "--json").stdout)["sessions"]
     assert [s["messages"] for s in sessions] == [1]
 
 

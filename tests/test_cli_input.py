@@ -8,7 +8,7 @@ import pytest
 from clikit import assert_one_error_line, run, write_chat
 from typer.testing import CliRunner
 
-from dreamer.cli import app, cabinet, online, ops, records  # noqa: F401  (register commands)
+from dreamer.cli import app
 
 HUGE = "99999999999999999999999"
 
@@ -122,7 +122,7 @@ def test_a_file_with_no_session_in_its_format(tmp_path):
     proc = run(tmp_path, "ingest", "--user", "bob", str(tmp_path / "empty.jsonl"))
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"{tmp_path / 'empty.jsonl'}: no session found as openai"
-    assert json.loads(run(tmp_path, "sessions", "ls", "--json").stdout) == []
+    assert json.loads(run(tmp_path, "sessions", "ls", "--json").stdout)["sessions"] == []
 
 
 def test_reading_a_store_never_made_creates_nothing(tmp_path):
@@ -221,7 +221,7 @@ def test_a_demo_that_cannot_open_the_index_ingests_nothing(store):
     broken_index(store)
     proc = run(store, "demo")
     assert_one_error_line(proc)
-    assert json.loads(run(store, "sessions", "ls", "--json").stdout) == []
+    assert json.loads(run(store, "sessions", "ls", "--json").stdout)["sessions"] == []
 
 
 def test_the_daemon_does_not_make_a_store(tmp_path):
@@ -246,7 +246,7 @@ def test_a_read_only_database_is_one_line_and_keeps_what_it_had(store):
     proc = run(store, "ingest", "--user", "bob", str(store / "a.jsonl"), env={"DREAMER_DATABASE_URL": url})
     assert_one_error_line(proc)
     assert proc.stderr.strip() == "error: the database refused: attempt to write a readonly database"
-    assert json.loads(run(store, "sessions", "ls", "--json").stdout) == []
+    assert json.loads(run(store, "sessions", "ls", "--json").stdout)["sessions"] == []
 
 
 @pytest.mark.parametrize(

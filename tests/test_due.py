@@ -1,26 +1,38 @@
 from datetime import timedelta
 
 from dreamer.core.models import Cursor, Session, utcnow
-from dreamer.engine.due import DueRules, due_sessions, is_due, session_groups
+from dreamer.engine.due import DueRules, due_sessions, held_sessions, hold_reason, session_groups
 from dreamer.store.db import session_scope
 
 RULES = DueRules(min_rounds=4, quiet=timedelta(minutes=10), max_age=timedelta(days=30), limit=10)
 
 
-def test_is_due_policy():
+def test_hold_reason_names_the_rule_and_its_setting():
     now = utcnow()
     ok = dict(
         last_seq=10, processed_seq=5, status="ok", rounds=4, updated_at=now - timedelta(hours=1), now=now, rules=RULES
     )
-    assert is_due(**ok)
-    assert not is_due(**{**ok, "processed_seq": 10})
-    assert not is_due(**{**ok, "status": "quarantined"})
-    assert is_due(**{**ok, "status": "failed"})
-    assert not is_due(**{**ok, "rounds": 3})
-    assert not is_due(**{**ok, "updated_at": now - timedelta(minutes=5)})
-    assert not is_due(**{**ok, "updated_at": now - timedelta(days=31)})
-    assert is_due(**{**ok, "rounds": 1, "updated_at": now}, explicit=True)
-    assert not is_due(**{**ok, "status": "quarantined"}, explicit=True)
+
+    def held(**change):
+        explicit = change.pop("explicit", False)
+        hold = hold_reason(**{**ok, **change}, explicit=explicit)
+        return None if hold is None else str(hold)
+
+    assert held() is None
+    assert held(processed_seq=10) == "nothing_new: no message past 10"
+    assert held(status="quarantined") == "quarantined: use `dreamer reprocess --quarantined`"
+    assert held(status="failed") is None
+    assert held(rounds=3) == "min_rounds: 3 of 4 rounds (DREAMER_MIN_ROUNDS)"
+    assert (
+        held(updated_at=now - timedelta(minutes=5))
+        == "quiet_period: active 300 s ago, quiet after 600 s (DREAMER_QUIET_PERIOD_SECONDS)"
+    )
+    assert held(updated_at=now - timedelta(days=31)) == "max_age: active 31 days ago, over 30 (DREAMER_MAX_AGE_DAYS)"
+    assert held(rounds=1, updated_at=now, explicit=True) is None
+    assert held(status="quarantined", explicit=True) == "quarantined: use `dreamer reprocess --quarantined`"
+    assert held(rounds=3, updated_at=now).startswith("min_rounds:")  # rounds are named before quiet
+    naive = (now - timedelta(minutes=5)).replace(tzinfo=None)  # as SQLite hands it back
+    assert hold_reason(**{**ok, "updated_at": naive}).by == "quiet_period"
 
 
 def _add(s, ext, *, last_seq, processed, status="ok", rounds=5, age=timedelta(hours=1), now):
@@ -56,6 +68,18 @@ def test_sql_selection_matches_the_policy_oldest_first(engine):
         assert [x.external_id for x, _ in due_sessions(s, limited, now)] == ["a"]
         young_id = s.exec(Session.__table__.select().where(Session.external_id == "young")).first().id
         assert [x.external_id for x, _ in due_sessions(s, RULES, now, session_ids=[young_id])] == ["young"]
+        held = [(x.external_id, h and h.by) for x, h in held_sessions(s, RULES, now)]
+        assert held == [
+            ("old", "max_age"),
+            ("a", None),
+            ("quarantined", "quarantined"),
+            ("short", "min_rounds"),
+            ("b", None),
+            ("young", "quiet_period"),
+        ]
+        assert [(x.external_id, h) for x, h in held_sessions(s, RULES, now, session_ids=[young_id])] == [
+            ("young", None)
+        ]
 
 
 def test_session_groups_are_consecutive_sessions_of_one_owner_and_mode_at_most_size():

@@ -18,19 +18,17 @@ from dreamer.eval.harness import EvalOptions, eval_settings, run_locomo
 from dreamer.eval.locomo import (
     DiaMap,
     Observation,
-    ObservationReplay,
     Question,
     Scored,
     aggregate,
     ceiling,
     hit_at_k,
-    kind_of,
     load_conversations,
     questions_of,
     recall_at_k,
-    replay_answer,
     score_question,
 )
+from dreamer.eval.locomo_replay import ObservationReplay, kind_of, replay_answer
 
 RESULT_KEYS = {
     "n_questions",

@@ -3,18 +3,9 @@ from datetime import date, timedelta
 import openai
 
 from dreamer.core.tokens import count_tokens
-from dreamer.engine.extract import (
-    Chunk,
-    Line,
-    LLMExtractor,
-    RulesExtractor,
-    chunk_lines,
-    render_body,
-    render_line,
-    render_transcript,
-    rule_matches,
-    worth_a_call,
-)
+from dreamer.engine.extract import LLMExtractor
+from dreamer.engine.rules import RulesExtractor, rule_matches, worth_a_call
+from dreamer.engine.transcript import Chunk, Line, chunk_lines, render_body, render_line, render_transcript
 from dreamer.llm.client import OpenAILLM
 from dreamer.llm.scripted import Reply, ScriptedServer
 

@@ -14,19 +14,12 @@ import pytest
 from dreamer.core.errors import ConfigError, IndexInUse, ScopeRequired
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
-from dreamer.index.base import (
-    EdgeIndex,
-    Hit,
-    IndexPoint,
-    MemoryIndex,
-    QdrantClientIndex,
-    SearchFilter,
-    build_index,
-    disk_flush_due,
-    floats,
-    hit_fields,
-    point_id,
-)
+from dreamer.index.build import build_index
+from dreamer.index.contract import Hit, IndexPoint, MemoryIndex, SearchFilter, point_id
+from dreamer.index.edge import EdgeIndex, disk_flush_due
+from dreamer.index.points import floats
+from dreamer.index.query import hit_fields
+from dreamer.index.server import QdrantClientIndex
 
 DIM = 4
 BACKENDS = ["edge", "local"]
@@ -460,9 +453,9 @@ def test_a_message_vector_of_the_wrong_length_is_refused(index):
 def test_an_edge_index_built_before_message_vectors_opens_without_them_until_cleared(tmp_path):
     import qdrant_edge as qe
 
-    from dreamer.index.base import _edge_config
+    from dreamer.index.edge_shard import edge_config
 
-    qe.EdgeShard.create(str(tmp_path / "edge"), _edge_config(DIM, said=False)).close()
+    qe.EdgeShard.create(str(tmp_path / "edge"), edge_config(DIM, said=False)).close()
     used_without_message_vectors_until_cleared(EdgeIndex(tmp_path / "edge", DIM))
 
 
@@ -561,7 +554,8 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from dreamer.index.base import EdgeIndex, QdrantClientIndex
+    from dreamer.index.edge import EdgeIndex
+    from dreamer.index.server import QdrantClientIndex
     backend, root = sys.argv[1], Path(sys.argv[2])
     if backend == "edge":
         index = EdgeIndex(root / "edge", 4)
@@ -632,7 +626,8 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from dreamer.index.base import EdgeIndex, IndexPoint
+    from dreamer.index.contract import IndexPoint
+    from dreamer.index.edge import EdgeIndex
     index = EdgeIndex(Path(sys.argv[1]), 4, flush_seconds=3600)
     payload = {"user_id": "alice", "kind": "preference", "status": "verified", "created_at": 1.0}
     index.upsert([IndexPoint(f"m{i}", f"kubernetes note {i}", [1.0, 0.0, 0.0, float(i)], payload)

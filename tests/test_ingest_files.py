@@ -14,7 +14,7 @@ from dreamer.core.errors import IngestError
 from dreamer.core.models import Session
 from dreamer.ingest.base import check_readable
 from dreamer.ingest.detect import parse_path
-from dreamer.ingest.store import ingest_file
+from dreamer.ingest.files import ingest_file
 from dreamer.store.db import session_scope
 
 

@@ -8,7 +8,8 @@ from sqlalchemy import func, select
 from dreamer.core.errors import IngestError
 from dreamer.core.models import Message, Session
 from dreamer.ingest.base import LineRejected, json_text, parse_timestamp, project_name, to_json_text
-from dreamer.ingest.store import ingest_file, record_messages
+from dreamer.ingest.files import ingest_file
+from dreamer.ingest.store import record_messages
 from dreamer.store.db import session_scope
 
 MSG = [{"role": "user", "content": "hi"}]

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from dreamer.core.errors import IngestError
 from dreamer.core.models import Cursor, Message, Session
 from dreamer.core.tokens import count_tokens
-from dreamer.ingest import ParsedMessage, ingest_file, record_messages, store
+from dreamer.ingest import ParsedMessage, files, ingest_file, record_messages, store
 from dreamer.ingest.claude_code import FORMAT as CLAUDE
 from dreamer.store.db import session_scope
 
@@ -286,7 +286,7 @@ def test_ingest_file_is_all_or_nothing(engine, tmp_path, monkeypatch):
             {"id": "two", "messages": [{"role": "user", "content": "second"}]},
         ],
     )
-    real = store._record
+    real = files.record_session
     calls = []
 
     def crash_on_second(s, target, messages):
@@ -295,11 +295,11 @@ def test_ingest_file_is_all_or_nothing(engine, tmp_path, monkeypatch):
             raise OSError("disk vanished")
         return real(s, target, messages)
 
-    monkeypatch.setattr(store, "_record", crash_on_second)
+    monkeypatch.setattr(files, "record_session", crash_on_second)
     with pytest.raises(OSError):
         ingest_file(engine, path, user_id="u1")
     assert counts(engine) == (0, 0, 0)
-    monkeypatch.setattr(store, "_record", real)
+    monkeypatch.setattr(files, "record_session", real)
     assert ingest_file(engine, path, user_id="u1").added == 2
 
 

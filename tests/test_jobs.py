@@ -10,7 +10,7 @@ from dreamer.core.errors import Busy
 from dreamer.core.models import DreamRun
 from dreamer.engine import jobs
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.online import flush as flushing
 from dreamer.store import leases

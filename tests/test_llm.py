@@ -19,14 +19,13 @@ from dreamer.core.errors import (
 )
 from dreamer.llm.client import (
     LLM,
-    GuardedLLM,
     OpenAILLM,
     Usage,
     build_llm,
     build_openai_client,
-    endpoint_answers,
-    retry_delay,
 )
+from dreamer.llm.guard import GuardedLLM, endpoint_answers
+from dreamer.llm.retry import retry_delay
 from dreamer.llm.scripted import Reply, ScriptedServer
 
 SYSTEM = "Extract durable facts about the user."

@@ -14,20 +14,16 @@ from hypothesis import strategies as st
 
 from dreamer.core.models import Memory
 from dreamer.engine.markdown import (
-    NOTE,
     RENDER_LOCK,
-    Entry,
     RenderedFile,
     append_daily_note,
-    escape_text,
-    parse_entries,
     render_lock,
-    render_user,
     safe_name,
-    unescape_text,
     user_dir,
     write_files,
 )
+from dreamer.engine.markdown_entries import Entry, escape_text, parse_entries, unescape_text
+from dreamer.engine.markdown_render import NOTE, render_user
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 USER = "alice"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dreamer.core.settings import Settings
 from dreamer.engine import markdown, outbox
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 

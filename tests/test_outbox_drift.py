@@ -14,7 +14,8 @@ from dreamer.core.models import Memory
 from dreamer.core.settings import Settings
 from dreamer.engine import outbox
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex, IndexPoint
+from dreamer.index.contract import IndexPoint
+from dreamer.index.edge import EdgeIndex
 from dreamer.store import cabinet, db
 from dreamer.store.db import session_scope
 

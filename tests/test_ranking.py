@@ -19,7 +19,7 @@ from dreamer.engine.documents import (
     windows,
     with_document,
 )
-from dreamer.index.base import Hit, IndexPoint
+from dreamer.index.contract import Hit, IndexPoint
 from dreamer.online.ranking import (
     Passage,
     Period,

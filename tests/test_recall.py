@@ -14,7 +14,8 @@ from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, minilm_avail
 from dreamer.engine import outbox
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex, SearchFilter
+from dreamer.index.contract import SearchFilter
+from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
 from dreamer.online.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed

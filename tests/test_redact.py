@@ -9,13 +9,12 @@ import pytest
 
 from dreamer.core.redact import (
     MEMORY_BLOCK_RE,
-    RULES,
     clean_for_model,
     find_secrets,
-    luhn_ok,
     redact,
     strip_injected,
 )
+from dreamer.core.secret_rules import RULES, luhn_ok
 
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"

@@ -22,7 +22,7 @@ from dreamer.engine import reprocess as rp
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.shared_index import open_shared_runtime
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.store import db
 from dreamer.store.busy import AlwaysIdle

@@ -13,7 +13,8 @@ import openai
 import pytest
 
 from dreamer.core.tokens import count_tokens
-from dreamer.llm.scripted import SCHEMA_UNSUPPORTED, Reply, ScriptedServer, embed_text, prompt_tokens_of
+from dreamer.llm.scripted import SCHEMA_UNSUPPORTED, Reply, ScriptedServer
+from dreamer.llm.scripted_bodies import embed_text, prompt_tokens_of
 
 MESSAGES = [{"role": "system", "content": "You extract."}, {"role": "user", "content": "hello there"}]
 

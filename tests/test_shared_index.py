@@ -10,7 +10,8 @@ import pytest
 from dreamer.core.errors import IndexInUse, Retryable
 from dreamer.core.scope import Scope
 from dreamer.engine.shared_index import IndexBusy, TimeSharedIndex, build_shared_index, end_turn, open_shared_runtime
-from dreamer.index.base import EdgeIndex, IndexPoint
+from dreamer.index.contract import IndexPoint
+from dreamer.index.edge import EdgeIndex
 
 
 def shared(tmp_path, wait: float = 5.0) -> TimeSharedIndex:

@@ -28,7 +28,8 @@ def reset_peak() -> None:
 def main(data_dir: str, url: str, scenario: str, source: str) -> dict:
     from dreamer.core.settings import Settings
     from dreamer.engine.dream import dream_pass
-    from dreamer.ingest.store import ingest_file, record_messages
+    from dreamer.ingest.files import ingest_file
+    from dreamer.ingest.store import record_messages
     from dreamer.store import db
     from reliability import kit
 

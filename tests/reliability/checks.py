@@ -16,8 +16,8 @@ from sqlmodel import select
 
 from dreamer.core.consolidate import same_family
 from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, MemoryEvent, Message, Session
-from dreamer.engine import markdown
-from dreamer.llm.scripted import embed_text
+from dreamer.engine import markdown, markdown_entries, markdown_render
+from dreamer.llm.scripted_bodies import embed_text
 from dreamer.store.db import session_scope
 
 
@@ -118,12 +118,12 @@ def markdown_mismatches(engine, workspace: Path, dreams_cap: int) -> list[str]:
     for user_id, mine in by_user.items():
         expected_dirs.add(markdown.user_dir(workspace, user_id).name)
         ids = {m.id for m in mine if m.status in CURRENT_STATUSES}
-        for f in markdown.render_user(workspace, user_id, mine, dreams_cap=dreams_cap):
+        for f in markdown_render.render_user(workspace, user_id, mine, dreams_cap=dreams_cap):
             on_disk = f.path.read_text(encoding="utf-8") if f.path.exists() else None
             if on_disk != f.content:
                 bad.append(f"{f.path.relative_to(workspace)} differs from SQL")
                 continue
-            stray = {e.memory_id for e in markdown.parse_entries(on_disk)} - ids
+            stray = {e.memory_id for e in markdown_entries.parse_entries(on_disk)} - ids
             if stray:
                 bad.append(f"{f.path.relative_to(workspace)} lists ids not current in SQL: {sorted(stray)[:3]}")
     if workspace.exists():

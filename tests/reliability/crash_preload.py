@@ -12,14 +12,14 @@ import sqlalchemy.dialects.sqlite  # noqa: F401
 import dreamer.cli
 import dreamer.embed.embedders
 import dreamer.engine.dream
-import dreamer.index.base
+import dreamer.index.edge
 import dreamer.llm.client  # noqa: F401
 from dreamer.core.tokens import count_tokens
 
 from . import crashkit  # noqa: F401
 
 count_tokens("warm up the encoder")
-from dreamer.index.base import _bm25
+from dreamer.index.bm25 import _bm25
 
 _bm25()
 gc.freeze()  # forked children then never touch (and copy) the preloaded objects in a collection

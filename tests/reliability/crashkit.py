@@ -159,7 +159,7 @@ def child_settings(data_dir: str, url: str, database_url: str = ""):
 def child_runtime(settings, engine):
     from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
     from dreamer.engine.runtime import Runtime
-    from dreamer.index.base import EdgeIndex
+    from dreamer.index.edge import EdgeIndex
     from dreamer.llm.client import OpenAILLM, build_openai_client
     from dreamer.store.busy import AlwaysIdle
 
@@ -207,16 +207,16 @@ class Tracker:
 
     def install(self) -> None:
         """Wrap the pass's steps so each one announces itself."""
-        from dreamer.engine import dream, markdown, outbox
+        from dreamer.engine import group, markdown, outbox
         from dreamer.llm.client import OpenAILLM
         from dreamer.store import cabinet
 
-        self._around(dream, "_load_work", "load", None)
+        self._around(group, "load_work", "load", None)
         self._around(OpenAILLM, "complete_json", "llm", "between_llm")
         self._around(cabinet, "insert_memories", None, "in_tx")
         self._around(cabinet, "merge_into", None, "in_tx")
-        self._around(dream, "_plan", "plan", None)
-        self._around(dream, "_apply", "apply", "committed")
+        self._around(group, "plan_session", "plan", None)
+        self._around(group, "apply_session", "apply", "committed")
         self._around(outbox, "_upsert", "index", "indexed")
         self._around(outbox, "_mark_indexed", None, "due")  # marked indexed, its view due, not rendered
         self._around(markdown, "write_files", "markdown", None)

@@ -12,7 +12,7 @@ from dreamer.core.models import Cursor, Memory, MemoryEvent
 from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.runtime import Runtime
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.llm.client import OpenAILLM, build_openai_client
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
@@ -54,7 +54,7 @@ def runtime(
         index=index,
         busy=busy if busy is not None else AlwaysIdle(),
     )
-    rt._owned.append(index)
+    rt.own(index)
     return rt
 
 

@@ -22,7 +22,7 @@ from sqlmodel import select
 from dreamer.core.models import Cursor, Memory, Session
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
-from dreamer.index.base import EdgeIndex
+from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.api import create_app

@@ -16,7 +16,7 @@ import pytest
 from dreamkit import extraction_script
 
 from dreamer.core.settings import Settings
-from dreamer.ingest.store import ingest_file
+from dreamer.ingest.files import ingest_file
 from dreamer.llm.scripted import ScriptedServer
 
 from . import kit

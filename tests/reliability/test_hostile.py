@@ -22,7 +22,8 @@ from dreamer.core.scope import Scope
 from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.detect import FORMATS
-from dreamer.ingest.store import ingest_file, record_messages
+from dreamer.ingest.files import ingest_file
+from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store import db
 from dreamer.store.db import session_scope

@@ -23,9 +23,9 @@ from dreamer.core.errors import IngestError
 from dreamer.core.models import CURRENT_STATUSES, Memory, Session
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
-from dreamer.engine import markdown
+from dreamer.engine import markdown, markdown_entries
 from dreamer.engine.dream import dream_pass
-from dreamer.index.base import SearchFilter
+from dreamer.index.contract import SearchFilter
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store import cabinet, db
@@ -135,7 +135,7 @@ def _read_files(workspace: Path, user: str) -> dict[str, set[str]]:
     if not base.exists():
         return {}
     return {
-        str(p.relative_to(base)): {e.memory_id for e in markdown.parse_entries(p.read_text(encoding="utf-8"))}
+        str(p.relative_to(base)): {e.memory_id for e in markdown_entries.parse_entries(p.read_text(encoding="utf-8"))}
         for p in base.rglob("*.md")
     }
 

@@ -17,7 +17,8 @@ from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.outbox import CHECKED_FIELDS
 from dreamer.ingest.claude_code import TOOL_INPUT_CHARS
-from dreamer.ingest.store import ingest_file, record_messages
+from dreamer.ingest.files import ingest_file
+from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store.db import session_scope
 

@@ -1,0 +1,55 @@
+"""The house rules a reader relies on: short modules, short functions, a layer per package."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("dreamer", "workers")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 50
+LAYERS = ("core", "store", "index", "embed", "llm", "ingest", "engine", "online", "eval", "cli")
+
+
+def sources() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def long_functions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
+    return out
+
+
+def test_the_tree_is_found():
+    assert len(sources()) > 40
+
+
+def test_no_module_is_over_the_limit():
+    long = [
+        f"{p.relative_to(ROOT)} ({n} lines)"
+        for p in sources()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long == []
+
+
+def test_no_function_is_over_the_limit():
+    assert [f for p in sources() for f in long_functions(p)] == []
+
+
+def test_each_layer_is_a_package_and_nothing_else_sits_at_the_top():
+    top = {p.name for p in (ROOT / "dreamer").iterdir() if not p.name.startswith((".", "__pycache__"))}
+    assert top == {*LAYERS, "__init__.py", "__main__.py", "examples"}
+    assert all((ROOT / "dreamer" / layer / "__init__.py").is_file() for layer in LAYERS)
+
+
+def test_architecture_names_every_layer():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert all(f"dreamer/{layer}" in text for layer in LAYERS)
