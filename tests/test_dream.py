@@ -104,7 +104,7 @@ def test_a_grown_session_sends_only_its_new_messages(rt, server):
 
     dream_pass(rt)
 
-    last = chat_bodies(server)[-1]
+    last = extraction_bodies(server)[-1]
     user_text = last["messages"][-1]["content"]
     assert "window seats" not in user_text
     assert "[9] user: I prefer aisle seats on planes." in user_text
