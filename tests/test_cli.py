@@ -49,7 +49,7 @@ def test_ingest_dream_and_json_listings(tmp_path):
     shown = json.loads(run(tmp_path, "memories", "show", mems[0]["id"], "--json").stdout)
     assert [e["event"] for e in shown["history"]] == ["add"]
     status = json.loads(run(tmp_path, "status", "--json").stdout)
-    assert (status["sessions"], status["messages"], status["memories"], status["schema_revision"]) == (1, 8, 2, "0004")
+    assert (status["sessions"], status["messages"], status["memories"], status["schema_revision"]) == (1, 8, 2, "0006")
 
 
 def test_forget_removes_from_listing_and_markdown(tmp_path):
@@ -102,3 +102,38 @@ def test_uninitialised_store_and_unreachable_database(tmp_path):
     proc = run(tmp_path, "status", env={"DREAMER_DATABASE_URL": "postgresql+psycopg://x:pw@127.0.0.1:1/db"})
     assert_one_error_line(proc)
     assert "cannot reach database" in proc.stderr and ":pw@" not in proc.stderr
+
+
+def test_runs_show_revert_dry_run_and_a_second_revert(tmp_path):
+    chat = tmp_path / "c.jsonl"
+    write_chat(chat, *[("user", "I prefer tea."), ("assistant", "ok")] * 4)
+    run(tmp_path, "ingest", str(chat), "--user", "u")
+    assert run(tmp_path, "dream").returncode == 0
+    shown = json.loads(run(tmp_path, "runs", "show", "1", "--json").stdout)
+    assert [(c["event"], c["user_id"], c["text"], c["reverted"]) for c in shown["changes"]] == [
+        ("add", "u", "The user prefers tea.", False)
+    ]
+    assert shown["held"] == 0
+
+    dry = run(tmp_path, "runs", "revert", "1", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert (json.loads(dry.stdout)["applied"], len(json.loads(dry.stdout)["changes"])) == (False, 1)
+    assert len(json.loads(run(tmp_path, "memories", "ls", "--json").stdout)) == 1
+
+    done = run(tmp_path, "runs", "revert", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "reverted 1 change(s) of run 1:"
+    assert (
+        done.stdout.splitlines()[-1] == "the sessions' cursors stay: `dreamer reprocess --session 1` dreams them again"
+    )
+    assert json.loads(run(tmp_path, "memories", "ls", "--json").stdout) == []
+    assert "status:" not in next((tmp_path / "data" / "workspace").glob("*/DREAMS.md")).read_text()
+
+    again = run(tmp_path, "runs", "revert", "1")
+    assert (again.returncode, again.stdout) == (0, "nothing to revert: the 1 change(s) of run 1 were reverted before\n")
+    accepted = run(tmp_path, "runs", "accept", "1")
+    assert accepted.stdout == "nothing to accept: run 1 holds no change for review\n"
+    for args in (("revert", "9"), ("accept", "9"), ("show", "9")):
+        missing = run(tmp_path, "runs", *args)
+        assert_one_error_line(missing)
+        assert missing.stderr == "error: no run 9\n"

@@ -173,12 +173,27 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
     }
     if engine is not None and info["schema_revision"] == db.HEAD:
         info.update(_counts(engine))
+        info["held_for_review"] = _held(engine)
         info.update(scheduler_status(engine))
     if as_json:
         print_json(info)
         return
+    held = info.pop("held_for_review", {})
     for key, value in info.items():
         out.print(f"{key:16} {value}", markup=False)
+    for run_id, n in held.items():
+        out.print(
+            f"held            run {run_id}: {n} change(s) wait for review "
+            f"(`dreamer runs show {run_id}`, then `runs accept {run_id}` or `runs revert {run_id}`)",
+            markup=False,
+        )
+
+
+def _held(engine: Engine) -> dict[int, int]:
+    """Run id -> how many changes the guard held in it wait for a person."""
+    from dreamer.engine.revert import held_runs
+
+    return held_runs(engine)
 
 
 def _counts(engine: Engine) -> dict[str, int]:
@@ -197,6 +212,9 @@ def _counts(engine: Engine) -> dict[str, int]:
             "sessions": count(Session),
             "messages": count(Message),
             "memories": count(Memory),
+            "review_required": s.exec(
+                select(func.count()).select_from(Memory).where(Memory.status == "review_required")
+            ).one(),
             "quarantined": s.exec(select(func.count()).select_from(Cursor).where(Cursor.status == "quarantined")).one(),
             "dream_runs": count(DreamRun),
         }

@@ -115,6 +115,12 @@ class Settings(BaseSettings):
     dup_threshold: float = Field(0.90, ge=0, le=1)
     ambiguous_low: float = Field(0.75, ge=0, le=1)  # at most dup_threshold (_not_above_dup_threshold)
     neighbours: int = Field(5, ge=1, le=1000)
+    guard_share: float = Field(
+        0.25, ge=0, le=1, description="Share of a user's current memories a pass may supersede or forget unreviewed"
+    )
+    guard_min: int = Field(
+        4, ge=0, le=MAX_COUNT, description="Supersedes and forgets a pass may always make per user (small stores)"
+    )
 
     # --- recall and context ---------------------------------------------------
     dense_weight: float = Field(0.7, ge=0)
