@@ -137,3 +137,24 @@ def test_runs_show_revert_dry_run_and_a_second_revert(tmp_path):
         missing = run(tmp_path, "runs", *args)
         assert_one_error_line(missing)
         assert missing.stderr == "error: no run 9\n"
+
+
+def test_a_revert_across_a_later_run_lists_the_conflict_and_force_goes_through(tmp_path):
+    for name in ("c1", "c2"):
+        write_chat(tmp_path / f"{name}.jsonl", *[("user", "I prefer tea."), ("assistant", "ok")] * 4)
+        run(tmp_path, "ingest", str(tmp_path / f"{name}.jsonl"), "--user", "u")
+        assert run(tmp_path, "dream").returncode == 0  # run 1 adds the memory, run 2 merges into it
+    [m] = json.loads(run(tmp_path, "memories", "ls", "--json").stdout)
+    assert m["status"] == "verified"
+
+    stopped = run(tmp_path, "runs", "revert", "1")
+
+    assert_one_error_line(stopped)
+    assert stopped.stderr == "error: run 1 not reverted: later changes touch its memories (--force reverts anyway)\n"
+    assert f"  memory {m['id']}: merge by run 2 (event 2)" in stopped.stdout.splitlines()
+    assert json.loads(run(tmp_path, "memories", "ls", "--json").stdout) == [m]
+
+    forced = run(tmp_path, "runs", "revert", "1", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(run(tmp_path, "memories", "ls", "--json").stdout) == []
+    assert run(tmp_path, "reindex", "--check").stdout == "missing 0, extra 0, pending 0, stale 0\n"

@@ -10,10 +10,12 @@ from dreamkit import extraction_script, is_judgement, make_index, make_runtime
 from sqlmodel import col, select
 
 from dreamer.core.changeset import Conflict
+from dreamer.core.errors import NotFound, RunInProgress
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.revert import accept_run, held_runs, revert_run, run_changes
+from dreamer.engine.runs import start_run
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store import cabinet
@@ -64,7 +66,7 @@ def session_with(*user_lines: str) -> list[dict]:
 def current(rt, user: str = "alice") -> list[tuple]:
     with session_scope(rt.engine) as s:
         rows = cabinet.current_memories(s, user)
-        return sorted((m.id, m.text, m.status, m.evidence, m.importance) for m in rows)
+        return sorted((m.id, m.text, m.status, m.evidence, m.importance, m.last_seen, m.updated_at) for m in rows)
 
 
 def files(rt) -> dict[str, str]:
@@ -193,7 +195,7 @@ def test_the_guard_holds_a_pass_that_would_supersede_most_memories_and_accept_ap
     run = dream_pass(rt)
 
     assert (run.added, run.superseded, run.held) == (5, 0, 5)  # five of six is over max(4, 25 %)
-    statuses = {text: status for _id, text, status, _ev, _imp in current(rt)}
+    statuses = {text: status for _id, text, status, *_rest in current(rt)}
     assert len(statuses) == 11
     assert sorted(s for t, s in statuses.items() if "plain" in t) == ["candidate"] + ["review_required"] * 5
     assert held_runs(rt.engine) == {run.id: 5}
@@ -203,7 +205,7 @@ def test_the_guard_holds_a_pass_that_would_supersede_most_memories_and_accept_ap
     outbox.drain(rt, users=accepted.users)
 
     assert (len(accepted.applied), accepted.skipped) == (5, [])
-    assert sorted(t for _id, t, _s, _e, _i in current(rt)) == sorted(
+    assert sorted(t for _id, t, *_rest in current(rt)) == sorted(
         [f"The user prefers fancy {t} now." for t in topics[:5]] + [f"The user prefers plain {t}." for t in topics[5:]]
     )
     assert held_runs(rt.engine) == {}
@@ -230,3 +232,13 @@ def test_a_held_change_dropped_by_a_revert_restores_the_status_before(rt, server
     assert current(rt) == old
     assert held_runs(rt.engine) == {}
     assert accept_run(rt.engine, run.id).applied == []  # nothing left to accept
+
+
+def test_a_run_still_running_is_neither_reverted_nor_accepted(rt):
+    run = start_run(rt, "manual", "rules")
+    with pytest.raises(RunInProgress, match=f"run {run.id} is still running: wait until it has finished"):
+        revert_run(rt.engine, run.id)
+    with pytest.raises(RunInProgress):
+        accept_run(rt.engine, run.id)
+    with pytest.raises(NotFound, match="no run 99"):
+        revert_run(rt.engine, 99)

@@ -78,7 +78,7 @@ def known_run(engine: Engine, run_id: int) -> None:
     from dreamer.store.db import session_scope
 
     with session_scope(engine) as s:
-        require_run(s, run_id)
+        require_run(s, run_id, finished=True)
 
 
 @runs_app.command("revert")
@@ -108,7 +108,7 @@ def runs_revert(
             if result.applied:
                 outbox.drain(rt, users=result.users)  # indexes the changes and renders the users' views
     _report_revert(result, dry_run, as_json)
-    if result.conflicts and not (force or dry_run) or result.unsupported and not force:
+    if (result.conflicts or result.unsupported) and not (force or dry_run):
         err.print(f"error: run {run_id} not reverted: later changes touch its memories (--force reverts anyway)")
         raise typer.Exit(1)
 

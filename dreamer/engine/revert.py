@@ -18,7 +18,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from dreamer.core.changeset import Change, Conflict, pending_holds, plan_revert, undo_fields, undone
-from dreamer.core.errors import NotFound
+from dreamer.core.errors import NotFound, RunInProgress
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, MemoryEvent, utcnow
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
@@ -80,7 +80,7 @@ def revert_run(
     (writes nothing) where a later change touched the same memories, unless `force`."""
     now = utcnow()
     with session_scope(engine) as s:
-        require_run(s, run_id)
+        require_run(s, run_id, finished=True)
         memories = _memories(s, _touched(s, run_id, user_id), lock=not dry_run)
         plan = plan_revert(run_id, _history(s, list(memories)))
         result = Reverted(run_id, already=plan.already, conflicts=plan.conflicts, unsupported=plan.unsupported)
@@ -99,7 +99,7 @@ def accept_run(engine: Engine, run_id: int, *, user_id: str | None = None) -> Ac
     current, is left as it is and said."""
     now = utcnow()
     with session_scope(engine) as s:
-        require_run(s, run_id)
+        require_run(s, run_id, finished=True)
         memories = _memories(s, _touched(s, run_id, user_id, events=("hold",)), lock=True)
         result = Accepted(run_id)
         for c in pending_holds(run_id, _history(s, list(memories))):
@@ -130,10 +130,13 @@ def held_runs(engine: Engine) -> dict[int, int]:
         return {int(r): int(n) for r, n in s.exec(q).all() if r is not None}
 
 
-def require_run(s: DBSession, run_id: int) -> DreamRun:
+def require_run(s: DBSession, run_id: int, *, finished: bool = False) -> DreamRun:
+    """The run; with `finished`, refused while it is still running (it may change more)."""
     run = s.get(DreamRun, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
+    if finished and run.status == "running":
+        raise RunInProgress(f"run {run_id} is still running: wait until it has finished")
     return run
 
 
