@@ -6,6 +6,9 @@ import json
 
 import pytest
 from clikit import assert_one_error_line, run, write_chat
+from dreamkit import judged_by_word
+
+from dreamer.llm.scripted import ScriptedServer
 
 
 def test_ingest_dream_and_json_listings(tmp_path):
@@ -158,3 +161,41 @@ def test_a_revert_across_a_later_run_lists_the_conflict_and_force_goes_through(t
     assert forced.returncode == 0, forced.stderr
     assert json.loads(run(tmp_path, "memories", "ls", "--json").stdout) == []
     assert run(tmp_path, "reindex", "--check").stdout == "missing 0, extra 0, pending 0, stale 0\n"
+
+
+def test_status_names_a_run_the_guard_held_and_runs_accept_applies_it(tmp_path):
+    topics = ["breakfast drinks", "weekend hiking", "evening reading", "office music", "winter holidays"]
+    with ScriptedServer(embed_dim=64) as srv:
+        srv.set_script(judged_by_word("now"))
+        env = {
+            "DREAMER_LLM_BASE_URL": srv.url,
+            "DREAMER_AMBIGUOUS_LOW": "0.5",
+            "DREAMER_DUP_THRESHOLD": "0.99",
+            "DREAMER_ENTRIES_PER_SESSION": "10",
+        }
+        for name, said in (("c1", "I prefer plain {}."), ("c2", "I prefer fancy {} now.")):
+            write_chat(
+                tmp_path / f"{name}.jsonl",
+                *[p for t in topics for p in (("user", said.format(t)), ("assistant", "ok"))],
+            )
+            run(tmp_path, "ingest", str(tmp_path / f"{name}.jsonl"), "--user", "u", env=env)
+            dreamt = run(tmp_path, "dream", "--json", env=env)
+            assert dreamt.returncode == 0, dreamt.stderr
+        assert [json.loads(dreamt.stdout)[k] for k in ("added", "superseded", "held")] == [5, 0, 5]
+
+        status = json.loads(run(tmp_path, "status", "--json", env=env).stdout)
+        assert (status["review_required"], status["held_for_review"]) == (5, {"2": 5})
+        assert (
+            "held            run 2: 5 change(s) wait for review "
+            "(`dreamer runs show 2`, then `runs accept 2` or `runs revert 2`)"
+        ) in run(tmp_path, "status", env=env).stdout.splitlines()
+        shown = run(tmp_path, "runs", "show", "2", env=env).stdout
+        assert shown.count("held for review: would be superseded by") == 5
+
+        accepted = run(tmp_path, "runs", "accept", "2", env=env)
+
+    assert accepted.stdout.splitlines()[0] == "accepted 5 held change(s) of run 2"
+    assert sorted(m["text"] for m in json.loads(run(tmp_path, "memories", "ls", "--json").stdout)) == sorted(
+        f"The user prefers fancy {t} now." for t in topics
+    )
+    assert json.loads(run(tmp_path, "status", "--json").stdout)["held_for_review"] == {}

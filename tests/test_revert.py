@@ -3,10 +3,8 @@ server), a real store (SQLite, PostgreSQL) and Qdrant Edge; the index and the Ma
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from dreamkit import extraction_script, is_judgement, make_index, make_runtime
+from dreamkit import judged_by_word, make_index, make_runtime
 from sqlmodel import col, select
 
 from dreamer.core.changeset import Conflict
@@ -17,27 +15,9 @@ from dreamer.engine.dream import dream_pass
 from dreamer.engine.revert import accept_run, held_runs, revert_run, run_changes
 from dreamer.engine.runs import start_run
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted import ScriptedServer
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
-
-PAIR = re.compile(r"^(\d+)\. (.*)\n-> (.*)$", re.M)
-
-
-def judged_by_word(word: str):
-    """Extraction as `extraction_script`; a judged pair contradicts when only its new side says `word`."""
-    extract = extraction_script()
-
-    def script(body: dict) -> Reply:
-        if not is_judgement(body):
-            return extract(body)
-        pairs = PAIR.findall(body["messages"][-1]["content"])
-        verdicts: dict[str, list[int]] = {"contradicts": [], "new": []}
-        for n, old, new in pairs:
-            verdicts["contradicts" if word in new and word not in old else "new"].append(int(n))
-        return Reply.json(verdicts)
-
-    return script
 
 
 @pytest.fixture
