@@ -132,6 +132,8 @@ def test_runs_show_revert_dry_run_and_a_second_revert(tmp_path):
     assert json.loads(run(tmp_path, "memories", "ls", "--json").stdout) == []
     assert "status:" not in next((tmp_path / "data" / "workspace").glob("*/DREAMS.md")).read_text()
 
+    other = run(tmp_path, "runs", "revert", "1", "--user", "someone-else")
+    assert (other.returncode, other.stdout) == (0, "nothing to revert: run 1 changed no memory of user someone-else\n")
     again = run(tmp_path, "runs", "revert", "1")
     assert (again.returncode, again.stdout) == (0, "nothing to revert: the 1 change(s) of run 1 were reverted before\n")
     accepted = run(tmp_path, "runs", "accept", "1")

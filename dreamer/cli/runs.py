@@ -107,13 +107,13 @@ def runs_revert(
             result = revert_run(engine, run_id, user_id=user, force=force)
             if result.applied:
                 outbox.drain(rt, users=result.users)  # indexes the changes and renders the users' views
-    _report_revert(result, dry_run, as_json)
+    _report_revert(result, user, dry_run, as_json)
     if (result.conflicts or result.unsupported) and not (force or dry_run):
         err.print(f"error: run {run_id} not reverted: later changes touch its memories (--force reverts anyway)")
         raise typer.Exit(1)
 
 
-def _report_revert(r: Reverted, dry_run: bool, as_json: bool) -> None:
+def _report_revert(r: Reverted, user: str | None, dry_run: bool, as_json: bool) -> None:
     if as_json:
         print_json(
             {
@@ -129,7 +129,13 @@ def _report_revert(r: Reverted, dry_run: bool, as_json: bool) -> None:
         )
         return
     if not r.undone:
-        out.print(f"nothing to revert: the {r.already} change(s) of run {r.run_id} were reverted before", markup=False)
+        whose = f" of user {user}" if user is not None else ""
+        if r.already:
+            out.print(
+                f"nothing to revert: the {r.already} change(s) of run {r.run_id} were reverted before", markup=False
+            )
+        else:
+            out.print(f"nothing to revert: run {r.run_id} changed no memory{whose}", markup=False)
         return
     verb = "reverted" if r.applied else "would revert"
     out.print(f"{verb} {len(r.undone)} change(s) of run {r.run_id}:", markup=False)
