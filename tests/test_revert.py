@@ -9,9 +9,10 @@ from sqlmodel import col, select
 
 from dreamer.core.changeset import Conflict
 from dreamer.core.errors import NotFound, RunInProgress
-from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent
+from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, Session
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.reprocess import reprocess
 from dreamer.engine.revert import accept_run, held_runs, revert_run, run_changes
 from dreamer.engine.runs import start_run
 from dreamer.ingest.store import record_messages
@@ -222,3 +223,40 @@ def test_a_run_still_running_is_neither_reverted_nor_accepted(rt):
         accept_run(rt.engine, run.id)
     with pytest.raises(NotFound, match="no run 99"):
         revert_run(rt.engine, 99)
+
+
+def test_reprocessing_after_a_revert_learns_the_reverted_memories_again(rt, server):
+    _first, second, _before = dream_before_and_after(rt, server)
+    revert(rt, second.id)
+    with session_scope(rt.engine) as s:
+        s2 = s.exec(select(Session.id).where(Session.external_id == "s2")).one()
+
+    done = reprocess(rt, [s2])
+
+    assert (done.added, done.merged) == (2, 1)  # a reverted memory is not refused like a forgotten one
+    assert sorted(t for _id, t, *_rest in current(rt)) == [
+        "The user prefers coffee with breakfast.",
+        "The user prefers jazz while working.",
+        "The user prefers window seats on trains.",
+    ]
+
+
+def test_accept_leaves_a_held_change_whose_successor_is_gone(rt, server):
+    server.set_script(judged_by_word("now"))
+    topics = ["breakfast drinks", "weekend hiking", "evening reading", "office music", "winter holidays"]
+    record_messages(rt.engine, "s1", session_with(*[f"I prefer plain {t}" for t in topics]), user_id="alice")
+    dream_pass(rt)
+    record_messages(rt.engine, "s2", session_with(*[f"I prefer fancy {t} now" for t in topics]), user_id="alice")
+    run = dream_pass(rt)
+    with session_scope(rt.engine) as s:
+        holds = s.exec(select(MemoryEvent).where(MemoryEvent.event == "hold").order_by(MemoryEvent.id)).all()
+        gone = holds[0].data["by"]
+        cabinet.forget(s, gone, reason="wrong")
+
+    accepted = accept_run(rt.engine, run.id)
+
+    assert len(accepted.applied) == 4
+    assert [(c.change.memory_id, why) for c, why in accepted.skipped] == [
+        (holds[0].memory_id, f"its successor {gone} is no longer current")
+    ]
+    assert held_runs(rt.engine) == {run.id: 1}
