@@ -123,7 +123,17 @@ def _print_runs(rows: list[DreamRun]) -> None:
     from rich.table import Table
 
     table = Table(
-        "id", "trigger", "status", "extractor", "started", "sessions", "added", "merged", "superseded", "llm calls"
+        "id",
+        "trigger",
+        "status",
+        "extractor",
+        "started",
+        "sessions",
+        "added",
+        "merged",
+        "superseded",
+        "held",
+        "llm calls",
     )
     for r in rows:
         table.add_row(
@@ -136,6 +146,7 @@ def _print_runs(rows: list[DreamRun]) -> None:
             str(r.added),
             str(r.merged),
             str(r.superseded),
+            str(r.held),
             str(r.llm_calls),
         )
     out.print(table)

@@ -39,6 +39,7 @@ def change_line(c: RunChange) -> str:
         "supersede": lambda: f"superseded by {data.get('by')}",
         "hold": lambda: f"held for review: would be {data.get('action', 'supersede')}d by {data.get('by')}",
         "forget": lambda: f"status {_arrow(data)}",
+        "add": lambda: f"added: {c.change.reason or 'new'}",
     }.get(c.change.event, lambda: c.change.reason or "")()
     tail = " [reverted]" if c.undone else ""
     return f"  {c.change.event:9} {c.change.memory_id} {c.text} ({what}){tail}"
