@@ -154,6 +154,7 @@ def _print_reports(reports: list[FileReport]) -> None:
 def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Data dir, database, schema revision and counts."""
     from dreamer.core.errors import StoreError
+    from dreamer.engine.revert import held_runs
     from dreamer.engine.schedule import scheduler_status
     from dreamer.store import db
 
@@ -173,7 +174,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
     }
     if engine is not None and info["schema_revision"] == db.HEAD:
         info.update(_counts(engine))
-        info["held_for_review"] = _held(engine)
+        info["held_for_review"] = held_runs(engine)
         info.update(scheduler_status(engine))
     if as_json:
         print_json(info)
@@ -187,13 +188,6 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
             f"(`dreamer runs show {run_id}`, then `runs accept {run_id}` or `runs revert {run_id}`)",
             markup=False,
         )
-
-
-def _held(engine: Engine) -> dict[int, int]:
-    """Run id -> how many changes the guard held in it wait for a person."""
-    from dreamer.engine.revert import held_runs
-
-    return held_runs(engine)
 
 
 def _counts(engine: Engine) -> dict[str, int]:
