@@ -112,7 +112,9 @@ def accept_run(engine: Engine, run_id: int, *, user_id: str | None = None) -> Ac
             if c.data.get("action") == "forget":
                 cabinet.forget(s, m.id, reason=reason, run_id=run_id, accepted=c.id)
             else:
-                cabinet.supersede(s, m, str(c.data["by"]), run_id=run_id, reason=reason, now=now, accepted=c.id)
+                cabinet.supersede(
+                    s, m, str(c.data["by"]), run_id=run_id, reason=reason, now=now, data={"accepted": c.id}
+                )
             result.applied.append(item)
     return result
 

@@ -151,7 +151,9 @@ def merge_into(
     reason: str = "merged",
     importance: float | None = None,
     now: datetime | None = None,
+    data: dict[str, Any] | None = None,
 ) -> Memory:
+    """`data`: more to record in the merge event."""
     now = now or utcnow()
     before, snap, old = m.status, restorable(m), list(m.evidence)
     m.evidence = merge_evidence(old, evidence)
@@ -161,13 +163,14 @@ def merge_into(
     m.last_seen = m.updated_at = now
     m.indexed_at = None
     s.add(m)
-    data: dict[str, Any] = {
+    recorded: dict[str, Any] = {
         "evidence": evidence,
         "added": m.evidence[len(old) :],  # what a revert takes out again
         "status": [before, m.status],
         "before": snap,
+        **(data or {}),
     }
-    record_event(s, m.id, "merge", reason=reason, run_id=run_id, data=data)
+    record_event(s, m.id, "merge", reason=reason, run_id=run_id, data=recorded)
     return m
 
 
@@ -179,20 +182,19 @@ def supersede(
     run_id: int | None = None,
     reason: str = "superseded",
     now: datetime | None = None,
-    accepted: int | None = None,
+    data: dict[str, Any] | None = None,
 ) -> None:
-    """`old` superseded by `new_id`; `accepted`: the id of the `hold` event a person accepted."""
+    """`old` superseded by `new_id`; `data`: more to record in the supersede event (a person's
+    acceptance of a held one: `{"accepted": hold event id}`)."""
     now = now or utcnow()
-    data: dict[str, Any] = {"by": new_id, "status": [old.status, "superseded"], "before": restorable(old)}
-    if accepted is not None:
-        data["accepted"] = accepted
+    recorded = {"by": new_id, "status": [old.status, "superseded"], "before": restorable(old), **(data or {})}
     old.status = "superseded"
     old.valid_to = now
     old.superseded_by = new_id
     old.updated_at = now
     old.indexed_at = None
     s.add(old)
-    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data=data)
+    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data=recorded)
 
 
 def hold(s: DBSession, m: Memory, new_id: str, *, run_id: int | None, reason: str, now: datetime | None = None) -> None:
