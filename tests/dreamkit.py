@@ -64,6 +64,25 @@ def extraction_script(verdict: str = "new"):
     return script
 
 
+JUDGED_PAIR = re.compile(r"^(\d+)\. (.*)\n-> (.*)$", re.M)
+
+
+def judged_by_word(word: str):
+    """Extraction as `extraction_script`; a judged pair contradicts when only its new side says `word`."""
+    extract = extraction_script()
+
+    def script(body: dict) -> Reply:
+        if not is_judgement(body):
+            return extract(body)
+        pairs = JUDGED_PAIR.findall(body["messages"][-1]["content"])
+        verdicts: dict[str, list[int]] = {"contradicts": [], "new": []}
+        for n, old, new in pairs:
+            verdicts["contradicts" if word in new and word not in old else "new"].append(int(n))
+        return Reply.json(verdicts)
+
+    return script
+
+
 class ManualClock:
     """A monotonic clock that moves only when the test moves `now`."""
 

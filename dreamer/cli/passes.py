@@ -90,7 +90,8 @@ def _print_run(run: DreamRun, as_json: bool) -> None:
     out.print(
         f"run {run.id} {run.status} (extractor: {run.extractor}): {run.sessions} session(s), "
         f"{run.messages} message(s), {run.candidates} candidate(s) -> {run.added} added, {run.merged} merged, "
-        f"{run.superseded} superseded, {run.rejected} rejected; {run.failed_sessions} failed; "
+        f"{run.superseded} superseded, {run.held} held for review, {run.rejected} rejected; "
+        f"{run.failed_sessions} failed; "
         f"LLM {run.llm_calls} call(s), {run.prompt_tokens}+{run.completion_tokens} tokens",
         markup=False,
     )
@@ -122,7 +123,17 @@ def _print_runs(rows: list[DreamRun]) -> None:
     from rich.table import Table
 
     table = Table(
-        "id", "trigger", "status", "extractor", "started", "sessions", "added", "merged", "superseded", "llm calls"
+        "id",
+        "trigger",
+        "status",
+        "extractor",
+        "started",
+        "sessions",
+        "added",
+        "merged",
+        "superseded",
+        "held",
+        "llm calls",
     )
     for r in rows:
         table.add_row(
@@ -135,6 +146,7 @@ def _print_runs(rows: list[DreamRun]) -> None:
             str(r.added),
             str(r.merged),
             str(r.superseded),
+            str(r.held),
             str(r.llm_calls),
         )
     out.print(table)
@@ -144,21 +156,25 @@ def _print_runs(rows: list[DreamRun]) -> None:
 def runs_show(
     ctx: typer.Context,
     run_id: int = typer.Argument(..., min=1, max=ID_MAX, metavar="ID"),
+    user: str = typer.Option(None, "--user", metavar="USER", help="Only the changes of this user's memories."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Show one dream run."""
-    from dreamer.core.errors import NotFound
-    from dreamer.core.models import DreamRun
+    """Show one dream run: its figures and its changes, per user."""
+    from dreamer.cli.runs import change_json, print_changes
+    from dreamer.engine.revert import require_run, run_changes
     from dreamer.store.db import session_scope
 
-    with session_scope(open_store(settings_of(ctx))) as s:
-        run = s.get(DreamRun, run_id)
-    if run is None:
-        raise NotFound(f"no run {run_id}")
+    engine = open_store(settings_of(ctx))
+    with session_scope(engine) as s:
+        run = require_run(s, run_id)
+    changes = run_changes(engine, run_id, user_id=user)
+    if as_json:
+        print_json({**run_json(run), "changes": [change_json(c) for c in changes]})
+        return
     _print_run(run, as_json)
-    if not as_json:
-        for r in run.rejections:
-            out.print(f"  rejected: {r.get('text')} ({r.get('reason')})", markup=False)
+    for r in run.rejections:
+        out.print(f"  rejected: {r.get('text')} ({r.get('reason')})", markup=False)
+    print_changes(changes)
 
 
 @app.command()

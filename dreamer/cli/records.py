@@ -154,6 +154,7 @@ def _print_reports(reports: list[FileReport]) -> None:
 def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Data dir, database, schema revision and counts."""
     from dreamer.core.errors import StoreError
+    from dreamer.engine.revert import held_runs
     from dreamer.engine.schedule import scheduler_status
     from dreamer.store import db
 
@@ -173,12 +174,20 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
     }
     if engine is not None and info["schema_revision"] == db.HEAD:
         info.update(_counts(engine))
+        info["held_for_review"] = held_runs(engine)
         info.update(scheduler_status(engine))
     if as_json:
         print_json(info)
         return
+    held = info.pop("held_for_review", {})
     for key, value in info.items():
         out.print(f"{key:16} {value}", markup=False)
+    for run_id, n in held.items():
+        out.print(
+            f"held            run {run_id}: {n} change(s) wait for review "
+            f"(`dreamer runs show {run_id}`, then `runs accept {run_id}` or `runs revert {run_id}`)",
+            markup=False,
+        )
 
 
 def _counts(engine: Engine) -> dict[str, int]:
@@ -197,6 +206,9 @@ def _counts(engine: Engine) -> dict[str, int]:
             "sessions": count(Session),
             "messages": count(Message),
             "memories": count(Memory),
+            "review_required": s.exec(
+                select(func.count()).select_from(Memory).where(Memory.status == "review_required")
+            ).one(),
             "quarantined": s.exec(select(func.count()).select_from(Cursor).where(Cursor.status == "quarantined")).one(),
             "dream_runs": count(DreamRun),
         }

@@ -220,12 +220,17 @@ def evidence_sessions(evidence: list[Evidence]) -> set[int]:
     return {int(e["session_id"]) for e in evidence if e.get("session_id") is not None}
 
 
+def evidence_key(e: Evidence) -> tuple[Any, tuple[Any, ...]]:
+    """What makes two evidence entries the same: the session and the messages."""
+    return (e.get("session_id"), tuple(e.get("seqs", [])))
+
+
 def merge_evidence(old: list[Evidence], new: list[Evidence]) -> list[Evidence]:
     """Union by (session, seqs); order kept, nothing counted twice."""
-    seen = {(e.get("session_id"), tuple(e.get("seqs", []))) for e in old}
+    seen = {evidence_key(e) for e in old}
     out = list(old)
     for e in new:
-        key = (e.get("session_id"), tuple(e.get("seqs", [])))
+        key = evidence_key(e)
         if key not in seen:
             seen.add(key)
             out.append(e)

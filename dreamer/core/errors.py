@@ -23,6 +23,10 @@ class NotFound(DreamerError):
     """A session, memory or run that was asked for does not exist."""
 
 
+class RunInProgress(DreamerError):
+    """A dream run that is still running cannot be reverted or accepted yet."""
+
+
 class IngestError(DreamerError):
     """A transcript file cannot be read at all (missing, unknown format)."""
 

@@ -16,7 +16,7 @@ ONLINE_KINDS = ("daily_note",)
 TEAM_KINDS = ("decision", "lesson", "expertise", "context")
 KINDS = AGENT_KINDS + CODE_KINDS + ONLINE_KINDS + TEAM_KINDS
 
-STATUSES = ("candidate", "verified", "review_required", "superseded", "forgotten")
+STATUSES = ("candidate", "verified", "review_required", "superseded", "forgotten", "reverted")
 CURRENT_STATUSES = ("candidate", "verified", "review_required")
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("agent", "code")
@@ -128,7 +128,7 @@ class MemoryEvent(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     memory_id: str = Field(foreign_key="memories.id", index=True, max_length=32)
-    event: str = Field(max_length=16)  # add | merge | update | supersede | forget | restore
+    event: str = Field(max_length=16)  # add | merge | supersede | forget | hold | revert
     reason: str | None = Field(default=None, sa_column=Column(Text))
     run_id: int | None = Field(default=None, foreign_key="dream_runs.id")
     data: Any | None = Field(default=None, sa_column=Column(JSON))
@@ -175,6 +175,7 @@ class DreamRun(SQLModel, table=True):
     merged: int = 0
     superseded: int = 0
     rejected: int = 0
+    held: int = 0  # supersedes and forgets the guard held for a person (`review_required`)
     failed_sessions: int = 0
     llm_calls: int = 0
     prompt_tokens: int = 0

@@ -117,6 +117,12 @@ class Settings(BaseSettings):
     ambiguous_low: float = Field(0.5, ge=0, le=1)
     neighbours: int = Field(5, ge=1, le=1000)
     route_max_pairs: int = Field(3, ge=1, le=50)  # judge pairs per candidate at most
+    guard_share: float = Field(
+        0.25, ge=0, le=1, description="Share of a user's current memories a pass may supersede or forget unreviewed"
+    )
+    guard_min: int = Field(
+        4, ge=0, le=MAX_COUNT, description="Supersedes and forgets a pass may always make per user (small stores)"
+    )
 
     # --- recall and context ---------------------------------------------------
     dense_weight: float = Field(0.7, ge=0)

@@ -4,6 +4,7 @@ cursor advanced in the same one; the index follows via the outbox."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from sqlmodel import col, select
 from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, Session, utcnow
 from dreamer.core.scope import Scope
 from dreamer.engine.extract import Candidate
+from dreamer.engine.guard import PassGuard
 from dreamer.engine.load import Work
 from dreamer.engine.plan import Planned, owner_scope
 from dreamer.engine.runs import Tally
@@ -36,7 +38,17 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
             log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
             return
         evidence = [_evidence(sess, p.candidate) for p in planned]
-        outcomes = apply_all(s, planned, owner_scope(sess), source="dream", evidence=evidence, run_id=run.id, now=now)
+        guard = tally.guard = tally.guard or PassGuard(rt.settings.guard_share, rt.settings.guard_min)
+        outcomes = apply_all(
+            s,
+            planned,
+            owner_scope(sess),
+            source="dream",
+            evidence=evidence,
+            run_id=run.id,
+            now=now,
+            hold=lambda n: guard.holds(s, sess.user_id, n),
+        )
         cursor.processed_seq = work.upto
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
         s.add(cursor)
@@ -45,8 +57,9 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
         if outcome == "rejected":
             tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": p.decision.reason})
     tally.merged += outcomes.count("merged")
-    tally.added += outcomes.count("added") + outcomes.count("superseded")
+    tally.added += outcomes.count("added") + outcomes.count("superseded") + outcomes.count("held")
     tally.superseded += outcomes.count("superseded")
+    tally.held += outcomes.count("held")
 
 
 def _evidence(sess: Session, cand: Candidate) -> list[Evidence]:
@@ -65,6 +78,7 @@ class _Change:
     evidence: list[Evidence]
     new_id: str | None  # the memory superseding the target; None for a merge
     routed: list[str]  # the memories it was routed to the judge with
+    position: int  # of its outcome
 
 
 def apply_all(
@@ -76,16 +90,19 @@ def apply_all(
     evidence: list[list[Evidence]],
     run_id: int | None = None,
     now: datetime | None = None,
+    hold: Callable[[int], bool] | None = None,
 ) -> list[str]:
     """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
-    added or superseded), in order. New memories and their add events are written first, two
-    statements in all; merges and supersessions then load their targets like any stored row."""
+    added, superseded, or held: added, its supersession held for a person), in order. New memories
+    and their add events are written first, two statements in all; merges and supersessions then
+    load their targets like any stored row. `hold(n)` is asked, before anything is written,
+    whether the batch's n supersessions of stored memories are held (the guard)."""
     now = now or utcnow()
     stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     changes: list[_Change] = []
-    outcomes = []
+    outcomes: list[str] = []
     superseded: set[str] = set()  # no longer current once this batch is applied
     for p, ev in zip(planned, evidence):
         outcome, target = _resolve(p, planned, stored, superseded)
@@ -104,13 +121,15 @@ def apply_all(
             also = [t for t in (_target(a, planned, stored) for a in p.decision.also) if t and t not in superseded]
             for old in dict.fromkeys([target, *also]):
                 superseded.add(old)
-                changes.append(_Change(p, old, ev, new_id=p.memory_id, routed=routed))
+                changes.append(_Change(p, old, ev, new_id=p.memory_id, routed=routed, position=len(outcomes)))
         elif outcome == "merged" and target is not None:
-            changes.append(_Change(p, target, ev, new_id=None, routed=routed))
+            changes.append(_Change(p, target, ev, new_id=None, routed=routed, position=len(outcomes)))
         outcomes.append(outcome)
+    removals = [c for c in changes if c.new_id is not None and c.target in stored]
+    held = {c.position for c in removals} if hold is not None and hold(len(removals)) else set()
     cabinet.insert_memories(s, rows, events)
-    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now)
-    return outcomes
+    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held)
+    return ["held" if i in held else o for i, o in enumerate(outcomes)]
 
 
 def _memory_row(p: Planned, owner: Scope, *, source: str, evidence: list[Evidence], now: datetime) -> dict[str, Any]:
@@ -134,9 +153,16 @@ def _memory_row(p: Planned, owner: Scope, *, source: str, evidence: list[Evidenc
 
 
 def _merge_and_supersede(
-    s: DBSession, changes: list[_Change], stored: dict[str, Memory], *, run_id: int | None, now: datetime
+    s: DBSession,
+    changes: list[_Change],
+    stored: dict[str, Memory],
+    *,
+    run_id: int | None,
+    now: datetime,
+    held: set[int],
 ) -> None:
-    """Each merge and supersession, into a locked stored row or a memory added earlier in the batch."""
+    """Each merge and supersession, into a locked stored row or a memory added earlier in the
+    batch; the supersessions at a `held` position are held for a person instead."""
     for c in changes:
         m = stored.get(c.target) or s.get_one(Memory, c.target)  # else added earlier in this batch
         reason = c.planned.decision.reason
@@ -146,6 +172,8 @@ def _merge_and_supersede(
             cabinet.merge_into(
                 s, m, c.evidence, run_id=run_id, reason=reason, importance=importance, now=now, data=data
             )
+        elif c.position in held:
+            cabinet.hold(s, m, c.new_id, run_id=run_id, reason=reason, now=now)
         else:
             cabinet.supersede(s, m, c.new_id, run_id=run_id, reason=reason, now=now, data={"routed": c.routed})
 

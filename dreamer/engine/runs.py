@@ -11,6 +11,7 @@ from typing import TypedDict
 
 from dreamer.core.models import DreamRun, Lease, utcnow
 from dreamer.engine.failures import TimedOut
+from dreamer.engine.guard import PassGuard
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
@@ -33,12 +34,14 @@ class Tally:
     added: int = 0
     merged: int = 0
     superseded: int = 0
+    held: int = 0  # supersedes and forgets the guard held for a person
     rejected: list[Rejection] = field(default_factory=list)
     locked_out: int = 0  # sessions left due: another writer kept their user's consolidation lock
     locked_users: set[str] = field(
         default_factory=set
     )  # whose lock was kept: their later sessions wait for the next pass
     timed_out: list[TimedOut] = field(default_factory=list)  # counted at the end if the endpoint answered after them
+    guard: PassGuard | None = None  # made from the settings when the pass first applies a session
 
 
 def run_id(run: DreamRun) -> int:
@@ -76,6 +79,7 @@ def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -
     """The run row with its counts and the model's usage, finished; its run lease released."""
     run.candidates, run.added, run.merged = tally.candidates, tally.added, tally.merged
     run.superseded, run.rejected, run.rejections = tally.superseded, len(tally.rejected), tally.rejected
+    run.held = tally.held
     if llm is not None:
         run.llm_calls = llm.calls
         run.prompt_tokens, run.completion_tokens = llm.usage.prompt_tokens, llm.usage.completion_tokens

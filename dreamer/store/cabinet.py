@@ -16,6 +16,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
+from dreamer.core.changeset import RESTORED, snapshot
 from dreamer.core.consolidate import Evidence, content_hash, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id, utcnow
@@ -156,24 +157,24 @@ def merge_into(
     now: datetime | None = None,
     data: dict[str, Any] | None = None,
 ) -> Memory:
-    """`data`: more to record in the merge event (what the merge was routed with)."""
+    """`data`: more to record in the merge event."""
     now = now or utcnow()
-    before = m.status
-    m.evidence = merge_evidence(list(m.evidence), evidence)
+    before, snap, old = m.status, restorable(m), list(m.evidence)
+    m.evidence = merge_evidence(old, evidence)
     m.status = promoted_status(m.status, m.evidence, untrusted=m.untrusted)
     if importance is not None:
         m.importance = max(m.importance, importance)
     m.last_seen = m.updated_at = now
     m.indexed_at = None
     s.add(m)
-    record_event(
-        s,
-        m.id,
-        "merge",
-        reason=reason,
-        run_id=run_id,
-        data={"evidence": evidence, "status": [before, m.status], **(data or {})},
-    )
+    recorded: dict[str, Any] = {
+        "evidence": evidence,
+        "added": m.evidence[len(old) :],  # what a revert takes out again
+        "status": [before, m.status],
+        "before": snap,
+        **(data or {}),
+    }
+    record_event(s, m.id, "merge", reason=reason, run_id=run_id, data=recorded)
     return m
 
 
@@ -187,29 +188,57 @@ def supersede(
     now: datetime | None = None,
     data: dict[str, Any] | None = None,
 ) -> None:
-    """`data`: more to record in the supersede event (what the successor was routed with)."""
+    """`old` superseded by `new_id`; `data`: more to record in the supersede event (a person's
+    acceptance of a held one: `{"accepted": hold event id}`)."""
     now = now or utcnow()
+    recorded = {"by": new_id, "status": [old.status, "superseded"], "before": restorable(old), **(data or {})}
     old.status = "superseded"
     old.valid_to = now
     old.superseded_by = new_id
     old.updated_at = now
     old.indexed_at = None
     s.add(old)
-    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data={"by": new_id, **(data or {})})
+    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data=recorded)
 
 
-def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = None) -> Memory:
+def hold(s: DBSession, m: Memory, new_id: str, *, run_id: int | None, reason: str, now: datetime | None = None) -> None:
+    """A supersession of `m` by `new_id` held for a person: `m` stays current, `review_required`."""
+    now = now or utcnow()
+    data = {"action": "supersede", "by": new_id, "status": [m.status, "review_required"], "before": restorable(m)}
+    m.status = "review_required"
+    m.updated_at = now
+    m.indexed_at = None
+    s.add(m)
+    record_event(s, m.id, "hold", reason=reason, run_id=run_id, data=data)
+
+
+def restorable(m: Memory) -> dict[str, Any]:
+    """What a change overwrites of `m`, kept in its event so a revert can put it back."""
+    return snapshot({k: getattr(m, k) for k in RESTORED})
+
+
+def forget(
+    s: DBSession,
+    memory_id: str,
+    *,
+    reason: str,
+    user_id: str | None = None,
+    run_id: int | None = None,
+    accepted: int | None = None,
+) -> Memory:
     m = s.get(Memory, memory_id)
     if m is None or (user_id is not None and m.user_id != user_id):
         raise NotFound(f"no memory {memory_id}")
     if m.status == "forgotten":
         return m
-    before = m.status
+    data: dict[str, Any] = {"status": [m.status, "forgotten"], "before": restorable(m)}
+    if accepted is not None:
+        data["accepted"] = accepted
     m.status = "forgotten"
     m.valid_to = m.updated_at = utcnow()
     m.indexed_at = None
     s.add(m)
-    record_event(s, m.id, "forget", reason=reason, data={"status": [before, "forgotten"]})
+    record_event(s, m.id, "forget", reason=reason, run_id=run_id, data=data)
     return m
 
 
