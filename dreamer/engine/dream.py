@@ -37,7 +37,8 @@ def dream_pass(
     now: datetime | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions, and
+    """Run one pass and return its `dream_runs` row. `force` takes sessions still waiting to be
+    quiet (short ones too) at once, and skips the busy check. `stop()` is asked between sessions, and
     (unless `force`) whether the agent is busy: at the start, unless the caller has just found
     it idle at `now` (`busy_checked`), and between sessions."""
     started = utcnow()
@@ -53,7 +54,8 @@ def dream_pass(
     try:
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
-            due = due_sessions(s, DueRules.from_settings(rt.settings), at, session_ids=session_ids, user_id=user_id)
+            rules = DueRules.from_settings(rt.settings)
+            due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
         pace = Pace(lambda: _halted(rt, run, stop, None if force else at + (utcnow() - started)), lease)
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
         _dream_groups(rt, groups, extractor, llm, run, tally, pace)
