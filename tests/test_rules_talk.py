@@ -35,6 +35,13 @@ HEARD = [
     ("my report is due on 3 April", [("focus", "The user's report is due on 3 April.")]),
     ("the review got pushed back to 12 June", [("focus", "The user's review is now on 12 June.")]),
     ("I'm learning Japanese these days", [("focus", "The user is learning Japanese now.")]),
+    ("I'm on the security team, it's busy", [("profile", "The user is on the security team.")]),
+    ("I use Brave, can it block trackers?", [("preference", "The user uses Brave.")]),
+    ("I keep my recipes in Notion", [("preference", "The user keeps their recipes in Notion.")]),
+    ("I'm taking a night class in welding", [("focus", "The user is taking a night class in welding.")]),
+    ("our offsite is on 9 October", [("focus", "The user's offsite is on 9 October.")]),
+    ("I don't eat pork btw", [("preference", "The user doesn't eat pork.")]),
+    ("I moved in May, I'm in Quito now. rent in Lima was too high", [("profile", "The user lives in Quito.")]),
     ("I signed up for a pottery class", [("focus", "The user signed up for a pottery class.")]),
     (
         "I work at Globex as a designer, can you help me with a logo?",
@@ -59,6 +66,7 @@ NEAR_MISSES = [
     "Could I have started eating fish without noticing?",
     "would you recommend I go with Postgres?",
     "My sister's thesis is due on 3 April",
+    "I use it every day",
 ]
 
 

@@ -19,7 +19,11 @@ _DATE = (
     r"|\d{4}-\d{2}-\d{2}|(?:next|this) (?:week|month|monday|tuesday|wednesday|thursday|friday)"
     r"|(?:the )?end of (?:the )?\w+)"
 )
-_PLACE = r"(?-i:[A-Z][\w'’-]+(?: (?:[A-Z][\w'’-]+|de|do|da|del|la|upon|on)){0,3})"
+_NOT_PLACE = (
+    r"(?!(?:January|February|March|April|May|June|July|August|September|October|November|December|Monday|Tuesday|"
+    r"Wednesday|Thursday|Friday|Saturday|Sunday|I|The|My|Our|A|An)\b)"
+)
+_PLACE = _NOT_PLACE + r"(?-i:[A-Z][\w'’-]+(?: (?:[A-Z][\w'’-]+|de|do|da|del|la|upon|on)){0,3})"
 _PEND = r"(?![\w'’-])"  # a place or a name ends where its words do
 _ORG = (
     rf"(?:(?-i:[A-Z][\w&'’.-]*(?: (?:[A-Z][\w&'’.-]*|of|and|&))*){_PEND}"
@@ -30,7 +34,7 @@ _END = r"(?=\s*(?:[,.;:!?\n)]|$|\s(?:and|but|so|because|since|as of|which|where)
 _ADV = r"(?:(?:just|finally|recently|already|officially|now) )?"
 _TRAILING = re.compile(
     r"\s+(?:in the end|at last|last \w+|this \w+|for now|now|these days|nowadays|today|yesterday|again|"
-    r"instead(?: of .*)?|as well|too|anymore|any more)$",
+    r"instead(?: of .*)?|as well|too|anymore|any more|btw|lol|haha|though|tho|I think|obviously)$",
     re.I,
 )
 
@@ -73,7 +77,7 @@ def blocked_spans(text: str) -> list[tuple[int, int]]:
 
 def _value(text: str) -> str:
     """A captured value without the time words said after it ("Obsidian in the end" -> "Obsidian")."""
-    value = text.strip(" '\"")
+    value = text.strip(" '\".")
     while (trimmed := _TRAILING.sub("", value)) != value:
         value = trimmed
     return value
@@ -142,7 +146,12 @@ _USE_VERBS = r"(?P<verb>use|run|eat|drink|write|code in|work in|play|listen to|r
 TALK_RULES: list[TalkRule] = [
     _rule(
         "profile",
-        rf"{_I_HAVE}{_ADV}(?:moved|transferred|switched) to the (?P<v>{_VALUE}) team{_END}",
+        rf"{_I_HAVE}{_ADV}(?:moved|transferred|switched) to the (?P<v>[\w -]{{2,40}}?) team\b",
+        _say("The user is on the {v} team."),
+    ),
+    _rule(
+        "profile",
+        rf"{_I_AM}(?:now )?(?:on|in|part of) the (?P<v>[\w -]{{2,40}}?) team\b",
         _say("The user is on the {v} team."),
     ),
     _rule(
@@ -209,15 +218,26 @@ TALK_RULES: list[TalkRule] = [
     _rule("preference", rf"\bI no longer (?P<v>{_VALUE}){_END}", _no_longer),
     _rule(
         "preference",
+        rf"\bI (?:mostly |mainly |only |always )?use (?!it\b|this\b|that\b|them\b)(?P<v>{_VALUE}){_END}",
+        _say("The user uses {v}."),
+    ),
+    _rule(
+        "preference",
+        rf"\bI keep (?:all )?my (?P<a>[\w -]{{2,30}}?) in (?P<v>{_VALUE}){_END}",
+        _say("The user keeps their {a} in {v}."),
+    ),
+    _rule(
+        "preference",
         rf"\bI(?P<have>'ve| have)? (?P<how>started|stopped|quit|given up|gave up) (?P<v>{_VALUE}){_END}",
         _has_started,
     ),
     _rule("preference", rf"\bI (?:don't|do not|never) eat (?P<v>{_VALUE}){_END}", _say("The user doesn't eat {v}.")),
     _rule(
         "focus",
-        rf"{_I_AM}(?:now )?(?P<v>(?:doing|playing|learning|studying|taking) {_VALUE}) (?:now|these days|nowadays){_END}",
+        rf"{_I_AM}(?:now )?(?P<v>(?:doing|playing|learning|studying) {_VALUE}) (?:now|these days|nowadays){_END}",
         _say("The user is {v} now."),
     ),
+    _rule("focus", rf"{_I_AM}(?:now )?taking (?P<v>(?:an?|the) {_VALUE}){_END}", _say("The user is taking {v}.")),
     _rule(
         "focus",
         rf"{_I_HAVE}{_ADV}(?:signed up|registered|enrolled) (?:for|in) (?P<v>{_VALUE}){_END}",
@@ -234,6 +254,11 @@ TALK_RULES: list[TalkRule] = [
         rf"(?:moved|pushed(?: back)?|postponed|delayed|slipped|rescheduled|brought forward|changed) (?:back )?"
         rf"to (?P<d>{_DATE})",
         _say("The user's {t} is now on {d}."),
+    ),
+    _rule(
+        "focus",
+        rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:is|are) (?:now )?(?:on |for |set for |scheduled for )?(?P<d>{_DATE})",
+        _say("The user's {t} is on {d}."),
     ),
     _rule(
         "profile", rf"\bI (?:just )?(?P<verb>sold|bought|got a new) (?P<v>{_VALUE}){_END}", _say("The user {verb} {v}.")
@@ -256,7 +281,10 @@ def move_without_destination(text: str, blocked: list[tuple[int, int]]) -> tuple
     places = [m for m in _IN_PLACE.finditer(text) if not _inside(m.start(), blocked)]
     if not places:
         return None
-    place = _value(places[-1].group("v"))
+    sentence_end = next((e.start() for e in re.finditer(r"[.!?\n]", text) if e.start() > move.start()), len(text))
+    after = [m for m in places if move.start() < m.start() < sentence_end]
+    before = [m for m in places if m.start() < move.start()]
+    place = _value((after[0] if after else before[-1] if before else places[0]).group("v"))
     future = move.group(0).lower().split()[-1] in ("moving", "relocating")
     return (f"The user is moving to {place}." if future else f"The user lives in {place}."), move.start()
 
