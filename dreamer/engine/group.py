@@ -13,6 +13,7 @@ from dreamer.engine.apply import apply_session
 from dreamer.engine.extract import Extractor
 from dreamer.engine.extract_group import STOPS, Capped, Cut, extract_group
 from dreamer.engine.failures import TimedOut, counts_as_its_own, record_failure
+from dreamer.engine.judge import LLMJudge
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import Pace, lease_lost
 from dreamer.engine.plan import plan_session
@@ -90,7 +91,7 @@ def _finish_session(
         with rt.user_locks.hold(sess.user_id) as lock:
             try:
                 _still_held(held)
-                planned = plan_session(rt, work, candidates, llm)
+                planned = plan_session(rt, work, candidates, LLMJudge(llm) if llm is not None else None)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
             except (LeaseLost, LLMError) as exc:
                 _failed(rt, sess, exc, run, tally, llm)
