@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
 from dreamer.engine.rules_talk import blocked_spans, conjugate, talk_matches
 from dreamer.engine.transcript import Chunk, Line
@@ -93,7 +94,8 @@ def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
 
 
 class RulesExtractor:
-    """Explicit statements only; no model involved. Named `rules` in every output."""
+    """Explicit statements only, each with the slot its phrasing names (`infer_topic`); no model
+    involved. Named `rules` in every output."""
 
     name = "rules"
 
@@ -106,7 +108,18 @@ class RulesExtractor:
             if line.context_only or not _speaks_for_user(line, mode):
                 continue
             for kind, text in rule_matches(line.text, mode):
-                out.append(Candidate(kind=kind, text=text, importance=0.5, seqs=[line.seq], tags=["rules"]))
+                topic = infer_topic(text, kind)
+                out.append(
+                    Candidate(
+                        kind=kind,
+                        text=text,
+                        importance=0.5,
+                        seqs=[line.seq],
+                        tags=["rules"],
+                        topic=topic.key if topic else None,
+                        cardinality=topic.cardinality if topic else None,
+                    )
+                )
         return ExtractResult(candidates=collapse_duplicates(out)[: self.limit * chunk.sessions])
 
 
