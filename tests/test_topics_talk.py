@@ -22,6 +22,9 @@ from dreamer.core.topics import Topic, infer_topic
         ("The user's thesis is due on 15 March.", "deadline:thesis"),
         ("The user's launch is now on 15 July.", "deadline:launch"),
         ("The user's review got pushed back to 12 June.", "deadline:review"),
+        ("The user's thesis deadline moved to 30 April.", "deadline:thesis"),
+        ("The user's app launch is planned for 1 June.", "deadline:app_launch"),
+        ("The user moved to the fraud detection team.", "team"),
     ],
 )
 def test_a_slot_is_read_from_ordinary_phrasing(text, key):

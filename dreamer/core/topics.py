@@ -211,7 +211,7 @@ _DEADLINE_THINGS = (
     re.compile(r"\b(?P<thing>[\w'-]+(?: [\w'-]+){0,2}) deadline\b", re.I),
     re.compile(
         r"\b(?:my|our|the|user's|user s) (?P<thing>[\w-]+(?: [\w-]+){0,2}?) (?:is|are|was) (?:now )?"
-        r"(?:due\b|(?:on|set for|scheduled for|moved to|pushed back to|postponed to) (?=\d|(?:jan|feb|mar|apr|may|"
+        r"(?:due\b|(?:on|set for|planned for|scheduled for|moved to|pushed back to|postponed to) (?=\d|(?:jan|feb|mar|apr|may|"
         r"jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun|next|the end)))",
         re.I,
     ),
@@ -231,6 +231,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("allergies", r"\ballerg(?:y|ies|ic)\b"),
         ("languages", r"\b(?:speaks?|speaking|fluent in|native speaker of|languages? (?:i|they|he|she) speak)\b"),
         ("hobbies", r"\b(?:hobby|hobbies|pastime|took up|taken up|picked up)\b"),
+        ("team", r"\b(?:on|in|joined|moved to|part of) the [\w -]{2,40} team\b"),
         (
             "home_city",
             r"\b(?:live|lives|living|reside|resides|based|moved|moving|relocated|relocating|settled)"
@@ -259,7 +260,6 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"|\b(?:{_EMAIL_CLIENTS})\b.*\be-?mail\b",
         ),
         ("phone", rf"\b(?:{_PHONES})\b"),
-        ("team", r"\b(?:on|in|joined|moved to|part of) the [\w -]{2,40} team\b"),
         ("note_app", rf"{_SWITCH}.*\b(?:{_NOTE_APPS})\b"),
         (
             "note_app",
@@ -293,7 +293,7 @@ def _deadline_thing(text: str) -> str | None:
     """What a deadline is for ("the deadline for the Q3 report", "the launch deadline"), snake_case."""
     for pattern in _DEADLINE_THINGS:
         if m := pattern.search(text):
-            words = m.group("thing").split()
+            words = re.sub(r"['’]s\b", "", m.group("thing")).split()  # "the user's thesis" is the thesis
             while words and words[0].casefold() in _NOT_A_THING:
                 words = words[1:]
             if words:
