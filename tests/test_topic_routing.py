@@ -4,9 +4,11 @@ over the real store, the real openai client and the scripted server as model and
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+from clikit import run as cli
 from dreamkit import chat_bodies, is_judgement, judge_reply, make_index, make_runtime, transcript_lines
 from sqlmodel import select
 
@@ -193,5 +195,10 @@ def test_without_a_model_a_newer_single_valued_value_supersedes(settings, engine
         assert (old.id, "superseded") in {
             (h.memory_id, h.status) for h in recall(rt, "Boston", ALICE, include_all=True).hits
         }
+        url = engine.url.render_as_string(hide_password=False)
+        shown = cli(tmp_path, "memories", "show", old.id, "--json", env={"DREAMER_DATABASE_URL": url})
+        info = json.loads(shown.stdout)
+        assert (info["status"], info["topic"], info["superseded_by"]) == ("superseded", "home_city", new.id)
+        assert [(e["event"], e["data"].get("by")) for e in info["history"]] == [("add", None), ("supersede", new.id)]
     finally:
         rt.close()

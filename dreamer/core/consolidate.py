@@ -68,7 +68,7 @@ class Decision:
 @dataclass(frozen=True)
 class Thresholds:
     dup: float = 0.90
-    ambiguous_low: float = 0.75  # a neighbour at or above it goes to the judge
+    ambiguous_low: float = 0.5  # a neighbour at or above it goes to the judge
     max_pairs: int = 3  # judge pairs per candidate at most
 
 

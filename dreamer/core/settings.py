@@ -119,7 +119,8 @@ class Settings(BaseSettings):
 
     # --- consolidation ------------------------------------------------------
     dup_threshold: float = Field(0.90, ge=0, le=1)
-    ambiguous_low: float = Field(0.75, ge=0, le=1)  # at most dup_threshold (_not_above_dup_threshold)
+    # neighbours from this similarity go to the judge; at most dup_threshold (_not_above_dup_threshold)
+    ambiguous_low: float = Field(0.5, ge=0, le=1)
     neighbours: int = Field(5, ge=1, le=1000)
     route_max_pairs: int = Field(3, ge=1, le=50)  # judge pairs per candidate at most
 
