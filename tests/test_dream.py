@@ -4,6 +4,7 @@ HTTP to the scripted server, and both index backends."""
 from __future__ import annotations
 
 from contextlib import closing, contextmanager
+from datetime import timedelta
 
 import pytest
 from dreamkit import (
@@ -18,7 +19,7 @@ from dreamkit import (
 from sqlmodel import select
 
 from dreamer.core.consolidate import Decision
-from dreamer.core.models import Cursor, Lease, Memory, MemoryEvent
+from dreamer.core.models import Cursor, Lease, Memory, MemoryEvent, Session
 from dreamer.core.scope import Scope
 from dreamer.engine.apply import apply_all
 from dreamer.engine.documents import DocumentedIndex
@@ -28,6 +29,7 @@ from dreamer.engine.extract_group import number_lines, split_seqs
 from dreamer.engine.plan import Planned
 from dreamer.engine.transcript import Line
 from dreamer.index.contract import SearchFilter
+from dreamer.ingest.base import as_utc
 from dreamer.ingest.store import append_messages, record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.store import cabinet, leases
@@ -652,3 +654,27 @@ def test_a_busy_signal_out_of_reach_between_sessions_stops_the_pass_as_busy(sett
         assert cursor(rt, rec.session_id).processed_seq == 0
     finally:
         rt.close()
+
+
+def test_a_two_turn_session_is_dreamed_once_quiet_for_the_short_setting_and_not_before(rt):
+    turns = chat("I prefer tea to coffee.", "noted", "Thanks!", "any time")
+    rec = record_messages(rt.engine, "short", turns, user_id="alice")
+    with session_scope(rt.engine) as s:
+        said = as_utc(s.get(Session, rec.session_id).updated_at)
+    wait = timedelta(seconds=rt.settings.short_quiet_seconds)
+    assert wait == timedelta(hours=6)
+
+    early = dream_pass(rt, now=said + wait - timedelta(seconds=1))
+    assert (early.sessions, early.added) == (0, 0)
+    assert cursor(rt, rec.session_id).processed_seq == 0
+
+    late = dream_pass(rt, now=said + wait)
+    assert (late.sessions, late.added) == (1, 1)
+    assert [m.text for m in memories(rt)] == ["The user prefers tea to coffee."]
+
+
+def test_a_forced_pass_takes_a_short_session_at_once(rt):
+    record_messages(rt.engine, "short", chat("I prefer tea to coffee.", "noted"), user_id="alice")
+    assert dream_pass(rt).sessions == 0
+    forced = dream_pass(rt, force=True)
+    assert (forced.sessions, forced.added) == (1, 1)

@@ -4,7 +4,10 @@ from dreamer.core.models import Cursor, Session, utcnow
 from dreamer.engine.due import DueRules, due_sessions, held_sessions, hold_reason, session_groups
 from dreamer.store.db import session_scope
 
-RULES = DueRules(min_rounds=4, quiet=timedelta(minutes=10), max_age=timedelta(days=30), limit=10)
+RULES = DueRules(
+    min_rounds=4, quiet=timedelta(minutes=10), max_age=timedelta(days=30), limit=10, short_quiet=timedelta(hours=6)
+)
+SHORT = "min_rounds: {} of 4 rounds (DREAMER_MIN_ROUNDS); a shorter session is due once quiet 21600 s, active {} s ago (DREAMER_SHORT_QUIET_SECONDS)"
 
 
 def test_hold_reason_names_the_rule_and_its_setting():
@@ -14,15 +17,21 @@ def test_hold_reason_names_the_rule_and_its_setting():
     )
 
     def held(**change):
-        explicit = change.pop("explicit", False)
-        hold = hold_reason(**{**ok, **change}, explicit=explicit)
+        explicit, forced = change.pop("explicit", False), change.pop("forced", False)
+        hold = hold_reason(**{**ok, **change}, explicit=explicit, forced=forced)
         return None if hold is None else str(hold)
 
     assert held() is None
     assert held(processed_seq=10) == "nothing_new: no message past 10"
     assert held(status="quarantined") == "quarantined: use `dreamer reprocess --quarantined`"
     assert held(status="failed") is None
-    assert held(rounds=3) == "min_rounds: 3 of 4 rounds (DREAMER_MIN_ROUNDS)"
+    assert held(rounds=3) == SHORT.format(3, 3600)
+    assert held(rounds=1, updated_at=now - timedelta(hours=6)) is None  # short, and quiet long enough
+    assert held(rounds=0, updated_at=now - timedelta(hours=7)) is None
+    assert held(rounds=1, forced=True) is None  # a forced pass takes a short session at once
+    assert held(updated_at=now - timedelta(minutes=5), forced=True) is None  # and one not yet quiet
+    assert held(updated_at=now - timedelta(days=31), forced=True).startswith("max_age:")
+    assert held(status="quarantined", forced=True).startswith("quarantined:")
     assert (
         held(updated_at=now - timedelta(minutes=5))
         == "quiet_period: active 300 s ago, quiet after 600 s (DREAMER_QUIET_PERIOD_SECONDS)"
@@ -58,19 +67,23 @@ def test_sql_selection_matches_the_policy_oldest_first(engine):
         _add(s, "done", last_seq=5, processed=5, now=now)
         _add(s, "quarantined", last_seq=5, processed=0, status="quarantined", now=now)
         _add(s, "short", last_seq=5, processed=0, rounds=2, now=now)
+        _add(s, "short-quiet", last_seq=5, processed=0, rounds=1, age=timedelta(hours=7), now=now)
         _add(s, "old", last_seq=5, processed=0, age=timedelta(days=40), now=now)
         _add(s, "b", last_seq=9, processed=3, age=timedelta(hours=1), now=now)
         _add(s, "a", last_seq=9, processed=0, status="failed", age=timedelta(hours=2), now=now)
     with session_scope(engine) as s:
         got = [sess.external_id for sess, _ in due_sessions(s, RULES, now)]
-        assert got == ["a", "b"]
-        limited = DueRules(RULES.min_rounds, RULES.quiet, RULES.max_age, limit=1)
-        assert [x.external_id for x, _ in due_sessions(s, limited, now)] == ["a"]
+        assert got == ["short-quiet", "a", "b"]
+        limited = DueRules(RULES.min_rounds, RULES.quiet, RULES.max_age, limit=1, short_quiet=RULES.short_quiet)
+        assert [x.external_id for x, _ in due_sessions(s, limited, now)] == ["short-quiet"]
+        forced = [x.external_id for x, _ in due_sessions(s, RULES, now, forced=True)]
+        assert forced == ["short-quiet", "a", "short", "b", "young"]
         young_id = s.exec(Session.__table__.select().where(Session.external_id == "young")).first().id
         assert [x.external_id for x, _ in due_sessions(s, RULES, now, session_ids=[young_id])] == ["young"]
         held = [(x.external_id, h and h.by) for x, h in held_sessions(s, RULES, now)]
         assert held == [
             ("old", "max_age"),
+            ("short-quiet", None),
             ("a", None),
             ("quarantined", "quarantined"),
             ("short", "min_rounds"),

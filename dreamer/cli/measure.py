@@ -1,4 +1,4 @@
-"""CLI for measuring: `dreamer eval locomo` and `dreamer bench`."""
+"""CLI for measuring: `dreamer eval locomo`, `dreamer eval profiles` and `dreamer bench`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from dreamer.cli import app, command_group, out, settings_of
+from dreamer.cli import app, command_group, err, out, settings_of
 
 eval_app = command_group("eval", "Evaluate recall on benchmark data.")
 
@@ -138,6 +138,87 @@ def _print_eval(result: dict[str, Any], memories: str, search: str) -> None:
         f"{result['completion_tokens']} completion tokens over {result['dialogue_tokens']} dialogue tokens "
         f"= {result['tokens_per_dialogue_token']} per dialogue token; {result['seconds']} s",
         markup=False,
+    )
+
+
+@eval_app.command("profiles")
+def eval_profiles(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, metavar="PATH", help="A JSON list of profiles."),
+    extractor: str = typer.Option(
+        None,
+        "--extractor",
+        metavar="EXTRACTOR",
+        help="replay (the annotated facts) | rules | llm; default: llm when an endpoint is configured, else rules.",
+    ),
+    judge: str = typer.Option(
+        None,
+        "--judge",
+        metavar="JUDGE",
+        help="oracle (from the annotations) | llm | none; default: llm when an endpoint is configured, else none.",
+    ),
+    json_out: str = typer.Option(
+        None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
+    ),
+    work_dir: Path = typer.Option(None, "--work-dir", metavar="PATH", help="Keep the run's data directory here."),
+) -> None:
+    """Updates, stale answers and noise over profiles whose facts change, through the real pass."""
+    from dreamer.eval.profiles_run import EXTRACTORS, JUDGES, ProfilesOptions, default_judge
+
+    settings = settings_of(ctx)
+    chosen_extractor = extractor or ("llm" if settings.llm_configured else "rules")
+    chosen_judge = judge or default_judge(settings)
+    if chosen_extractor not in EXTRACTORS:
+        raise typer.BadParameter(f"--extractor must be one of {', '.join(EXTRACTORS)}")
+    if chosen_judge not in JUDGES:
+        raise typer.BadParameter(f"--judge must be one of {', '.join(JUDGES)}")
+    opts = ProfilesOptions(path, chosen_extractor, chosen_judge, work_dir)
+    check_json_target(json_out)
+    result = _run_profiles(settings, opts)
+    summary = profiles_summary(result)
+    if json_out == "-":
+        err.print(summary, markup=False)
+    else:
+        out.print(summary, markup=False)
+    write_json(result, json_out)
+
+
+def _run_profiles(settings: Any, opts: Any) -> dict[str, Any]:
+    """The run, with a progress bar on stderr when it is a terminal."""
+    from dreamer.eval.profiles import load_profiles
+    from dreamer.eval.profiles_run import check_options, run_profiles, sessions_in
+
+    check_options(settings, opts)
+    if not err.is_terminal:
+        return run_profiles(settings, opts)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = sessions_in(load_profiles(opts.path))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("profiles", total=total)
+
+        def step(user_id: str, _session: int) -> None:
+            bar.update(task, advance=1, description=user_id)
+
+        return run_profiles(settings, opts, on_session=step)
+
+
+def profiles_summary(r: dict[str, Any]) -> str:
+    """One line: the run's choices and its headline figures."""
+
+    def f(value: Any) -> str:
+        return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    up, tests = r["updates"], r["tests"]
+    return (
+        f"profiles: {r['profiles']} profiles, {r['sessions']} sessions, extractor {r['extractor']}, judge {r['judge']['name']}: "
+        f"updates {up['annotated']} routed {f(up['routed'])} resolved {f(up['resolved'])}; "
+        f"judge pairs/memory {f(r['judge']['pairs_per_memory'])}; "
+        f"tests {tests['n']} hit@5 {f(tests['hit_at_5']['overall'])} stale {f(tests['stale_current'])}; "
+        f"noise {f(r['noise']['stored'])}; memories {r['memories']}; "
+        f"LLM {r['tokens']['llm_calls']} call(s), {r['tokens']['prompt']}+{r['tokens']['completion']} tokens; "
+        f"{r['seconds']} s"
     )
 
 

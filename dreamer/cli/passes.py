@@ -31,7 +31,11 @@ def dream(
         None, "--session", min=1, max=ID_MAX, metavar="ID", help="Only these session ids (repeatable)."
     ),
     user: str = typer.Option(None, "--user", metavar="USER", help="Only this user's sessions."),
-    force: bool = typer.Option(False, "--force", help="Run even if the agent is busy."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Run even if the agent is busy, and take sessions still waiting to be quiet (short ones too) now.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="The run's row as JSON."),
 ) -> None:
     """Run one dream pass now (no warm-up); then say which sessions with new messages it left, and why."""
@@ -44,7 +48,7 @@ def dream(
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)
     if not as_json:
-        _print_held(held_lines(settings, engine, session or None, user))
+        _print_held(held_lines(settings, engine, session or None, user, forced=force))
     if run.failed_sessions:
         err.print(
             f"error: the pass failed on {run.failed_sessions} session(s): see `dreamer checkpoints ls --status failed`",
@@ -53,7 +57,9 @@ def dream(
         raise typer.Exit(1)
 
 
-def held_lines(settings: Settings, engine: Engine, session_ids: list[int] | None, user: str | None) -> list[str]:
+def held_lines(
+    settings: Settings, engine: Engine, session_ids: list[int] | None, user: str | None, *, forced: bool = False
+) -> list[str]:
     """One line for each session that still has new messages: what holds it back, or that it is due."""
     from dreamer.core.models import utcnow
     from dreamer.engine.due import DueRules, held_sessions
@@ -61,7 +67,7 @@ def held_lines(settings: Settings, engine: Engine, session_ids: list[int] | None
 
     rules = DueRules.from_settings(settings)
     with session_scope(engine) as s:
-        held = held_sessions(s, rules, utcnow(), session_ids=session_ids, user_id=user)
+        held = held_sessions(s, rules, utcnow(), session_ids=session_ids, user_id=user, forced=forced)
         return [_held_line(sess, hold, rules.limit) for sess, hold in held]
 
 

@@ -95,6 +95,12 @@ class Settings(BaseSettings):
     min_rounds: int = Field(4, ge=0, le=MAX_COUNT)
     max_age_days: float = Field(30, ge=0, le=CENTURY_DAYS)
     quiet_period_seconds: float = Field(0, ge=0, le=CENTURY_SECONDS)
+    short_quiet_seconds: float = Field(
+        6 * 3600,
+        ge=0,
+        le=CENTURY_SECONDS,
+        description="Seconds a session of fewer than min_rounds rounds must go without new messages before it is due",
+    )
     tokens_per_session_pass: int = Field(30_000, ge=1, le=MAX_COUNT)
     chunk_tokens: int = Field(6_000, ge=1, le=MAX_COUNT)
     overlap_messages: int = Field(2, ge=0, le=1000)

@@ -48,6 +48,8 @@ SINGLE_VALUED = frozenset(
         "phone",
         "car",
         "commute",
+        "team",
+        "email_client",
     }
 )
 # Slots whose values accumulate: a new value is kept beside the others.
@@ -197,6 +199,9 @@ _TITLES = (
     r"engineer|developer|designer|manager|analyst|scientist|teacher|nurse|doctor|consultant|architect|"
     r"director|researcher|writer|accountant|lawyer|product owner|cto|ceo|founder|intern|programmer"
 )
+_EMAIL_CLIENTS = r"outlook|thunderbird|gmail|apple mail|fastmail|proton ?mail|spark|superhuman|mutt"
+_PHONES = r"iphone(?: \d+)?|pixel \d+|galaxy s\d+|oneplus|android phone|fairphone"
+_SWITCH = r"\b(?:switched|switching|moved|migrated|went|gone|going|changed|uses?|using|no longer uses?)\b"
 _DEADLINE_THINGS = (
     re.compile(
         r"\bdeadline (?:for|of|on) (?:the |my |our )?(?P<thing>[\w' -]{2,40}?)(?= (?:is|was|has|had|got|moved|"
@@ -204,8 +209,21 @@ _DEADLINE_THINGS = (
         re.I,
     ),
     re.compile(r"\b(?P<thing>[\w'-]+(?: [\w'-]+){0,2}) deadline\b", re.I),
+    re.compile(
+        r"\b(?:my|our|the|user's|user s) (?P<thing>[\w-]+(?: [\w-]+){0,2}?) (?:is|are|was) (?:now )?"
+        r"(?:due\b|(?:on|set for|planned for|scheduled for|moved to|pushed back to|postponed to) (?=\d|(?:jan|feb|mar|apr|may|"
+        r"jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun|next|the end)))",
+        re.I,
+    ),
+    re.compile(
+        r"\b(?:my|our|the|user's|user s) (?P<thing>[\w-]+(?: [\w-]+){0,2}?) (?:got |has been |was )?"
+        r"(?:moved|pushed(?: back)?|postponed|delayed|slipped|rescheduled) to\b",
+        re.I,
+    ),
 )
-_NOT_A_THING = frozenset("i we you they he she it the my our a an this that so think new next final hard".split())
+_NOT_A_THING = frozenset(
+    "i we you they he she it the my our a an this that so think new next final hard user s".split()
+)
 _FAVOURITE = re.compile(r"\bfavou?rite (?P<x>[a-z]+(?: [a-z]+)?) (?:is|are|was|has become|became|now)\b", re.I)
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.I))
@@ -213,6 +231,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("allergies", r"\ballerg(?:y|ies|ic)\b"),
         ("languages", r"\b(?:speaks?|speaking|fluent in|native speaker of|languages? (?:i|they|he|she) speak)\b"),
         ("hobbies", r"\b(?:hobby|hobbies|pastime|took up|taken up|picked up)\b"),
+        ("team", r"\b(?:on|in|joined|moved to|part of) the [\w -]{2,40} team\b"),
         (
             "home_city",
             r"\b(?:live|lives|living|reside|resides|based|moved|moving|relocated|relocating|settled)"
@@ -226,13 +245,22 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "diet",
-            r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant-based|diet|eats? meat|eating meat)\b",
+            r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant-based|diet)\b"
+            r"|\b(?:eats?|eating|ate|eat) (?:meat|fish|seafood|pork|beef|chicken|dairy|eggs)\b",
         ),
         (
             "editor",
             rf"\b(?:editor|ide)\b|\b(?:use|uses|using|switched to|prefer|prefers|moved to|code in|codes in)"
             rf" (?:\w+ )?(?:{_EDITORS})\b",
         ),
+        ("editor", rf"{_SWITCH}.*\b(?:{_EDITORS})\b"),
+        (
+            "email_client",
+            rf"\b(?:e-?mail|mail client)\b.*\b(?:{_EMAIL_CLIENTS})\b|{_SWITCH}.*\b(?:{_EMAIL_CLIENTS})\b"
+            rf"|\b(?:{_EMAIL_CLIENTS})\b.*\be-?mail\b",
+        ),
+        ("phone", rf"\b(?:{_PHONES})\b"),
+        ("note_app", rf"{_SWITCH}.*\b(?:{_NOTE_APPS})\b"),
         (
             "note_app",
             rf"\bnotes? app\b|\bnote-taking\b|\b(?:{_NOTE_APPS})\b.*\bnotes?\b|\bnotes?\b.*\b(?:{_NOTE_APPS})\b",
@@ -265,7 +293,7 @@ def _deadline_thing(text: str) -> str | None:
     """What a deadline is for ("the deadline for the Q3 report", "the launch deadline"), snake_case."""
     for pattern in _DEADLINE_THINGS:
         if m := pattern.search(text):
-            words = m.group("thing").split()
+            words = re.sub(r"['’]s\b", "", m.group("thing")).split()  # "the user's thesis" is the thesis
             while words and words[0].casefold() in _NOT_A_THING:
                 words = words[1:]
             if words:

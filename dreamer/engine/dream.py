@@ -13,10 +13,11 @@ from dreamer.engine.due import DueRules, due_sessions, session_groups
 from dreamer.engine.extract import Extractor, LLMExtractor
 from dreamer.engine.failures import count_timeouts
 from dreamer.engine.group import dream_group
+from dreamer.engine.judge import Judge, LLMJudge
 from dreamer.engine.pace import Pace
 from dreamer.engine.rules import RulesExtractor
 from dreamer.engine.runs import Tally, finish_skipped, run_id, run_owner, save_run, start_run
-from dreamer.engine.runtime import Runtime
+from dreamer.engine.runtime import UNSET, Runtime, Unset
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
 from dreamer.store.busy import busy_or_unreachable
@@ -36,27 +37,34 @@ def dream_pass(
     busy_checked: bool = False,
     now: datetime | None = None,
     stop: Callable[[], bool] | None = None,
+    extractor: Extractor | None = None,
+    judge: Judge | None | Unset = UNSET,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions, and
+    """Run one pass and return its `dream_runs` row. `force` takes sessions still waiting to be
+    quiet (short ones too) at once, and skips the busy check. `stop()` is asked between sessions, and
     (unless `force`) whether the agent is busy: at the start, unless the caller has just found
-    it idle at `now` (`busy_checked`), and between sessions."""
+    it idle at `now` (`busy_checked`), and between sessions. `extractor`: what reads the sessions
+    (default: the model, else the rules); `judge`: what judges routed pairs (default: the model,
+    else none)."""
     started = utcnow()
     at = now or started
     if not (force or busy_checked) and (reason := rt.busy.busy_reason(at)):
         return finish_skipped(rt, trigger, reason)
     leases.sweep_abandoned_runs(rt.engine)
     llm = _guarded(rt)
-    extractor = _extractor(rt, llm)
+    extractor = extractor or _extractor(rt, llm)
+    judging = (LLMJudge(llm) if llm is not None else None) if judge is UNSET else judge
     run = start_run(rt, trigger, extractor.name)
     lease = leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)
     tally = Tally()
     try:
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
-            due = due_sessions(s, DueRules.from_settings(rt.settings), at, session_ids=session_ids, user_id=user_id)
+            rules = DueRules.from_settings(rt.settings)
+            due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
         pace = Pace(lambda: _halted(rt, run, stop, None if force else at + (utcnow() - started)), lease)
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
-        _dream_groups(rt, groups, extractor, llm, run, tally, pace)
+        _dream_groups(rt, groups, (extractor, judging), llm, run, tally, pace)
         lease.keep_alive()
         count_timeouts(rt, llm, tally.timed_out, may_probe=run.status == "running" and not run.error)
         outbox.drain(rt)  # and every due view rendered, once per user
@@ -74,7 +82,7 @@ def dream_pass(
 def _dream_groups(
     rt: Runtime,
     groups: list[list[Session]],
-    extractor: Extractor,
+    readers: tuple[Extractor, Judge | None],
     llm: GuardedLLM | None,
     run: DreamRun,
     tally: Tally,
@@ -90,7 +98,7 @@ def _dream_groups(
             continue
         pace.run_lease.keep_alive()
         try:
-            if dream_group(rt, group, extractor, llm, run, tally, pace):
+            if dream_group(rt, group, readers, llm, run, tally, pace):
                 break
         except (CircuitOpen, BudgetExceeded) as exc:
             run.status, run.error = "stopped", str(exc)

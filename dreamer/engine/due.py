@@ -1,5 +1,5 @@
 """Which sessions a pass takes: new messages past the cursor, not quarantined, quiet long
-enough, enough rounds, not too old; oldest first, at most a pass's worth; why the others are
+enough, enough rounds (or, for a short session, quiet for longer), not too old; oldest first, at most a pass's worth; why the others are
 held back; and which of the taken share extraction calls (consecutive sessions of one owner)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 from sqlmodel.sql.expression import Select
@@ -26,6 +27,7 @@ class DueRules:
     quiet: timedelta
     max_age: timedelta
     limit: int
+    short_quiet: timedelta  # a session of fewer than `min_rounds` rounds is due once quiet this long
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DueRules:
@@ -34,6 +36,7 @@ class DueRules:
             quiet=timedelta(seconds=settings.quiet_period_seconds),
             max_age=timedelta(days=settings.max_age_days),
             limit=settings.max_sessions_per_pass,
+            short_quiet=timedelta(seconds=settings.short_quiet_seconds),
         )
 
 
@@ -58,10 +61,13 @@ def hold_reason(
     now: datetime,
     rules: DueRules,
     explicit: bool = False,
+    forced: bool = False,
 ) -> Hold | None:
     """The policy, as a pure function: why a pass would not take the session, None when it is due.
 
-    An explicitly named session skips the quiet, rounds and age rules, never quarantine."""
+    A session of fewer than `min_rounds` rounds waits until it has been quiet for `short_quiet`.
+    An explicitly named session skips the quiet, rounds and age rules, never quarantine; a forced
+    pass skips the waits (quiet, and a short session's), never quarantine or age."""
     if last_seq <= processed_seq:
         return Hold("nothing_new", f"no message past {processed_seq}")
     if status == "quarantined":
@@ -69,10 +75,16 @@ def hold_reason(
     if explicit:
         return None
     updated_at = as_utc(updated_at)  # SQLite hands back naive UTC
-    if rounds < rules.min_rounds:
-        return Hold("min_rounds", f"{rounds} of {rules.min_rounds} rounds (DREAMER_MIN_ROUNDS)")
-    quiet, ago = int(rules.quiet.total_seconds()), int(max(now - updated_at, timedelta(0)).total_seconds())
-    if updated_at > now - rules.quiet:
+    ago = int(max(now - updated_at, timedelta(0)).total_seconds())
+    if not forced and rounds < rules.min_rounds and updated_at > now - rules.short_quiet:
+        short = int(rules.short_quiet.total_seconds())
+        return Hold(
+            "min_rounds",
+            f"{rounds} of {rules.min_rounds} rounds (DREAMER_MIN_ROUNDS); a shorter session is due once quiet "
+            f"{short} s, active {ago} s ago (DREAMER_SHORT_QUIET_SECONDS)",
+        )
+    quiet = int(rules.quiet.total_seconds())
+    if not forced and updated_at > now - rules.quiet:
         return Hold("quiet_period", f"active {ago} s ago, quiet after {quiet} s (DREAMER_QUIET_PERIOD_SECONDS)")
     if updated_at < now - rules.max_age:
         days = (now - updated_at).days
@@ -81,7 +93,7 @@ def hold_reason(
 
 
 def session_hold(
-    sess: Session, cursor: Cursor, rules: DueRules, now: datetime, *, explicit: bool = False
+    sess: Session, cursor: Cursor, rules: DueRules, now: datetime, *, explicit: bool = False, forced: bool = False
 ) -> Hold | None:
     """`hold_reason` for a stored session and its cursor."""
     return hold_reason(
@@ -93,6 +105,7 @@ def session_hold(
         now=now,
         rules=rules,
         explicit=explicit,
+        forced=forced,
     )
 
 
@@ -103,21 +116,22 @@ def due_sessions(
     *,
     session_ids: list[int] | None = None,
     user_id: str | None = None,
+    forced: bool = False,
 ) -> list[tuple[Session, Cursor]]:
     """The sessions a pass takes, oldest first, at most `rules.limit`. The query narrows by the
     same rules (so the database does the scan); `hold_reason` has the last word."""
     q = _pending(session_ids, user_id)
     if not session_ids:
-        q = (
-            q.where(col(Session.rounds) >= rules.min_rounds)
-            .where(col(Session.updated_at) <= now - rules.quiet)
-            .where(col(Session.updated_at) >= now - rules.max_age)
-        )
+        if not forced:
+            q = q.where(
+                or_(col(Session.rounds) >= rules.min_rounds, col(Session.updated_at) <= now - rules.short_quiet)
+            ).where(col(Session.updated_at) <= now - rules.quiet)
+        q = q.where(col(Session.updated_at) >= now - rules.max_age)
     rows: Sequence[tuple[Session, Cursor]] = s.exec(
         q.where(col(Cursor.status) != "quarantined").limit(rules.limit)
     ).all()
     explicit = bool(session_ids)
-    return [(a, b) for a, b in rows if session_hold(a, b, rules, now, explicit=explicit) is None]
+    return [(a, b) for a, b in rows if session_hold(a, b, rules, now, explicit=explicit, forced=forced) is None]
 
 
 def held_sessions(
@@ -127,12 +141,13 @@ def held_sessions(
     *,
     session_ids: list[int] | None = None,
     user_id: str | None = None,
+    forced: bool = False,
 ) -> list[tuple[Session, Hold | None]]:
     """The sessions with new messages, oldest first, each with what holds it back (None: due,
     yet not taken, as past a pass's `rules.limit`)."""
     explicit = bool(session_ids)
     rows: Sequence[tuple[Session, Cursor]] = s.exec(_pending(session_ids, user_id)).all()
-    return [(a, session_hold(a, b, rules, now, explicit=explicit)) for a, b in rows]
+    return [(a, session_hold(a, b, rules, now, explicit=explicit, forced=forced)) for a, b in rows]
 
 
 def _pending(session_ids: list[int] | None, user_id: str | None) -> Select[Session, Cursor]:

@@ -13,7 +13,7 @@ from dreamer.engine.apply import apply_session
 from dreamer.engine.extract import Extractor
 from dreamer.engine.extract_group import STOPS, Capped, Cut, extract_group
 from dreamer.engine.failures import TimedOut, counts_as_its_own, record_failure
-from dreamer.engine.judge import LLMJudge
+from dreamer.engine.judge import Judge
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import Pace, lease_lost
 from dreamer.engine.plan import plan_session
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 def dream_group(
     rt: Runtime,
     group: list[Session],
-    extractor: Extractor,
+    readers: tuple[Extractor, Judge | None],
     llm: GuardedLLM | None,
     run: DreamRun,
     tally: Tally,
@@ -38,7 +38,9 @@ def dream_group(
     """Consecutive sessions of one owner: their new messages extracted together (short sessions
     share calls), then each session planned, applied and indexed in turn, so a later session's
     neighbours include what an earlier one added. Each session is leased for the whole group.
-    True when the pass was halted between two of its sessions (the rest keep their cursors)."""
+    True when the pass was halted between two of its sessions (the rest keep their cursors).
+    `readers`: the extractor, and the judge of routed pairs (None: no judge)."""
+    extractor, judge = readers
     owner = run_owner(run)
     held: dict[int, leases.HeldLease] = {}
     try:
@@ -51,7 +53,7 @@ def dream_group(
             if found is Cut.HALTED or (k and pace.halted()):
                 return True
             pace.run_lease.keep_alive()
-            _finish_session(rt, work, found, llm, run, tally, held[session_id(work.session)])
+            _finish_session(rt, work, found, (llm, judge), run, tally, held[session_id(work.session)])
         return False
     finally:
         for lease in held.values():
@@ -71,15 +73,15 @@ def _finish_session(
     rt: Runtime,
     work: Work,
     found: Capped | Exception,
-    llm: GuardedLLM | None,
+    models: tuple[GuardedLLM | None, Judge | None],
     run: DreamRun,
     tally: Tally,
     held: leases.HeldLease,
 ) -> None:
     """Plan and apply one session's extraction (`found`: its candidates and those over the cap,
     or the error that stopped its extraction), holding its user's consolidation lock from the
-    plan until the result is in the index (`user_locks`)."""
-    sess = work.session
+    plan until the result is in the index (`user_locks`). `models`: the pass's model and judge."""
+    sess, (llm, judge) = work.session, models
     if isinstance(found, Exception):
         _failed(rt, sess, found, run, tally, llm)
         return
@@ -91,7 +93,7 @@ def _finish_session(
         with rt.user_locks.hold(sess.user_id) as lock:
             try:
                 _still_held(held)
-                planned = plan_session(rt, work, candidates, LLMJudge(llm) if llm is not None else None)
+                planned = plan_session(rt, work, candidates, judge)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
             except (LeaseLost, LLMError) as exc:
                 _failed(rt, sess, exc, run, tally, llm)

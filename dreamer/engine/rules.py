@@ -1,14 +1,17 @@
 """The rules extractor (explicit statements only, no model) and the triage that keeps
-chunks without a hint of one away from the model."""
+chunks without a hint of one away from the model. Statements of state and change in ordinary
+talk are read by `rules_talk`; neither reads a question, a supposition or someone else's news."""
 
 from __future__ import annotations
 
 import re
 
+from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
+from dreamer.engine.rules_talk import blocked_spans, conjugate, talk_matches
 from dreamer.engine.transcript import Chunk, Line
 
-_S = r"(?:(?!,? (?:and|but) I\b|, (?:but|so) )[^.!?\n]){3,200}"
+_S = r"(?:(?!,? (?:and|but|so) I\b|, (?:but|so) )[^.!?\n]){3,200}"
 _AGENT_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     (
         "preference",
@@ -45,7 +48,6 @@ _CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]
-_IRREGULAR = {"have": "has", "do": "does", "don't": "doesn't", "am": "is", "was": "was", "can't": "can't"}
 _ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
 _I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
 _PERSON = [
@@ -58,20 +60,9 @@ _PERSON = [
 ]
 
 
-def _conjugate(verb: str) -> str:
-    low = verb.lower()
-    if low in _IRREGULAR:
-        return _IRREGULAR[low]
-    if low.endswith(("s", "sh", "ch", "x", "o")):
-        return verb + "es"
-    if low.endswith("y") and low[-2:-1] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
 def _third_person(sentence: str) -> str:
     sentence = re.sub(r"^(?:please )?(always|never)\b", r"the user asks to \1", sentence.strip(), flags=re.I)
-    sentence = _I_VERB.sub(lambda m: f"the user {m.group(1)}{_conjugate(m.group(2))}", sentence)
+    sentence = _I_VERB.sub(lambda m: f"the user {m.group(1)}{conjugate(m.group(2))}", sentence)
     for pattern, repl in _PERSON:
         sentence = pattern.sub(repl, sentence)
     sentence = re.sub(r"\bI\b", "the user", sentence)
@@ -81,21 +72,30 @@ def _third_person(sentence: str) -> str:
 
 
 def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
-    """(kind, matched statement) for each explicit statement in `text`."""
-    rules = _CODE_RULES if mode == "code" else _AGENT_RULES
+    """(kind, statement as one sentence about the user, or the project's in code mode) for each
+    statement in `text`: statements of state and change first, then the explicit ones; in agent
+    mode, none in a question, a supposition or reported speech."""
+    blocked = blocked_spans(text) if mode != "code" else []
     found: list[tuple[Kind, str]] = []
     taken: list[tuple[int, int]] = []
-    for kind, pattern in rules:
+    if mode != "code":
+        for kind, sentence, start, end in talk_matches(text, blocked):
+            taken.append((start, end))
+            found.append((kind, sentence))
+    for kind, pattern in _CODE_RULES if mode == "code" else _AGENT_RULES:
         for m in pattern.finditer(text):
-            if any(m.start() < e and s < m.end() for s, e in taken):
+            if any(m.start() < e and s < m.end() for s, e in taken) or any(s <= m.start() < e for s, e in blocked):
                 continue
-            taken.append((m.start(), m.end()))
-            found.append((kind, m.group(0)))
+            end = min([m.end()] + [s for s, _ in blocked if m.start() < s < m.end()])  # not into a question
+            taken.append((m.start(), end))
+            said = text[m.start() : end]
+            found.append((kind, _sentence(said) if mode == "code" else _third_person(said)))
     return found
 
 
 class RulesExtractor:
-    """Explicit statements only; no model involved. Named `rules` in every output."""
+    """Explicit statements only, each with the slot its phrasing names (`infer_topic`); no model
+    involved. Named `rules` in every output."""
 
     name = "rules"
 
@@ -107,9 +107,19 @@ class RulesExtractor:
         for line in chunk.lines:
             if line.context_only or not _speaks_for_user(line, mode):
                 continue
-            for kind, statement in rule_matches(line.text, mode):
-                text = _third_person(statement) if mode != "code" else _sentence(statement)
-                out.append(Candidate(kind=kind, text=text, importance=0.5, seqs=[line.seq], tags=["rules"]))
+            for kind, text in rule_matches(line.text, mode):
+                topic = infer_topic(text, kind)
+                out.append(
+                    Candidate(
+                        kind=kind,
+                        text=text,
+                        importance=0.5,
+                        seqs=[line.seq],
+                        tags=["rules"],
+                        topic=topic.key if topic else None,
+                        cardinality=topic.cardinality if topic else None,
+                    )
+                )
         return ExtractResult(candidates=collapse_duplicates(out)[: self.limit * chunk.sessions])
 
 

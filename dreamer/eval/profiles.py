@@ -1,0 +1,254 @@
+"""Profiles evaluation, the pure parts: reading a profiles file (users whose facts change over
+sessions, with annotated updates and memory tests), and the one matching rule that says which
+annotated fact a stored memory stands for.
+
+The matching rule, the same for every extractor: a memory stands for the annotated fact (or
+required memory) of its profile whose normalised text it equals; else for the one whose content
+words it covers the most, each word weighted by how rare it is among the profile's facts (a
+city or a product name counts more than "lives" or "uses"; a name or a number, double), when
+that covered share is at least `MATCH_SHARE`; ties go to the fact sharing the larger part of the
+memory's words. A memory and a fact must agree on negation: "no longer uses Outlook" does not
+stand for "reads email in Outlook". Nothing here
+touches SQL, the index or the network; `dreamer.eval.profiles_run` runs the pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dreamer.core.consolidate import normalise
+from dreamer.core.errors import IngestError
+from dreamer.ingest.base import LineRejected, read_bytes
+from dreamer.ingest.locomo import load_document
+
+CATEGORIES = (
+    "simple_recall",
+    "contradiction_update",
+    "implicit_preference",
+    "temporal_relevance",
+    "consolidation",
+    "noise_resistance",
+    "cross_session",
+)
+STALE_CATEGORIES = ("contradiction_update", "temporal_relevance")
+MATCH_SHARE = 0.5
+ROLES = ("user", "assistant", "system", "tool")
+NEGATION = re.compile(r"\b(?:not|no|never|no longer|quit|quits|stopped|gave up|given up)\b|n't\b", re.I)
+STOP_WORDS = frozenset(
+    "a an the and or but of to in on at for with from by as is are was were be been being it its this that "
+    "these those their them they he she his her user user's users s i me my we our you your has have had do "
+    "does did not no now so than then there here very just also still about into over after before again "
+    "who whom which what when where why how all any some more most other such only own same too can will".split()
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    text: str
+    kind: str
+    importance: str
+    contradicts: str | None
+
+
+@dataclass(frozen=True)
+class ProfileSession:
+    number: int
+    turns: list[dict[str, str]]
+    facts: list[Fact]
+
+
+@dataclass(frozen=True)
+class MemoryTest:
+    test_id: str
+    session: int
+    query: str
+    required: list[str]
+    category: str
+
+
+@dataclass
+class Profile:
+    user_id: str
+    sessions: list[ProfileSession]
+    tests: list[MemoryTest]
+    matcher: Matcher = field(init=False)
+
+    def __post_init__(self) -> None:
+        texts = [f.text for s in self.sessions for f in s.facts] + [r for t in self.tests for r in t.required]
+        self.matcher = Matcher(texts)
+
+    def updates(self) -> list[tuple[int, str, str]]:
+        """(session number, old fact, new fact) of each annotated update, in session order."""
+        return [(s.number, f.contradicts, f.text) for s in self.sessions for f in s.facts if f.contradicts]
+
+    def replaced(self, fact: str) -> set[str]:
+        """The normalised facts `fact` replaces, directly or through earlier updates."""
+        back = {normalise(new): normalise(old) for _, old, new in self.updates()}
+        out: set[str] = set()
+        key = normalise(fact)
+        while key in back and back[key] not in out:
+            key = back[key]
+            out.add(key)
+        return out
+
+
+def stems(text: str) -> list[str]:
+    """The content words of a text, lowercased, without stop words and common endings."""
+    return [stem for stem, _ in _words(text)]
+
+
+def names(text: str) -> set[str]:
+    """The content words of a text said as a name (capitalised after its first word) or a number."""
+    return {stem for stem, name in _words(text) if name}
+
+
+def _words(text: str) -> list[tuple[str, bool]]:
+    out = []
+    raw = re.sub(r"[^\w\s]", " ", unicodedata.normalize("NFKC", text)).split()
+    for k, said in enumerate(raw):
+        word = said.casefold()
+        if word in STOP_WORDS or len(word) < 2:
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        out.append((word, (k > 0 and said[:1].isupper()) or any(c.isdigit() for c in said)))
+    return out
+
+
+class Matcher:
+    """Which of a profile's facts a memory's text stands for, by the module's matching rule."""
+
+    def __init__(self, facts: list[str]) -> None:
+        self.facts = list(dict.fromkeys(normalise(f) for f in facts))
+        self.words = [set(stems(f)) for f in self.facts]
+        self.negated = [bool(NEGATION.search(f)) for f in self.facts]
+        df = Counter(w for words in self.words for w in words)
+        n = len(self.facts)
+        said_as_names = set().union(*(names(f) for f in facts)) if facts else set()
+        self.weight = {w: math.log(1 + n / c) * (2 if w in said_as_names else 1) for w, c in df.items()}
+
+    def match(self, text: str) -> str | None:
+        """The normalised fact `text` stands for, or None."""
+        norm = normalise(text)
+        if norm in self.facts:
+            return norm
+        words, negated = set(stems(text)), bool(NEGATION.search(text))
+        best: tuple[float, float, str] | None = None
+        for fact, fact_words, fact_negated in zip(self.facts, self.words, self.negated):
+            total = sum(self.weight[w] for w in fact_words)
+            if not total or fact_negated != negated:
+                continue
+            share = sum(self.weight[w] for w in fact_words & words) / total
+            overlap = len(fact_words & words) / len(fact_words | words) if words else 0.0
+            if share >= MATCH_SHARE and (best is None or (share, overlap) > best[:2]):
+                best = (share, overlap, fact)
+        return best[2] if best else None
+
+
+# --------------------------------------------------------------------------- reading the file
+
+
+def load_profiles(path: Path) -> list[Profile]:
+    """Every profile of the file, checked whole before anything runs: any entry the harness
+    cannot read refuses the file with `IngestError` naming the entry and what is wrong."""
+    data = read_bytes(path)
+    if not data.strip():
+        raise IngestError(f"{path}: the file is empty")
+    try:
+        items = load_document(data)
+    except LineRejected as exc:
+        raise IngestError(f"{path}: {exc}") from exc
+    if not items:
+        raise IngestError(f"{path}: no profile in the file")
+    profiles: list[Profile] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items, start=1):
+        try:
+            profile = _profile(item)
+        except ValueError as exc:
+            raise IngestError(f"{path}: profile {index}: {exc}") from exc
+        if profile.user_id in seen:
+            raise IngestError(f"{path}: profile {index}: user_id {profile.user_id!r} appears twice")
+        seen.add(profile.user_id)
+        profiles.append(profile)
+    return profiles
+
+
+def _profile(item: Any) -> Profile:
+    if not isinstance(item, dict):
+        raise ValueError("is not an object")
+    user_id = _text(item, "user_id")
+    sessions = [_session(s, k) for k, s in enumerate(_list(item, "sessions"), start=1)]
+    numbers = [s.number for s in sessions]
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"({user_id}): a session_id appears twice")
+    tests = [_test(t, k, set(numbers)) for k, t in enumerate(_list(item, "memory_tests", required=False), start=1)]
+    return Profile(user_id=user_id, sessions=sorted(sessions, key=lambda s: s.number), tests=tests)
+
+
+def _session(item: Any, k: int) -> ProfileSession:
+    if not isinstance(item, dict):
+        raise ValueError(f"session {k} is not an object")
+    number = item.get("session_id")
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise ValueError(f"session {k}: session_id must be an integer")
+    turns = []
+    for j, turn in enumerate(_list(item, "turns", required=False), start=1):
+        if not isinstance(turn, dict) or turn.get("role") not in ROLES or not isinstance(turn.get("content"), str):
+            raise ValueError(f"session {number}: turn {j} needs a role ({', '.join(ROLES)}) and a text content")
+        turns.append({"role": str(turn["role"]), "content": str(turn["content"])})
+    facts = [_fact(f, number, j) for j, f in enumerate(_list(item, "expected_memories_after", required=False), 1)]
+    return ProfileSession(number=number, turns=turns, facts=facts)
+
+
+def _fact(item: Any, session: int, j: int) -> Fact:
+    where = f"session {session}: expected memory {j}"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} is not an object")
+    text = _text(item, "fact", where)
+    contradicts = item.get("contradicts")
+    if contradicts is not None and (not isinstance(contradicts, str) or not contradicts.strip()):
+        raise ValueError(f"{where}: contradicts must be the text of an earlier fact")
+    kind, importance = item.get("type", ""), item.get("importance", "")
+    return Fact(text=text, kind=str(kind or ""), importance=str(importance or ""), contradicts=contradicts or None)
+
+
+def _test(item: Any, k: int, sessions: set[int]) -> MemoryTest:
+    if not isinstance(item, dict):
+        raise ValueError(f"memory test {k} is not an object")
+    test_id = str(item.get("test_id") or k)
+    where = f"memory test {test_id}"
+    session = item.get("session")
+    if not isinstance(session, int) or isinstance(session, bool) or session not in sessions:
+        raise ValueError(f"{where}: session must name one of the profile's session_ids")
+    category = item.get("category")
+    if category not in CATEGORIES:
+        raise ValueError(f"{where}: category must be one of {', '.join(CATEGORIES)}")
+    required = item.get("required_memories") or []
+    if not isinstance(required, list) or not all(isinstance(r, str) and r.strip() for r in required):
+        raise ValueError(f"{where}: required_memories must be a list of texts")
+    return MemoryTest(test_id, session, _text(item, "query", where), list(required), str(category))
+
+
+def _text(item: dict[str, Any], key: str, where: str = "") -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where + ': ' if where else ''}{key} must be a non-empty text")
+    return value.strip()
+
+
+def _list(item: dict[str, Any], key: str, *, required: bool = True) -> list[Any]:
+    value = item.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} must be a list")
+    return value

@@ -1,0 +1,123 @@
+"""Profiles evaluation, the scoring: what a profile's store holds after each session, read
+against its annotations (updates routed and resolved, tests answered from the top 5, stale
+values returned as current, memories no annotation supports). Pure: the runner hands in rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dreamer.core.consolidate import normalise
+from dreamer.core.models import CURRENT_STATUSES
+from dreamer.eval.profiles import CATEGORIES, STALE_CATEGORIES, MemoryTest, Profile
+
+TOP = 5  # tests read the top 5 of recall
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """A memory row as scoring reads it, with the ids its writes were routed to the judge with."""
+
+    memory_id: str
+    text: str
+    status: str
+    routed: frozenset[str] = frozenset()
+    topic: str | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.status in CURRENT_STATUSES
+
+
+@dataclass
+class Scores:
+    annotated: int = 0
+    routed: int = 0
+    resolved: int = 0
+    unrouted: list[dict[str, Any]] = field(default_factory=list)
+    hits: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
+    stale: list[float] = field(default_factory=list)
+    stored: int = 0
+    noise: int = 0
+    pairs: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        everything = [h for values in self.hits.values() for h in values]
+        return {
+            "updates": {
+                "annotated": self.annotated,
+                "routed": _share(self.routed, self.annotated),
+                "resolved": _share(self.resolved, self.annotated),
+            },
+            "judge": {"pairs": self.pairs, "pairs_per_memory": _share(self.pairs, self.stored)},
+            "tests": {
+                "n": len(everything),
+                "hit_at_5": {"overall": _mean(everything)} | {c: _mean(v) for c, v in self.hits.items()},
+                "stale_current": _mean(self.stale),
+                "stale_n": len(self.stale),
+            },
+            "memories": self.stored,
+        }
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def score_updates(profile: Profile, session: int, memories: Sequence[StoredMemory], scores: Scores) -> None:
+    """The updates annotated in `session`, read right after it was dreamed: routed when a memory
+    standing for the new fact was routed to the judge with one standing for the old; resolved
+    when a memory standing for the old fact is stored and none of them is current, and one
+    standing for the new fact is current."""
+    match = profile.matcher.match
+    by_fact: dict[str, list[StoredMemory]] = {}
+    for m in memories:
+        fact = match(m.text)
+        if fact is not None:
+            by_fact.setdefault(fact, []).append(m)
+    for number, old, new in profile.updates():
+        if number != session:
+            continue
+        olds, news = by_fact.get(normalise(old), []), by_fact.get(normalise(new), [])
+        old_ids = {m.memory_id for m in olds}
+        routed = any(m.routed & old_ids for m in news)
+        scores.annotated += 1
+        scores.routed += routed
+        scores.resolved += bool(olds) and not any(m.current for m in olds) and any(m.current for m in news)
+        if not routed:
+            scores.unrouted.append(
+                {
+                    "user_id": profile.user_id,
+                    "session": session,
+                    "old": old,
+                    "new": new,
+                    "old_stored": [m.text for m in olds],
+                    "new_stored": [m.text for m in news],
+                    "topics": [olds[0].topic if olds else None, news[0].topic if news else None],
+                }
+            )
+
+
+def score_test(profile: Profile, test: MemoryTest, hits: Sequence[StoredMemory], scores: Scores) -> None:
+    """One test against recall's hits: a hit when every required memory is among the facts the
+    top 5 stand for; stale (update and temporal tests whose required facts replace another)
+    when one of the top 5 is current and stands for a replaced fact."""
+    top = [profile.matcher.match(h.text) for h in hits[:TOP]]
+    if test.required:
+        wanted = {normalise(r) for r in test.required}
+        scores.hits[test.category].append(float(wanted <= set(top)))
+    if test.category in STALE_CATEGORIES:
+        replaced = set().union(*(profile.replaced(r) for r in test.required)) if test.required else set()
+        if replaced:
+            stale = any(fact in replaced and h.current for fact, h in zip(top, hits[:TOP]))
+            scores.stale.append(float(stale))
+
+
+def count_noise(profile: Profile, memories: Sequence[StoredMemory]) -> int:
+    """Memories standing for no annotated fact of the profile."""
+    return sum(profile.matcher.match(m.text) is None for m in memories)

@@ -1,0 +1,151 @@
+"""`dreamer eval profiles`: reading the file, the matching rule, the oracle judge, and the run's
+figures on a tiny profile file through the real pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from clikit import run
+
+from dreamer.core.errors import IngestError
+from dreamer.core.settings import Settings
+from dreamer.engine.judge import JudgePair, Statement
+from dreamer.eval.profiles import CATEGORIES, Matcher, load_profiles
+from dreamer.eval.profiles_oracle import OracleJudge
+from dreamer.eval.profiles_run import ProfilesOptions, run_profiles
+
+DATA = Path(__file__).parent / "data"
+TINY = DATA / "profiles-tiny.json"
+
+
+def test_the_tiny_and_dev_files_are_read_whole():
+    iris, otto = load_profiles(TINY)
+    assert [s.number for s in iris.sessions] == [1, 2, 3]
+    assert iris.updates() == [(2, "The user lives in Lyon.", "The user lives in Grenoble.")]
+    assert [t.test_id for t in iris.tests] == ["iris-city", "iris-job"]
+    assert otto.replaced("The user switched from Notepad++ to Kate.") == {"the user writes in notepad"}
+    dev = load_profiles(DATA / "profiles-dev.json")
+    assert (len(dev), sum(len(p.updates()) for p in dev)) == (13, 21)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "the file is empty"),
+        ("[", "invalid JSON: Expecting value at line 1 column 2"),
+        ("[]", "no profile in the file"),
+        ('[{"sessions": []}]', "profile 1: user_id must be a non-empty text"),
+        (
+            '[{"user_id": "a", "sessions": [{"session_id": 1, "turns": [{"role": "bot", "content": "x"}]}]}]',
+            "profile 1: session 1: turn 1 needs a role (user, assistant, system, tool) and a text content",
+        ),
+        (
+            '[{"user_id": "a", "sessions": [{"session_id": 1}], "memory_tests": '
+            '[{"test_id": "t", "session": 2, "query": "q", "category": "simple_recall"}]}]',
+            "profile 1: memory test t: session must name one of the profile's session_ids",
+        ),
+        (
+            '[{"user_id": "a", "sessions": [{"session_id": 1}], "memory_tests": '
+            '[{"test_id": "t", "session": 1, "query": "q", "category": "trivia"}]}]',
+            "profile 1: memory test t: category must be one of simple_recall, contradiction_update, "
+            "implicit_preference, temporal_relevance, consolidation, noise_resistance, cross_session",
+        ),
+        (
+            '[{"user_id": "a", "sessions": []}, {"user_id": "a", "sessions": []}]',
+            "profile 2: user_id 'a' appears twice",
+        ),
+    ],
+)
+def test_a_file_the_harness_cannot_read_is_refused_naming_what_is_wrong(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(IngestError) as info:
+        load_profiles(path)
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_a_memory_stands_for_the_fact_whose_rare_words_it_covers():
+    m = Matcher(["The user lives in Lisbon.", "The user lives in Porto.", "The user works remotely as a UX designer."])
+    assert m.match("the user lives in porto") == "the user lives in porto"  # normalised equality
+    assert m.match("The user just moved to Porto.") == "the user lives in porto"
+    assert m.match("The user relocated to Lisbon last spring.") == "the user lives in lisbon"
+    assert m.match("The user is a remote UX designer.") == "the user works remotely as a ux designer"
+    assert m.match("The user lives somewhere sunny.") is None  # "lives" alone is not a city
+    assert m.match("The user likes jazz.") is None
+    assert m.match("The user no longer lives in Porto.") is None  # a negation stands for no plain fact
+
+
+def _pair(old: str, new: str) -> JudgePair:
+    return JudgePair(Statement("m1", old, "profile"), Statement("pending:0", new, "profile"))
+
+
+def test_the_oracle_judges_from_the_annotations_of_the_profile_being_dreamed():
+    iris, otto = load_profiles(TINY)
+    oracle = OracleJudge(iris)
+    pairs = [
+        _pair("The user lives in Lyon.", "The user lives in Grenoble."),
+        _pair("The user lives in Grenoble.", "The user has just moved to Grenoble."),
+        _pair("The user lives in Grenoble.", "The user lives in Lyon."),  # not annotated this way round
+        _pair("The user lives in Lyon.", "The user works at Boulangerie Martin as a baker."),
+        _pair("The user lives in Lyon.", "The user likes cheese."),
+    ]
+    assert oracle.judge(pairs).verdicts == ["update", "same", "new", "new", "new"]
+    oracle.profile = otto
+    assert oracle.judge(
+        [_pair("The user writes in Notepad++.", "The user switched from Notepad++ to Kate.")]
+    ).verdicts == ["update"]
+
+
+def test_the_cli_refuses_a_bad_file_or_an_endpoint_it_lacks_in_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"user_id": "a", "sessions": "none"}]', encoding="utf-8")
+    proc = run(tmp_path, "eval", "profiles", str(bad), "--extractor", "replay", "--judge", "oracle")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"error: {bad}: profile 1: sessions must be a list\n")
+    proc = run(tmp_path, "eval", "profiles", str(TINY), "--judge", "llm")
+    assert (proc.returncode, proc.stderr) == (1, "error: --judge llm needs an endpoint: set DREAMER_LLM_BASE_URL\n")
+    proc = run(tmp_path, "eval", "profiles", str(TINY), "--extractor", "gpt")
+    assert proc.returncode == 2 and "--extractor must be one of replay, rules, llm" in proc.stderr
+
+
+def _tiny(tmp_path, extractor: str, judge: str) -> dict:
+    settings = Settings(_env_file=None, data_dir=tmp_path / "unused", embedder="none")
+    return run_profiles(settings, ProfilesOptions(TINY, extractor, judge))  # type: ignore[arg-type]
+
+
+HITS = {c: None for c in CATEGORIES} | {"overall": 1.0, "simple_recall": 1.0, "contradiction_update": 1.0}
+NOTEPAD = {
+    "user_id": "otto",
+    "session": 2,
+    "old": "The user writes in Notepad++.",
+    "new": "The user switched from Notepad++ to Kate.",
+    "new_stored": ["The user switched from Notepad++ to Kate."],
+    "topics": [None, None],  # editors no slot rule knows: only similarity could route them
+    "similarity": 0.3333,
+}
+
+
+def test_replay_with_the_oracle_on_the_tiny_file(tmp_path):
+    r = _tiny(tmp_path, "replay", "oracle")
+    assert (r["extractor"], r["profiles"], r["sessions"], r["memories"]) == ("replay", 2, 5, 5)
+    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.5}  # Lyon -> Grenoble by its slot
+    assert r["judge"] == {"name": "oracle", "pairs": 1, "pairs_per_memory": 0.2}
+    assert r["tests"] == {"n": 3, "hit_at_5": HITS, "stale_current": 0.5, "stale_n": 2}
+    assert r["unrouted"] == [NOTEPAD | {"old_stored": ["The user writes in Notepad++."]}]
+    assert (r["noise"], r["tokens"]) == (
+        {"stored": None, "share": None},
+        {"llm_calls": 0, "prompt": 0, "completion": 0},
+    )
+
+
+def test_rules_without_a_model_on_the_tiny_file(tmp_path):
+    r = _tiny(tmp_path, "rules", "none")
+    assert (r["extractor"], r["memories"], r["judge"]) == (
+        "rules",
+        4,
+        {"name": "none", "pairs": 0, "pairs_per_memory": 0.0},
+    )
+    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.5}  # the newer city supersedes, no judge
+    assert r["tests"] == {"n": 3, "hit_at_5": HITS, "stale_current": 0.0, "stale_n": 2}
+    assert r["noise"] == {"stored": 0, "share": 0.0}  # the supposed bakery is not stored
+    assert r["unrouted"] == [NOTEPAD | {"old_stored": []}]  # "at the moment" is no rule's phrasing

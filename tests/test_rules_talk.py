@@ -1,0 +1,97 @@
+"""The rules extractor hears statements of state and change in ordinary talk, and nothing that
+is asked, supposed, reported of someone else or said by the assistant."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.engine.rules import RulesExtractor, rule_matches
+from dreamer.engine.transcript import Chunk, Line
+
+HEARD = [
+    ("I just moved to Austin last week.", [("profile", "The user lives in Austin.")]),
+    ("we finally moved to San Diego!", [("profile", "The user lives in San Diego.")]),
+    ("I'm based in Cape Town now", [("profile", "The user lives in Cape Town.")]),
+    ("I switched from VS Code to Zed", [("preference", "The user switched from VS Code to Zed.")]),
+    ("I've switched to Fastmail, gmail was too noisy", [("preference", "The user switched to Fastmail.")]),
+    ("I'm vegetarian now", [("profile", "The user is vegetarian.")]),
+    ("I no longer drink coffee", [("preference", "The user no longer drinks coffee.")]),
+    ("we went with Postgres in the end", [("preference", "The user went with Postgres.")]),
+    ("my new job at Acme Corp starts Monday", [("profile", "The user has a new job at Acme Corp.")]),
+    ("these days I use Helix for everything", [("preference", "The user uses Helix for everything these days.")]),
+    ("I mostly drink oat lattes these days", [("preference", "The user drinks oat lattes these days.")]),
+    (
+        "Big news: I just accepted an offer at a startup in Denver, I'm moving next month",
+        [
+            ("profile", "The user accepted a job at a startup in Denver."),
+            ("profile", "The user is moving to Denver."),
+        ],
+    ),
+    ("I moved again, I'm in Rome now", [("profile", "The user lives in Rome.")]),
+    ("I've started eating meat again", [("preference", "The user has started eating meat.")]),
+    ("I quit my job", [("preference", "The user quit their job.")]),
+    ("I sold my bike and took the bus since", [("profile", "The user sold their bike.")]),
+    ("I just moved to the platform team", [("profile", "The user is on the platform team.")]),
+    ("my report is due on 3 April", [("focus", "The user's report is due on 3 April.")]),
+    ("the review got pushed back to 12 June", [("focus", "The user's review is now on 12 June.")]),
+    ("I'm learning Japanese these days", [("focus", "The user is learning Japanese now.")]),
+    ("I'm on the security team, it's busy", [("profile", "The user is on the security team.")]),
+    ("I use Brave, can it block trackers?", [("preference", "The user uses Brave.")]),
+    ("I keep my recipes in Notion", [("preference", "The user keeps their recipes in Notion.")]),
+    ("I'm taking a night class in welding", [("focus", "The user is taking a night class in welding.")]),
+    ("our offsite is on 9 October", [("focus", "The user's offsite is on 9 October.")]),
+    ("I don't eat pork btw", [("preference", "The user doesn't eat pork.")]),
+    ("I moved in May, I'm in Quito now. rent in Lima was too high", [("profile", "The user lives in Quito.")]),
+    ("I signed up for a pottery class", [("focus", "The user signed up for a pottery class.")]),
+    (
+        "I work at Globex as a designer, can you help me with a logo?",
+        [("profile", "The user works at Globex as a designer.")],
+    ),
+    (
+        "I switched from my Pixel to an iPhone, how do I move my photos?",
+        [("preference", "The user switched from their Pixel to an iPhone.")],
+    ),
+]
+
+NEAR_MISSES = [
+    "should I move to Berlin?",
+    "what if I switched to Vim?",
+    "if I moved to Oslo, I'd need a car",
+    "my brother just moved to Austin",
+    "She said I should switch to Linux.",
+    "my manager thinks I'm moving to Denver",
+    "Do I use Vim these days?",
+    "maybe I'll go vegan next year",
+    "I'm thinking about moving to Lisbon",
+    "Could I have started eating fish without noticing?",
+    "would you recommend I go with Postgres?",
+    "My sister's thesis is due on 3 April",
+    "I use it every day",
+]
+
+
+@pytest.mark.parametrize(("said", "heard"), HEARD)
+def test_statements_of_state_and_change_are_heard(said, heard):
+    assert rule_matches(said, "agent") == heard
+
+
+@pytest.mark.parametrize("said", NEAR_MISSES)
+def test_questions_suppositions_and_other_peoples_news_yield_nothing(said):
+    assert rule_matches(said, "agent") == []
+
+
+def test_the_extractor_reads_the_users_lines_only():
+    lines = [
+        Line(1, "user", None, "Big news: I just accepted an offer at a startup in Denver, I'm moving next month"),
+        Line(2, "assistant", None, "Congratulations! I just moved to Lisbon myself, I switched from Vim to Emacs."),
+        Line(3, "user", None, "what if I went vegan, would that be hard?"),
+        Line(4, "user", None, "I no longer use Outlook, we went with Thunderbird"),
+    ]
+    got = [(c.kind, c.text, c.seqs) for c in RulesExtractor(limit=5).extract(Chunk(lines), "agent").candidates]
+    assert got == [
+        ("profile", "The user accepted a job at a startup in Denver.", [1]),
+        ("profile", "The user is moving to Denver.", [1]),
+        ("preference", "The user went with Thunderbird.", [4]),
+        ("preference", "The user no longer uses Outlook.", [4]),
+    ]
+    assert RulesExtractor.name == "rules"
