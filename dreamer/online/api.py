@@ -37,6 +37,7 @@ from dreamer.online.flush_trigger import flush_point, validate_flush_settings
 from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.recall import context, recall
+from dreamer.online.request_checks import OneAuthorization, utf8_ids
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn
 from dreamer.online.session_append import append, owned_session
 from dreamer.store.busy import CoalescedBusy
@@ -67,6 +68,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
         description="The online companion: append, recall, context, agent writes and flush.",
+        dependencies=[Depends(utf8_ids)],
     )
     app.state.rt, app.state.flusher, app.state.metrics, app.state.auth = rt, runner, metrics, auth
     add_error_handlers(app)
@@ -77,6 +79,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     paths = (getattr(r, "path", "{") for r in app.routes)
     fixed = frozenset(p for p in paths if "{" not in p)
     app.add_middleware(Observe, metrics=metrics, auth=auth, busy=CoalescedBusy(rt.busy), fixed_paths=fixed)
+    app.add_middleware(OneAuthorization)  # outermost: nothing reads the header before it
     return app
 
 

@@ -3,7 +3,6 @@ agent marked busy while its `/v1/` requests run."""
 
 from __future__ import annotations
 
-import json
 import time
 
 from fastapi import HTTPException
@@ -13,6 +12,7 @@ from starlette.types import Scope as ASGIScope
 
 from dreamer.online.auth import Auth
 from dreamer.online.metrics import Metrics
+from dreamer.online.request_checks import answer
 from dreamer.store.busy import CoalescedBusy, activity_key
 
 BUSY_PREFIX = "/v1/"
@@ -30,7 +30,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await _too_large(send, self.limit)
+            return await answer(send, 413, f"request body over {self.limit} bytes")
         seen = 0
 
         async def limited() -> Message:
@@ -43,22 +43,6 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
-
-
-async def _too_large(send: Send, limit: int) -> None:
-    body = json.dumps({"detail": f"request body over {limit} bytes"}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 class Observe:
