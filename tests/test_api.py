@@ -32,6 +32,7 @@ from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.auth import parse_tokens
 from dreamer.store import db, leases
+from dreamer.store.busy import activity_key
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import lock_name
 
@@ -395,7 +396,7 @@ def test_requests_mark_the_agent_busy_while_they_run(settings, sqlite_engine, tm
                 worker.join(30)
                 assert rt.busy.busy_reason().startswith("activity within")
             with session_scope(rt.engine) as s:
-                assert [(a.key, a.in_flight) for a in s.exec(select(Activity))] == [("user:alice", 0)]
+                assert [(a.key, a.in_flight) for a in s.exec(select(Activity))] == [(activity_key("alice"), 0)]
         finally:
             release.set()
             rt.close()

@@ -2,8 +2,9 @@
 context, agent writes, flush, status, health and Prometheus metrics.
 
 Every call acts in the scope of its bearer token (user, and agent and team when the token
-names them), never in one named by the body; a reader token cannot write. Requests under
-``/v1/`` mark the agent busy for the dreamer while they run.
+names them), never in one named by the body; a reader token cannot write. Writes under
+``/v1/`` mark the token's scope busy for the dreamer while they run; reads do only when the
+agent declares them in flight (`dreamer.online.middleware`).
 """
 
 from __future__ import annotations
