@@ -132,7 +132,7 @@ def test_the_agent_loop(world):
     hits = c.post("/v1/recall", headers=h, json={"query": "answers in French", "k": 3}).json()
     assert hits["mode"] == "hybrid" and hits["hits"][0]["memory_id"] == mid
     block = c.get("/v1/context", headers=h, params={"budget": 200}).json()
-    assert mid in block["memory_ids"] and block["text"].startswith("<memory-context>")
+    assert mid in block["memory_ids"] and block["text"].startswith('<memory-context id="')
 
     flushed = c.post("/v1/sessions/loop-1/flush", headers=h).json()
     assert (flushed["status"], flushed["extractor"], flushed["notes"]) == (

@@ -6,6 +6,11 @@ dup_threshold merges, the ambiguous band is judged by the LLM when one is config
 added); it is stored with source ``agent``, indexed through the outbox, and the user's
 Markdown is rendered again.
 
+A write goes through the checks every memory does: its text is normalised and its secrets
+redacted (`memory_text.stored_text`), and a text the untrusted rule finds steering
+(`untrusted.steering_reason`) is refused with the reason (`UntrustedWrite`, a 422): an agent
+write is explicit, so the caller is told, where a dreamed candidate is kept flagged untrusted.
+
 A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
 from the plan until the result is in the index, so two concurrent writes, or a write and a
 dream pass, never both add the same new preference; a forget holds it too, so a plan made
@@ -25,6 +30,7 @@ from pydantic import ValidationError
 
 from dreamer.core.consolidate import Evidence
 from dreamer.core.errors import DreamerError, NotFound
+from dreamer.core.memory_text import stored_text
 from dreamer.core.models import Memory, Session, utcnow
 from dreamer.core.scope import Scope
 from dreamer.engine import outbox
@@ -32,6 +38,7 @@ from dreamer.engine.apply import apply_all
 from dreamer.engine.extract import Candidate, Kind
 from dreamer.engine.plan import plan_candidates
 from dreamer.engine.runtime import Runtime
+from dreamer.engine.untrusted import steering_reason
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import KeyedLocks
@@ -55,6 +62,11 @@ class WriteRejected(DreamerError):
     """Consolidation refused the write (empty text, or a person forgot this memory)."""
 
 
+class UntrustedWrite(WriteRejected):
+    """The text tries to steer the memory system (a forged tag or system line, an instruction
+    to the memory system): refused, never stored."""
+
+
 @contextmanager
 def user_lock(user_id: str) -> Iterator[None]:
     """Serialise the cabinet writes of one user within this process."""
@@ -71,8 +83,11 @@ def remember(
     *,
     importance: float = DEFAULT_IMPORTANCE,
 ) -> Memory:
-    """Store what the agent was told to remember; a duplicate merges into the existing memory."""
-    candidate = _candidate(text, kind, importance)
+    """Store what the agent was told to remember; a duplicate merges into the existing memory.
+    `UntrustedWrite` for a text that tries to steer the memory system."""
+    if reason := steering_reason(text, [], "agent"):
+        raise UntrustedWrite(f"not stored: the text tries to steer the memory system ({reason})")
+    candidate = _candidate(stored_text(text), kind, importance)
     evidence = _evidence(rt, scope, session_id)
     with rt.user_locks.hold(scope.user_id) as lock, user_lock(scope.user_id):  # the bounded wait first
         planned = plan_candidates(rt, scope, scope.user_id, [candidate], rt.llm, exact=True)
@@ -125,4 +140,4 @@ def _evidence(rt: Runtime, scope: Scope, session_id: int | None) -> list[Evidenc
     return [{"session_id": sess.id, "external_id": sess.external_id, "seqs": []}]
 
 
-__all__ = ["AGENT_WRITE_KINDS", "WriteRejected", "forget_memory", "remember", "user_lock"]
+__all__ = ["AGENT_WRITE_KINDS", "UntrustedWrite", "WriteRejected", "forget_memory", "remember", "user_lock"]
