@@ -286,15 +286,6 @@ def build_busy_signal(settings: Settings, engine: Engine, *, client: Any = None)
     raise ConfigError(f"unknown busy backend {settings.busy_backend!r}: use sql or redis")
 
 
-def busy_or_unreachable(signal: BusySignal, at: datetime) -> str | None:
-    """Why the agent is busy at `at`; a signal out of reach (`Retryable`) counts as busy, since
-    nobody can tell that the agent is idle."""
-    try:
-        return signal.busy_reason(at)
-    except Retryable as exc:
-        return str(exc)
-
-
 def busy_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: float = 0.25) -> float:
     """Seconds to wait before try `attempt + 1`: `base` doubling per attempt, capped at `cap`,
     spread by +-`jitter` (a fraction) with `rand` in [0, 1]; rand 0.5 gives the plain value."""
