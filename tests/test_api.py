@@ -32,6 +32,7 @@ from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.auth import parse_tokens
 from dreamer.store import db, leases
+from dreamer.store.busy import activity_key
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import lock_name
 
@@ -131,7 +132,7 @@ def test_the_agent_loop(world):
     hits = c.post("/v1/recall", headers=h, json={"query": "answers in French", "k": 3}).json()
     assert hits["mode"] == "hybrid" and hits["hits"][0]["memory_id"] == mid
     block = c.get("/v1/context", headers=h, params={"budget": 200}).json()
-    assert mid in block["memory_ids"] and block["text"].startswith("<memory-context>")
+    assert mid in block["memory_ids"] and block["text"].startswith('<memory-context id="')
 
     flushed = c.post("/v1/sessions/loop-1/flush", headers=h).json()
     assert (flushed["status"], flushed["extractor"], flushed["notes"]) == (
@@ -395,7 +396,7 @@ def test_requests_mark_the_agent_busy_while_they_run(settings, sqlite_engine, tm
                 worker.join(30)
                 assert rt.busy.busy_reason().startswith("activity within")
             with session_scope(rt.engine) as s:
-                assert [(a.key, a.in_flight) for a in s.exec(select(Activity))] == [("user:alice", 0)]
+                assert [(a.key, a.in_flight) for a in s.exec(select(Activity))] == [(activity_key("alice"), 0)]
         finally:
             release.set()
             rt.close()

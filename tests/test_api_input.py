@@ -476,3 +476,72 @@ def test_a_body_nested_too_deeply_is_a_4xx(world, depth, status, detail):
     r = post_raw(world, "/v1/recall", b'{"query": "tea", "k": ' + b"[" * depth + b"]" * depth + b"}")
     assert (r.status_code, r.json()) == (status, {"detail": detail})
     assert stored(world.rt) == before
+
+
+# --------------------------------------------------------------------------- raw bytes: UTF-8 ids, two headers, tokens
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "field"),
+    [
+        ("POST", "/v1/sessions/%FE%FF/messages", "session_id"),
+        ("POST", "/v1/sessions/%FF%FE/messages", "session_id"),
+        ("POST", "/v1/sessions/ok%C3/flush", "session_id"),
+        ("DELETE", "/v1/memories/%ED%A0%80", "memory_id"),  # an encoded surrogate is not UTF-8 either
+        ("DELETE", "/v1/memories/m1?reason=%FF", "reason"),
+        ("GET", "/v1/context?budget=5&%FE=1", "a query parameter name"),
+    ],
+)
+def test_an_id_that_is_not_valid_utf8_is_422_naming_the_field_never_replaced(world, method, path, field):
+    before = stored(world.rt)
+    r = world.client.request(method, path, json={"messages": chat("hi")}, headers=bearer(ALICE_WRITER))
+    assert (r.status_code, r.json()) == (422, {"detail": f"{field} is not valid UTF-8"})
+    assert stored(world.rt) == before
+
+
+def test_a_replacement_character_sent_as_utf8_is_an_ordinary_id(world):
+    r = world.client.post(
+        "/v1/sessions/%EF%BF%BD/messages", json={"messages": chat("hi")}, headers=bearer(ALICE_WRITER)
+    )
+    assert (r.status_code, r.json()["session_id"]) == (200, "\ufffd")
+
+
+def test_two_authorization_headers_are_400_with_one_line(world):
+    from dreamer.online.request_checks import TWO_AUTHORIZATIONS
+
+    before = stored(world.rt)
+    two = [("Authorization", f"Bearer {ALICE_WRITER}"), ("Authorization", "Bearer bob-writer-token-0123456789abc")]
+    for method, path in [("POST", "/v1/sessions/twice/messages"), ("GET", "/v1/status"), ("GET", "/v1/context")]:
+        r = world.client.request(method, path, json={"messages": chat("hi")}, headers=two)
+        assert (r.status_code, r.json()) == (400, {"detail": TWO_AUTHORIZATIONS})
+    assert TWO_AUTHORIZATIONS == "more than one Authorization header: send exactly one"
+    assert stored(world.rt) == before
+
+
+@pytest.mark.parametrize(
+    ("token", "problem"),
+    [
+        (" padded-token-0123456789", "has whitespace before or after it"),
+        ("padded-token-0123456789\t", "has whitespace before or after it"),
+        (" " * 20, "is only whitespace"),
+        ("tökén-with-accents-0123", "has characters outside ASCII"),
+        ("token-with-\x07-bell-0123", "has control characters"),
+    ],
+    ids=["leading-space", "trailing-tab", "all-spaces", "non-ascii", "control"],
+)
+def test_a_token_no_request_could_send_is_a_config_error(token, problem):
+    raw = json.dumps([{"token": token, "user_id": "ada", "role": "writer"}])
+    with pytest.raises(ConfigError) as info:
+        parse_tokens(raw)
+    assert str(info.value) == f"api_tokens entry 0: token: Value error, {problem}"
+
+
+def test_serve_refuses_a_padded_token_with_one_line(tmp_path):
+    assert run(tmp_path, "init").returncode == 0
+    tokens = json.dumps([{"token": "padded-token-0123456789 ", "user_id": "ada", "role": "writer"}])
+    proc = run(tmp_path, "serve", "--port", str(free_port()), env={"DREAMER_API_TOKENS": tokens})
+    assert_one_error_line(proc)
+    assert (proc.returncode, proc.stderr.strip()) == (
+        1,
+        "error: api_tokens entry 0: token: Value error, has whitespace before or after it",
+    )

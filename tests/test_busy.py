@@ -13,6 +13,7 @@ from sqlmodel import select
 from dreamer.core.errors import Retryable
 from dreamer.core.models import Activity, utcnow
 from dreamer.store.busy import (
+    AlwaysIdle,
     CoalescedBusy,
     RedisBusySignal,
     SqlBusySignal,
@@ -20,6 +21,7 @@ from dreamer.store.busy import (
     activity_key,
     build_busy_signal,
     busy_backoff,
+    owner_busy,
 )
 from dreamer.store.db import session_scope
 
@@ -78,7 +80,7 @@ def test_sql_signal_counts_requests_in_flight_and_recent_activity(engine):
 
 def test_sql_signal_through_the_activity_block(engine):
     signal = SqlBusySignal(engine, window_seconds=30)
-    with activity(signal, agent_id="bot-1"):
+    with activity(signal, "alice", agent_id="bot-1"):
         assert signal.busy_reason() == "1 request(s) in flight"
     assert "activity" in signal.busy_reason()
 
@@ -91,22 +93,22 @@ def _rows(engine) -> list[tuple[str, int]]:
 def test_coalesced_signal_writes_only_the_first_begin_and_the_last_end(engine):
     inner = SqlBusySignal(engine, window_seconds=60)
     signal = CoalescedBusy(inner)
-    alice, bob = activity_key(user_id="alice"), activity_key(agent_id="bot")
+    alice, bob = activity_key(user_id="alice"), activity_key("bob", agent_id="bot")
     for _ in range(3):
         signal.begin(alice)
     signal.begin(bob)
-    assert _rows(engine) == [("agent:bot", 1), ("user:alice", 1)]
+    assert _rows(engine) == sorted([(bob, 1), (alice, 1)])
     assert signal.busy_reason() == "2 request(s) in flight"
     signal.end(alice)
     signal.end(alice)
-    assert _rows(engine) == [("agent:bot", 1), ("user:alice", 1)]
+    assert _rows(engine) == sorted([(bob, 1), (alice, 1)])
     signal.end(alice)
     signal.end(alice)  # one end too many changes nothing
     signal.end(bob)
-    assert _rows(engine) == [("agent:bot", 0), ("user:alice", 0)]
+    assert _rows(engine) == sorted([(bob, 0), (alice, 0)])
     assert signal.busy_reason() == "activity within the last 60 s"
     signal.begin(alice)
-    assert _rows(engine) == [("agent:bot", 0), ("user:alice", 1)]
+    assert _rows(engine) == sorted([(bob, 0), (alice, 1)])
 
 
 class _Unreachable:
@@ -174,10 +176,10 @@ def test_redis_activity_expires_with_its_window(redis_client):
     with activity(signal, user_id="alice"):
         assert signal.busy_reason() == "1 request(s) in flight"
     assert signal.busy_reason() == "activity within the last 1 s"
-    assert 0 < client.pttl(f"{prefix}:last:user:alice") <= 1000
+    assert 0 < client.pttl(f"{prefix}:last:{activity_key('alice')}") <= 1000
     time.sleep(1.2)
     assert signal.busy_reason() is None
-    assert client.exists(f"{prefix}:last:user:alice") == 0
+    assert client.exists(f"{prefix}:last:{activity_key('alice')}") == 0
 
 
 def test_redis_signal_judges_against_the_time_it_is_given(redis_client):
@@ -231,3 +233,64 @@ def test_build_busy_signal_follows_the_setting(settings, sqlite_engine, redis_cl
     signal.begin("user:dana")
     assert client.get(f"{prefix}:inflight:user:dana") == b"1"
     signal.end("user:dana")
+
+
+# --------------------------------------------------------------------------- per scope
+
+
+def test_activity_keys_are_one_per_scope_whatever_the_ids_hold():
+    keys = {
+        activity_key("alice"),
+        activity_key("bob"),
+        activity_key("alice", "bot"),
+        activity_key("bob", "bot"),  # the same agent id under another user is another scope
+        activity_key("a/b", "c"),
+        activity_key("a", "b/c"),
+        activity_key("u" * 255, "a" * 255),
+    }
+    assert len(keys) == 7
+    assert all(len(k) <= 255 for k in keys)
+    assert activity_key("alice").startswith("user:") and activity_key("alice", "bot").startswith("agent:")
+
+
+def test_owner_busy_holds_back_only_the_busy_users_sessions_and_the_busy_agents():
+    busy = {
+        activity_key("alice"): "1 request(s) in flight",
+        activity_key("bob", "bot"): "activity within the last 60 s",
+    }
+    assert owner_busy(busy, "alice", None) == "1 request(s) in flight"
+    assert owner_busy(busy, "alice", "any-agent") == "1 request(s) in flight"  # the whole user is busy
+    assert owner_busy(busy, "bob", "bot") == "activity within the last 60 s"
+    assert owner_busy(busy, "bob", None) is None  # the agent's requests leave bob's own sessions alone
+    assert owner_busy(busy, "bob", "other") is None
+    assert owner_busy(busy, "carol", "bot") is None
+    assert owner_busy({}, "alice", None) is None
+
+
+def test_sql_signal_names_each_busy_key(engine):
+    signal = SqlBusySignal(engine, window_seconds=60)
+    alice, bot = activity_key("alice"), activity_key("bob", "bot")
+    signal.begin(alice)
+    signal.begin(alice)
+    signal.begin(bot)
+    signal.end(bot)
+    assert signal.busy_keys() == {alice: "2 request(s) in flight", bot: "activity within the last 60 s"}
+    assert CoalescedBusy(signal).busy_keys() == signal.busy_keys()
+    assert signal.busy_keys(utcnow() + timedelta(seconds=61)) == {alice: "2 request(s) in flight"}
+    assert AlwaysIdle().busy_keys() == {}
+
+
+def test_redis_signal_names_each_busy_key(redis_client):
+    client, prefix = redis_client
+    signal = RedisBusySignal(client, window_seconds=60, prefix=prefix)
+    alice, bot = activity_key("alice"), activity_key("bob", "bot")
+    assert signal.busy_keys() == {}
+    signal.begin(alice)
+    signal.begin(alice)
+    signal.begin(bot)
+    signal.end(bot)
+    assert signal.busy_keys() == {alice: "2 request(s) in flight", bot: "activity within the last 60 s"}
+    assert signal.busy_keys(utcnow() + timedelta(seconds=120)) == {alice: "2 request(s) in flight"}
+    signal.end(alice)
+    signal.end(alice)
+    assert signal.busy_keys(utcnow() + timedelta(seconds=120)) == {}

@@ -124,7 +124,7 @@ def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless
     from dreamer.core.models import Cursor
     from dreamer.core.settings import Settings
     from dreamer.store import db
-    from dreamer.store.busy import SqlBusySignal
+    from dreamer.store.busy import SqlBusySignal, activity_key
     from workers.celery_app import make_app
 
     settings = Settings(
@@ -133,7 +133,7 @@ def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless
     engine = db.make_engine(settings.resolved_database_url())
     db.upgrade(engine)
     sid = record_messages(engine, "s1", session_with("s1", "tea"), user_id="alice").session_id
-    SqlBusySignal(engine, window_seconds=settings.busy_window_seconds).begin("user:alice")
+    SqlBusySignal(engine, window_seconds=settings.busy_window_seconds).begin(activity_key("alice"))
     other = make_app(settings.model_copy(update={"data_dir": tmp_path / "other"}))
     assert "dreamer.dream_session" in other.tasks  # its tasks registered first
     app = make_app(settings)
@@ -157,7 +157,7 @@ def test_a_session_task_backs_off_while_the_agent_is_busy_then_is_skipped_unless
     assert [n for n, _ in retries] == ["1", "2"]  # the busy backoff: 60 s, then 120 s, each +-25 %
     assert 45 <= retries[0][1] <= 75 and 90 <= retries[1][1] <= 150
     assert (asked["session_id"], asked["messages"], asked["added"]) == (sid, 8, 1)
-    assert fanned == {"skipped": "1 request(s) in flight"}
+    assert fanned == {"sessions": []}  # nothing left due: nothing to wait for
     with db.session_scope(engine) as s:
         assert s.get(Cursor, sid).processed_seq == 8
     engine.dispose()

@@ -14,7 +14,7 @@ from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.online import flush as flushing
 from dreamer.store import leases
-from dreamer.store.busy import AlwaysIdle, SqlBusySignal
+from dreamer.store.busy import AlwaysIdle, SqlBusySignal, activity_key
 from dreamer.store.db import session_scope
 
 
@@ -46,7 +46,7 @@ def test_fan_out_sends_each_due_session_once(rt):
 
 def test_fan_out_records_a_skip_while_the_agent_is_busy(settings, engine, tmp_path):
     busy = SqlBusySignal(engine, window_seconds=60)
-    busy.begin("user:alice")
+    busy.begin(activity_key("alice"))
     rt = Runtime.open(settings, engine=engine, llm=None, embedder=None, index=EdgeIndex(tmp_path / "e", 8), busy=busy)
     try:
         record_messages(engine, "a", session_with("I prefer tea."), user_id="alice")
@@ -99,7 +99,7 @@ def test_a_session_waits_while_the_agent_is_busy_only_when_asked_to(settings, en
     rt = Runtime.open(settings, engine=engine, llm=None, embedder=None, index=EdgeIndex(tmp_path / "e", 8), busy=busy)
     try:
         sid = record_messages(engine, "a", session_with("I prefer tea."), user_id="alice").session_id
-        busy.begin("user:alice")
+        busy.begin(activity_key("alice"))
         with pytest.raises(Busy) as caught:
             jobs.run_session(rt, sid, trigger="celery", wait_while_busy=True)
         assert (str(caught.value), caught.value.delay) == (f"session {sid} waits: 1 request(s) in flight", 0.0)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dreamer.core.models import Memory
+from dreamer.core.redact import context_markers
 from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
 from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, minilm_available
@@ -20,8 +21,6 @@ from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
 from dreamer.online.ranking import PAYLOAD_FIELDS, Weights, fuse, min_max, narrowed
 from dreamer.online.recall import (
-    CONTEXT_CLOSE,
-    CONTEXT_OPEN,
     context,
     context_rank_key,
     cut_to_budget,
@@ -33,6 +32,7 @@ from dreamer.store.db import session_scope
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 ALICE, BOB = Scope("alice"), Scope("bob")
+BLOCK_ID = "0123456789abcdef"
 
 FACTS = {
     "deploy": "The deploy failed with error code E4711 on the staging cluster.",
@@ -273,18 +273,19 @@ def test_context_is_ranked_and_cut_to_the_budget(settings, sqlite_engine, tmp_pa
         store(rt, "alice", "The user liked rock.", status="superseded")
         store(rt, "bob", "Bob is vegan.", kind="profile", status="verified")
 
-        full = context(rt, ALICE)
+        opening, closing = context_markers(BLOCK_ID)
+        full = context(rt, ALICE, block_id=BLOCK_ID)
         assert full.memory_ids == [ids[k] for k in ("most_evidence", "verified", "important", "recent", "older")]
-        assert full.text.splitlines()[0] == CONTEXT_OPEN and full.text.splitlines()[-1] == CONTEXT_CLOSE
+        assert full.text.splitlines()[0] == opening and full.text.splitlines()[-1] == closing
         assert full.tokens == count_tokens(full.text)
 
-        overhead = count_tokens(CONTEXT_OPEN) + count_tokens(CONTEXT_CLOSE) + 2
+        overhead = count_tokens(opening) + count_tokens(closing) + 2
         costs = [count_tokens(ln) + 1 for ln in full.text.splitlines()[1:-1]]
         budget = overhead + costs[0] + costs[1]
-        small = context(rt, ALICE, budget_tokens=budget)
+        small = context(rt, ALICE, budget_tokens=budget, block_id=BLOCK_ID)
         assert small.memory_ids == [ids["most_evidence"], ids["verified"]]
         assert small.tokens <= budget
-        assert context(rt, ALICE, budget_tokens=budget - 1).memory_ids == [ids["most_evidence"]]
+        assert context(rt, ALICE, budget_tokens=budget - 1, block_id=BLOCK_ID).memory_ids == [ids["most_evidence"]]
         assert context(rt, ALICE, budget_tokens=0).as_json() == {"text": "", "memory_ids": [], "tokens": 0}
     finally:
         rt.close()

@@ -2,8 +2,9 @@
 in `dreamer.schedule`.
 
 One interval job (first run `warmup_seconds` after start, `max_instances=1`, coalesced, with
-a misfire grace) calls `DreamScheduler.tick()`. A pass skipped because the agent is busy
-schedules a one-off retry after the backoff instead of waiting a whole interval. SIGTERM and
+a misfire grace) calls `DreamScheduler.tick()`. A pass skipped because every due session's
+owner is busy schedules a one-off retry after the backoff instead of waiting a whole interval;
+a pass that left a busy owner's sessions due (and dreamed the others) retries them likewise. SIGTERM and
 SIGINT set a stop flag that the running pass polls between sessions, so the session in hand
 commits its checkpoint before the process exits 0. The pass also stops between sessions when
 the agent turns busy, and its rest is retried after the backoff.
@@ -30,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from dreamer.core.errors import DreamerError
 from dreamer.core.models import utcnow
 from dreamer.core.settings import Settings
+from dreamer.engine.busy_scope import all_due_busy
 from dreamer.engine.runtime import Runtime, settle
 from dreamer.engine.schedule import (
     BACKOFF,
@@ -47,7 +49,6 @@ from dreamer.engine.schedule import (
     save_state,
 )
 from dreamer.engine.shared_index import end_turn
-from dreamer.store.busy import busy_or_unreachable
 from dreamer.store.db import database_problem
 
 if TYPE_CHECKING:
@@ -151,9 +152,7 @@ class DreamScheduler:
         """Decide at the clock's now; run the pass, or record a skip and the retry time."""
         now = self.clock()
         with self._lock:
-            action = next_action(
-                self.state, now, busy_or_unreachable(self.rt.busy, now), policy=self.policy, rand=self.rand()
-            )
+            action = next_action(self.state, now, all_due_busy(self.rt, now), policy=self.policy, rand=self.rand())
             state = self._after(action, now)
             try:  # stored first, then taken: a tick the database refused changes nothing
                 if action.kind == BACKOFF:

@@ -3,12 +3,18 @@
 `redact` replaces each secret found in a text with ``[REDACTED:<kind>]``; `strip_injected`
 removes the memory blocks the online side put into prompts, so the dreamer never learns
 from its own output; `clean_for_model` does both, in that order.
+
+A context block's markers carry an id drawn for each render (`context_markers`): the block is
+stripped up to the closing marker of its own id, which no stored text can know, so a closing
+tag inside the block cannot end it early. Blocks without an id (rendered before ids existed)
+are stripped as they always were.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import secrets
 
 from dreamer.core.secret_rules import MARKER_RE, RULES, Rule
 
@@ -91,6 +97,48 @@ MEMORY_BLOCK_RE = re.compile(
 """One injected block (not nesting-aware; `strip_injected` handles nesting)."""
 
 _TAG_RE = re.compile(rf"<(?P<close>/)?(?P<tag>{_TAGS})(?=[\s>/]|\Z)[^>]*(?:>|\Z)", re.IGNORECASE)
+CONTEXT_TAG = "memory-context"
+_ID_OPEN_RE = re.compile(rf'<(?P<tag>{_TAGS})\s+id="(?P<id>[0-9a-f]{{8,64}})"\s*>', re.IGNORECASE)
+_PAIR_RE = re.compile(rf"<(?P<tag>{_TAGS})(?:\s[^<>]*)?>[^<>]*?</(?P=tag)\s*>", re.IGNORECASE)
+
+
+def new_block_id() -> str:
+    """A fresh id for one rendered block: 16 hex digits, never guessed by a stored text."""
+    return secrets.token_hex(8)
+
+
+def context_markers(block_id: str) -> tuple[str, str]:
+    """The opening and closing markers of a context block with this id."""
+    return f'<{CONTEXT_TAG} id="{block_id}">', f'</{CONTEXT_TAG} id="{block_id}">'
+
+
+def _strip_by_id(text: str, *, unclosed_to_end: bool = True) -> str:
+    """Remove every block opened with an id up to the closing marker of the same id; an opening
+    never closed removes everything after it (or, with `unclosed_to_end` False, stays)."""
+    out: list[str] = []
+    pos = 0
+    lowered = text.lower()
+    while m := _ID_OPEN_RE.search(text, pos):
+        close = f'</{m.group("tag")} id="{m.group("id")}"'.lower()
+        end = lowered.find(close, m.end())
+        close_end = lowered.find(">", end + len(close)) if end >= 0 else -1
+        if close_end < 0 and not unclosed_to_end:
+            out.append(text[pos : m.end()])
+            pos = m.end()
+            continue
+        out.append(text[pos : m.start()])
+        pos = len(text) if close_end < 0 else close_end + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def without_injected_blocks(text: str) -> str:
+    """`text` without the complete blocks the online side injected (an id's opening marker and
+    its own closing one; an opening and closing tag without id, nothing markup-like between),
+    while a stray, unmatched or look-alike tag stays, as the evidence the untrusted rule needs."""
+    if not text or "<" not in text:
+        return text
+    return _PAIR_RE.sub("", _strip_by_id(text, unclosed_to_end=False))
 
 
 def _strip_tag(text: str, tag: str) -> str:
@@ -122,11 +170,14 @@ def _strip_tag(text: str, tag: str) -> str:
 def strip_injected(text: str) -> str:
     """Remove ``<memory-context ...>...</memory-context>`` and ``<recalled-memories>`` blocks.
 
-    Tags are case-insensitive and may carry attributes; nested blocks go with their outer
-    block; an opening tag that is never closed removes everything after it.
+    A block opened with an id ends only at the closing marker of that id; then, for blocks
+    without one, tags are case-insensitive and may carry attributes, nested blocks go with their
+    outer block, and a stray closing tag is dropped by itself. An opening tag that is never
+    closed removes everything after it.
     """
     if not text or "<" not in text:
         return text
+    text = _strip_by_id(text)
     for tag in _INJECTED_TAGS:
         text = _strip_tag(text, tag)
     return text

@@ -4,11 +4,14 @@ transaction per session (memories, history, cursor) -> index via the outbox -> M
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.models import DreamRun, Session, utcnow
 from dreamer.engine import outbox
+from dreamer.engine.busy_scope import all_due_busy, busy_now
 from dreamer.engine.due import DueRules, due_sessions, session_groups
 from dreamer.engine.extract import Extractor, LLMExtractor
 from dreamer.engine.failures import count_timeouts
@@ -20,10 +23,10 @@ from dreamer.engine.runs import Tally, finish_skipped, run_id, run_owner, save_r
 from dreamer.engine.runtime import UNSET, Runtime, Unset
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
-from dreamer.store.busy import busy_or_unreachable
 from dreamer.store.db import session_scope
 
-BECAME_BUSY = "the agent became busy"  # how a run row says the pass stopped for a busy agent
+BECAME_BUSY = "the agent became busy"  # how a run row says the pass stopped: nobody can tell who is idle
+LEFT_BUSY = "left due: their owner is busy"  # and sessions it left for their busy user or agent
 LOCKED_OUT = "left due: another writer kept their user's consolidation lock"  # and sessions it left for that
 
 
@@ -42,13 +45,14 @@ def dream_pass(
 ) -> DreamRun:
     """Run one pass and return its `dream_runs` row. `force` takes sessions still waiting to be
     quiet (short ones too) at once, and skips the busy check. `stop()` is asked between sessions, and
-    (unless `force`) whether the agent is busy: at the start, unless the caller has just found
-    it idle at `now` (`busy_checked`), and between sessions. `extractor`: what reads the sessions
-    (default: the model, else the rules); `judge`: what judges routed pairs (default: the model,
-    else none)."""
+    (unless `force`) whether a session's owner is busy: at the start (every due session's owner
+    busy skips the pass), unless the caller has just checked at `now` (`busy_checked`), and
+    before each group of one owner's sessions and between them (a busy owner's sessions are
+    left due, the others dreamed). `extractor`: what reads the sessions (default: the model, else
+    the rules); `judge`: what judges routed pairs (default: the model, else none)."""
     started = utcnow()
     at = now or started
-    if not (force or busy_checked) and (reason := rt.busy.busy_reason(at)):
+    if not (force or busy_checked) and (reason := all_due_busy(rt, at, session_ids=session_ids, user_id=user_id)):
         return finish_skipped(rt, trigger, reason)
     leases.sweep_abandoned_runs(rt.engine)
     llm = _guarded(rt)
@@ -62,9 +66,9 @@ def dream_pass(
         with session_scope(rt.engine) as s:
             rules = DueRules.from_settings(rt.settings)
             due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
-        pace = Pace(lambda: _halted(rt, run, stop, None if force else at + (utcnow() - started)), lease)
+        watch = _Watch(rt, run, stop, None if force else lambda: at + (utcnow() - started))
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
-        _dream_groups(rt, groups, (extractor, judging), llm, run, tally, pace)
+        _dream_groups(rt, groups, (extractor, judging), llm, run, tally, watch, lease)
         lease.keep_alive()
         count_timeouts(rt, llm, tally.timed_out, may_probe=run.status == "running" and not run.error)
         outbox.drain(rt)  # and every due view rendered, once per user
@@ -72,11 +76,41 @@ def dream_pass(
         run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
         save_run(rt, run, tally, llm)
         raise
+    if tally.busy_left:
+        run.error = "; ".join(filter(None, [run.error, f"{tally.busy_left} session(s) {LEFT_BUSY} ({tally.busy_why})"]))
     if tally.locked_out:
         run.error = "; ".join(filter(None, [run.error, f"{tally.locked_out} session(s) {LOCKED_OUT}"]))
     if run.status == "running":
-        run.status = "ok" if not (run.failed_sessions or tally.locked_out) else "partial"
+        run.status = "ok" if not (run.failed_sessions or tally.locked_out or tally.busy_left) else "partial"
     return save_run(rt, run, tally, llm)
+
+
+@dataclass
+class _Watch:
+    """What the pass asks between its steps: whether it is to stop (asked to, or the busy signal
+    is out of reach: nobody can tell who is idle), and whether one owner is busy (`busy_at`
+    None: a forced pass, never). Says why on the run row."""
+
+    rt: Runtime
+    run: DreamRun
+    stop: Callable[[], bool] | None
+    busy_at: Callable[[], datetime] | None
+    ended: bool = False  # the whole pass stops
+    why: str | None = None  # why `owner` was last found busy
+
+    def halted(self, owner: Session) -> bool:
+        """Whether the group of `owner` stops before its next step: the pass is to stop, or
+        `owner` is busy (`why` says why)."""
+        if self.stop is not None and self.stop():
+            self.run.error, self.ended = "stopped on request", True
+            return True
+        if self.busy_at is None:
+            return False
+        now = busy_now(self.rt.busy, self.busy_at())
+        if now.everyone:
+            self.run.status, self.run.error, self.ended = "stopped", f"{BECAME_BUSY}: {now.everyone}", True
+        self.why = now.reason(owner)
+        return self.why is not None
 
 
 def _dream_groups(
@@ -86,45 +120,48 @@ def _dream_groups(
     llm: GuardedLLM | None,
     run: DreamRun,
     tally: Tally,
-    pace: Pace,
+    watch: _Watch,
+    run_lease: leases.HeldLease,
 ) -> None:
-    """Each group of due sessions in turn, until the pass is halted or the breaker or the
-    budget stops it."""
+    """Each group of due sessions in turn, until the pass is stopped or the breaker or the
+    budget stops it; a group whose owner is busy is left due, before it starts or between its
+    sessions, and the pass goes on with the next."""
     for group in groups:
-        if pace.halted():
-            break
-        if group[0].user_id in tally.locked_users:  # not extracted only to wait for the lock again
+        owner = group[0]
+        if watch.halted(owner):
+            if watch.ended:
+                break
+            tally.busy_left, tally.busy_why = tally.busy_left + len(group), watch.why
+            continue
+        if owner.user_id in tally.locked_users:  # not extracted only to wait for the lock again
             tally.locked_out += len(group)
             continue
-        pace.run_lease.keep_alive()
+        run_lease.keep_alive()
+        done = run.sessions + run.failed_sessions
         try:
-            if dream_group(rt, group, readers, llm, run, tally, pace):
-                break
+            halted = dream_group(rt, group, readers, llm, run, tally, Pace(partial(watch.halted, owner), run_lease))
         except (CircuitOpen, BudgetExceeded) as exc:
             run.status, run.error = "stopped", str(exc)
             break
-
-
-def _halted(rt: Runtime, run: DreamRun, stop: Callable[[], bool] | None, busy_at: datetime | None) -> bool:
-    """Whether the pass stops before its next session: `stop()` asks it to, or (unless forced,
-    `busy_at` None) the agent is busy at `busy_at`. Says why on the run row."""
-    if stop is not None and stop():
-        run.error = "stopped on request"
-        return True
-    if busy_at is not None and (reason := busy_or_unreachable(rt.busy, busy_at)):
-        run.status, run.error = "stopped", f"{BECAME_BUSY}: {reason}"
-        return True
-    return False
+        if halted and watch.ended:
+            break
+        if halted:  # its owner became busy between two of its sessions
+            left = len(group) - (run.sessions + run.failed_sessions - done)
+            tally.busy_left, tally.busy_why = tally.busy_left + left, watch.why
 
 
 def locked_out(run: DreamRun) -> bool:
     """Whether the pass left sessions due because another writer kept their user's lock."""
-    return run.status == "partial" and (run.error or "").endswith(LOCKED_OUT)
+    return run.status == "partial" and LOCKED_OUT in (run.error or "")
 
 
 def stopped_busy(run: DreamRun) -> bool:
-    """Whether the pass stopped before its last session because the agent became busy."""
-    return run.status == "stopped" and (run.error or "").startswith(BECAME_BUSY)
+    """Whether the pass left sessions due for a busy owner, or stopped before its last session
+    because nobody could tell who is idle."""
+    error = run.error or ""
+    return (run.status == "stopped" and error.startswith(BECAME_BUSY)) or (
+        run.status == "partial" and LEFT_BUSY in error
+    )
 
 
 def _guarded(rt: Runtime) -> GuardedLLM | None:

@@ -16,12 +16,11 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import Busy, Retryable
 from dreamer.core.models import Cursor, DreamRun, Lease, Session, utcnow
-from dreamer.engine.due import DueRules, due_sessions
+from dreamer.engine.busy_scope import due_by_busy, session_busy
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.schedule import record_skip
 from dreamer.engine.shared_index import end_turn
 from dreamer.store import leases
-from dreamer.store.busy import busy_or_unreachable
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import RETRY_DELAY, UserLocked
 
@@ -42,13 +41,13 @@ class FanOut:
 
 
 def fan_out(rt: Runtime, enqueue: Enqueue, *, trigger: str, now: datetime | None = None) -> FanOut:
-    """The due sessions, one `enqueue(session_id)` each; nothing (and a skip row) while busy."""
+    """The due sessions whose owners are idle, one `enqueue(session_id)` each; nothing (and a
+    skip row) when every due session's owner is busy. A busy owner's sessions stay due."""
     now = now or utcnow()
-    reason = rt.busy.busy_reason(now)
-    if reason:
-        return FanOut(skipped=reason, run_id=record_skip(rt.engine, trigger, reason).id)
-    with session_scope(rt.engine) as s:
-        ids = [sess.id for sess, _ in due_sessions(s, DueRules.from_settings(rt.settings), now) if sess.id is not None]
+    idle, waiting = due_by_busy(rt, now)
+    if not idle and waiting:
+        return FanOut(skipped=waiting, run_id=record_skip(rt.engine, trigger, waiting).id)
+    ids = [sess.id for sess in idle if sess.id is not None]
     for session_id in ids:
         enqueue(session_id)
     log.info("fanned out %d due session(s)", len(ids))
@@ -66,11 +65,11 @@ def run_session(
 ) -> list[DreamRun]:
     """Dream over one session (until it is caught up with `catch_up`). With `release` the index
     turn is given back after each pass. Raises (each retryable) `Busy` with `wait_while_busy`
-    while the agent is busy, `LeaseBusy` when another worker has the session, `UserLocked` when
+    while the session's user or agent is busy, `LeaseBusy` when another worker has the session, `UserLocked` when
     another writer kept its user's consolidation lock."""
     from dreamer.engine.dream import dream_pass, locked_out
 
-    if wait_while_busy and (reason := busy_or_unreachable(rt.busy, utcnow())):
+    if wait_while_busy and (reason := session_busy(rt, session_id, utcnow())):
         raise Busy(f"session {session_id} waits: {reason}")
     runs: list[DreamRun] = []
     while True:

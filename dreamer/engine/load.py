@@ -14,6 +14,7 @@ from dreamer.core.redact import clean_for_model, clean_prefix
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.transcript import Line
+from dreamer.engine.untrusted import message_steering
 from dreamer.store.db import session_scope
 
 LOAD_BATCH = 256  # messages fetched at a time while a session's new messages are read
@@ -55,7 +56,7 @@ def load_work(rt: Runtime, sess: Session) -> Work | None:
         lines: list[Line] = []
         upto, new, spent, tz = cursor.processed_seq, 0, 0, st.tz
         for m in rows:
-            line = _line(m, cursor.processed_seq, st.tool_result_chars, tz)
+            line = _line(m, cursor.processed_seq, st.tool_result_chars, tz, sess.mode)
             cost = count_tokens(line.text)
             if not line.context_only and new and spent + cost > st.tokens_per_session_pass:
                 break
@@ -66,6 +67,8 @@ def load_work(rt: Runtime, sess: Session) -> Work | None:
     return Work(sess, processed, lines, upto, new) if new else None
 
 
-def _line(m: Message, processed_seq: int, tool_chars: int, tz: tzinfo) -> Line:
+def _line(m: Message, processed_seq: int, tool_chars: int, tz: tzinfo, mode: str) -> Line:
     text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
-    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=local_day(m.created_at, tz))
+    steering = message_steering(m.content, m.role, mode, tool_chars)
+    day = local_day(m.created_at, tz)
+    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=day, steering=steering)

@@ -40,6 +40,8 @@ class Tally:
     locked_users: set[str] = field(
         default_factory=set
     )  # whose lock was kept: their later sessions wait for the next pass
+    busy_left: int = 0  # sessions left due: their user or agent was busy
+    busy_why: str | None = None  # why the last of them was
     timed_out: list[TimedOut] = field(default_factory=list)  # counted at the end if the endpoint answered after them
     guard: PassGuard | None = None  # made from the settings when the pass first applies a session
 

@@ -22,6 +22,7 @@ class Line:
     text: str
     context_only: bool = False  # overlap from before the cursor: shown, not learned from
     day: date | None = None  # the user's day it was said on (`days.local_day`), heading the first line of each day
+    steering: tuple[str, ...] = ()  # steering patterns in the message as said, before stripping (`untrusted`)
 
 
 @dataclass

@@ -6,6 +6,11 @@ restatement merges; memories of the same topic and near ones go to the judge whe
 configured; without one a newer value of a single-valued topic supersedes); it is stored with
 source ``agent``, indexed through the outbox, and the user's Markdown is rendered again.
 
+A write goes through the checks every memory does: its text is normalised and its secrets
+redacted (`memory_text.stored_text`), and a text the untrusted rule finds steering
+(`untrusted.steering_reason`) is refused with the reason (`UntrustedWrite`, a 422): an agent
+write is explicit, so the caller is told, where a dreamed candidate is kept flagged untrusted.
+
 A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
 from the plan until the result is in the index, so two concurrent writes, or a write and a
 dream pass, never both add the same new preference; a forget holds it too, so a plan made
@@ -26,6 +31,7 @@ from pydantic import ValidationError
 
 from dreamer.core.consolidate import Evidence
 from dreamer.core.errors import DreamerError, NotFound
+from dreamer.core.memory_text import stored_text
 from dreamer.core.models import Memory, Session, utcnow
 from dreamer.core.scope import Scope
 from dreamer.core.topics import Cardinality
@@ -35,6 +41,7 @@ from dreamer.engine.extract import Candidate, Kind
 from dreamer.engine.judge import LLMJudge
 from dreamer.engine.plan import plan_candidates
 from dreamer.engine.runtime import Runtime
+from dreamer.engine.untrusted import steering_reason
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import KeyedLocks
@@ -56,6 +63,11 @@ _WRITES = KeyedLocks()  # `user_lock`'s
 
 class WriteRejected(DreamerError):
     """Consolidation refused the write (empty text, or a person forgot this memory)."""
+
+
+class UntrustedWrite(WriteRejected):
+    """The text tries to steer the memory system (a forged tag or system line, an instruction
+    to the memory system): refused, never stored."""
 
 
 @contextmanager
@@ -87,8 +99,11 @@ def remember(
 ) -> Written:
     """Store what the agent was told to remember: a restatement merges into the existing memory;
     a new value of the slot it fills (`topic`, else as its phrasing makes clear) is judged
-    against the old one, or, without a model, supersedes it when the slot holds one value."""
-    candidate = _candidate(text, kind, importance, topic, cardinality)
+    against the old one, or, without a model, supersedes it when the slot holds one value.
+    `UntrustedWrite` for a text that tries to steer the memory system."""
+    if reason := steering_reason(text, [], "agent"):
+        raise UntrustedWrite(f"not stored: the text tries to steer the memory system ({reason})")
+    candidate = _candidate(stored_text(text), kind, importance, topic, cardinality)
     evidence = _evidence(rt, scope, session_id)
     with rt.user_locks.hold(scope.user_id) as lock, user_lock(scope.user_id):  # the bounded wait first
         judge = LLMJudge(rt.llm) if rt.llm is not None else None
@@ -147,4 +162,12 @@ def _evidence(rt: Runtime, scope: Scope, session_id: int | None) -> list[Evidenc
     return [{"session_id": sess.id, "external_id": sess.external_id, "seqs": []}]
 
 
-__all__ = ["AGENT_WRITE_KINDS", "WriteRejected", "Written", "forget_memory", "remember", "user_lock"]
+__all__ = [
+    "AGENT_WRITE_KINDS",
+    "UntrustedWrite",
+    "WriteRejected",
+    "Written",
+    "forget_memory",
+    "remember",
+    "user_lock",
+]

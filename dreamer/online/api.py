@@ -2,8 +2,9 @@
 context, agent writes, flush, status, health and Prometheus metrics.
 
 Every call acts in the scope of its bearer token (user, and agent and team when the token
-names them), never in one named by the body; a reader token cannot write. Requests under
-``/v1/`` mark the agent busy for the dreamer while they run.
+names them), never in one named by the body; a reader token cannot write. Writes under
+``/v1/`` mark the token's scope busy for the dreamer while they run; reads do only when the
+agent declares them in flight (`dreamer.online.middleware`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dreamer.online.flush_trigger import flush_point, validate_flush_settings
 from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.recall import context, recall
+from dreamer.online.request_checks import OneAuthorization, utf8_ids
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn
 from dreamer.online.session_append import append, owned_session
 from dreamer.store.busy import CoalescedBusy
@@ -67,6 +69,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
         description="The online companion: append, recall, context, agent writes and flush.",
+        dependencies=[Depends(utf8_ids)],
     )
     app.state.rt, app.state.flusher, app.state.metrics, app.state.auth = rt, runner, metrics, auth
     add_error_handlers(app)
@@ -77,6 +80,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     paths = (getattr(r, "path", "{") for r in app.routes)
     fixed = frozenset(p for p in paths if "{" not in p)
     app.add_middleware(Observe, metrics=metrics, auth=auth, busy=CoalescedBusy(rt.busy), fixed_paths=fixed)
+    app.add_middleware(OneAuthorization)  # outermost: nothing reads the header before it
     return app
 
 

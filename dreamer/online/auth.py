@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dreamer.core.errors import ConfigError
 from dreamer.core.scope import Scope
@@ -18,12 +18,36 @@ MIN_TOKEN_CHARS = 16
 INSECURE_TOKEN = "insecure-single-user-mode"  # never compared: in that mode every request is the user's
 
 
+def token_problem(token: str) -> str | None:
+    """Why a configured token could never match the one a request sends, or None. A header
+    value carries no surrounding space and (in practice) ASCII only, so such a token would
+    answer every request 401 while the server looks healthy."""
+    if not token.strip():
+        return "is only whitespace"
+    if token != token.strip():
+        return "has whitespace before or after it"
+    if not token.isascii():
+        return "has characters outside ASCII"
+    if not token.isprintable():
+        return "has control characters"
+    return None
+
+
+def _sendable(token: str) -> str:
+    if problem := token_problem(token):
+        raise ValueError(problem)
+    return token
+
+
+Token = Annotated[str, Field(min_length=MIN_TOKEN_CHARS), AfterValidator(_sendable)]
+
+
 class Grant(BaseModel):
     """One bearer token, bound to a scope and a role."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    token: str = Field(min_length=MIN_TOKEN_CHARS)
+    token: Token
     user_id: GrantId
     agent_id: GrantId | None = None
     team: GrantId | None = None

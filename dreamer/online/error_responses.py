@@ -25,7 +25,7 @@ from dreamer.core.errors import (
     TooLarge,
 )
 from dreamer.ingest.base import clean_text
-from dreamer.online.agent_writes import WriteRejected
+from dreamer.online.agent_writes import UntrustedWrite, WriteRejected
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
     (TooLarge, 413),
     (IngestError, 422),
+    (UntrustedWrite, 422),
     (WriteRejected, 409),
     (ScopeRequired, 400),
     (IndexInUse, 503),

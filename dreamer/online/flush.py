@@ -22,14 +22,16 @@ from sqlmodel import col, select
 from dreamer.core.consolidate import content_hash, normalise
 from dreamer.core.days import local_day
 from dreamer.core.errors import NotFound
+from dreamer.core.memory_text import stored_text
 from dreamer.core.models import CURRENT_STATUSES, DailyNote, Memory, Message, Session, utcnow
-from dreamer.core.redact import clean_for_model, clean_prefix, redact
+from dreamer.core.redact import clean_for_model, clean_prefix
 from dreamer.engine import markdown, outbox
 from dreamer.engine.extract import Sentence
 from dreamer.engine.rules import RulesExtractor
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.shared_index import end_turn
 from dreamer.engine.transcript import Chunk, Line, chunk_lines, render_body
+from dreamer.engine.untrusted import message_steering, steering_reason
 from dreamer.llm.client import LLM, Usage
 from dreamer.online.agent_writes import user_lock
 from dreamer.online.flush_trigger import MANUAL, WINDOW_POSITION, Meter, flush_trigger, flushed_seq, read_meter
@@ -184,19 +186,23 @@ def _load_window(rt: Runtime, meter: Meter, trigger: str) -> Window | None:
     if sess is None:
         raise NotFound(f"no session {meter.session_id}")
     tz = st.tz
-    lines = [ln for ln in (flush_line(m, st.tool_result_chars, tz) for m in rows) if ln is not None]
+    lines = [ln for ln in (flush_line(m, st.tool_result_chars, tz, sess.mode) for m in rows) if ln is not None]
     chunks = chunk_lines(lines, st.flush_max_tokens)
     end = chunks[0].lines[-1].seq if len(chunks) > 1 else meter.last_seq
     return Window(sess, meter.session_id, start, end, chunks[0].lines if chunks else [], meter.cycle, trigger)
 
 
-def flush_line(m: Message, tool_chars: int, tz: tzinfo) -> Line | None:
-    """User and assistant text, tool results cut; injected blocks stripped, secrets redacted."""
+def flush_line(m: Message, tool_chars: int, tz: tzinfo, mode: str) -> Line | None:
+    """User and assistant text, tool results cut; injected blocks stripped, secrets redacted,
+    the steering patterns of the message as said kept (`untrusted.message_steering`)."""
     if m.role not in FLUSH_ROLES:
         return None
     text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
     text = text.strip()
-    return Line(m.seq, m.role, m.name, text, day=local_day(m.created_at, tz)) if text else None
+    if not text:
+        return None
+    steering = message_steering(m.content, m.role, mode, tool_chars)
+    return Line(m.seq, m.role, m.name, text, day=local_day(m.created_at, tz), steering=steering)
 
 
 def _notes(rt: Runtime, window: Window, llm: LLM | None) -> tuple[list[FlushNote], Usage, str]:
@@ -234,8 +240,11 @@ def _write(
 
 
 def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: datetime, day: str) -> list[tuple[str, str]]:
+    """Each note stored as every memory is (normalised, redacted), flagged untrusted when it or
+    a line it rests on tries to steer the memory system."""
     sess = window.session
-    texts = [redact(n.text) for n in notes]
+    texts = [stored_text(n.text) for n in notes]
+    by_seq = {ln.seq: ln for ln in window.lines}
     existing = _current_daily_notes(s, sess, [content_hash(t) for t in texts])
     written: list[tuple[str, str]] = []
     for note, text in zip(notes, texts):
@@ -246,6 +255,7 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
         if m is not None:
             cabinet.merge_into(s, m, evidence, reason="flushed again", now=now)
         else:
+            steering = steering_reason(note.text, [by_seq[q] for q in note.seqs if q in by_seq], sess.mode)
             m = cabinet.add_memory(
                 s,
                 user_id=sess.user_id,
@@ -256,6 +266,7 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
                 text=text,
                 source="flush",
                 evidence=evidence,
+                untrusted=steering is not None,
                 reason=f"flush ({window.trigger})",
                 now=now,
             )

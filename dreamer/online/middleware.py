@@ -1,9 +1,13 @@
 """The ASGI middleware of the HTTP API: the request body limit, and per-route metrics with the
-agent marked busy while its `/v1/` requests run."""
+token's scope marked busy while its `/v1/` writes run.
+
+Reads (`GET` requests and `POST /v1/recall`) mark nothing busy: a client polling its status
+or recalling between turns does not hold back its own dreaming, let alone another user's. An
+agent that reads while it answers says so with the `Dreamer-In-Flight: 1` header (and a write
+that should not count sends `Dreamer-In-Flight: 0`)."""
 
 from __future__ import annotations
 
-import json
 import time
 
 from fastapi import HTTPException
@@ -13,9 +17,25 @@ from starlette.types import Scope as ASGIScope
 
 from dreamer.online.auth import Auth
 from dreamer.online.metrics import Metrics
+from dreamer.online.request_checks import answer
 from dreamer.store.busy import CoalescedBusy, activity_key
 
 BUSY_PREFIX = "/v1/"
+IN_FLIGHT_HEADER = b"dreamer-in-flight"
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+READ_POSTS = frozenset({"/v1/recall"})  # a POST only for its body: a read
+_YES, _NO = frozenset({b"1", b"true", b"yes"}), frozenset({b"0", b"false", b"no"})
+
+
+def marks_busy(method: str, path: str, declared: bytes | None) -> bool:
+    """Whether a request marks its scope busy: a `/v1/` write does, a read does not, unless
+    the `Dreamer-In-Flight` header (`declared`) says otherwise. Pure."""
+    if not path.startswith(BUSY_PREFIX):
+        return False
+    flag = (declared or b"").strip().lower()
+    if flag in _YES or flag in _NO:
+        return flag in _YES
+    return method not in READ_METHODS and path not in READ_POSTS
 
 
 class BodyLimit:
@@ -30,7 +50,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await _too_large(send, self.limit)
+            return await answer(send, 413, f"request body over {self.limit} bytes")
         seen = 0
 
         async def limited() -> Message:
@@ -45,24 +65,9 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = json.dumps({"detail": f"request body over {limit} bytes"}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 class Observe:
-    """Request counts and latencies per route; `/v1/` requests mark the agent busy meanwhile."""
+    """Request counts and latencies per route; `/v1/` writes (and reads declared in flight)
+    mark their token's scope busy meanwhile."""
 
     def __init__(
         self, app: ASGIApp, *, metrics: Metrics, auth: Auth, busy: CoalescedBusy, fixed_paths: frozenset[str]
@@ -114,8 +119,9 @@ class Observe:
         return str(scope["path"]) if scope["path"] in self.fixed_paths else "unmatched"
 
     def _busy_key(self, scope: ASGIScope) -> str | None:
-        if not scope["path"].startswith(BUSY_PREFIX):
+        headers = dict(scope["headers"])  # one Authorization header: `OneAuthorization` saw to it
+        if not marks_busy(scope["method"], scope["path"], headers.get(IN_FLIGHT_HEADER)):
             return None
-        header = dict(scope["headers"]).get(b"authorization")
+        header = headers.get(b"authorization")
         grant = self.auth.resolve(header.decode("latin-1") if header else None)
-        return activity_key(user_id=grant.user_id, agent_id=grant.agent_id) if grant else None
+        return activity_key(grant.user_id, grant.agent_id) if grant else None

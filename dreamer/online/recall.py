@@ -1,5 +1,10 @@
 """Recall: hybrid search (dense + Qdrant BM25, fused by weight) over one scope, and the
-budgeted context block of preferences and profile facts to inject."""
+budgeted context block of preferences and profile facts to inject.
+
+The context block is data, not markup: each memory is one line rendered by
+`memory_text.as_data` (normalised, redacted, markup defused), between markers whose id is drawn
+for this render (`redact.context_markers`), so no stored text can close the block or forge one;
+the dreamer strips a block by that id when it comes back in a transcript."""
 
 from __future__ import annotations
 
@@ -13,7 +18,9 @@ from sqlalchemy import select as sql_select
 from sqlmodel import col, select
 
 from dreamer.core.consolidate import Evidence
+from dreamer.core.memory_text import as_data
 from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory
+from dreamer.core.redact import context_markers, new_block_id
 from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
 from dreamer.core.topics import describes_present
@@ -26,8 +33,6 @@ from dreamer.store.db import session_scope
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound="Slotted")
 
-CONTEXT_OPEN = "<memory-context>"
-CONTEXT_CLOSE = "</memory-context>"
 HIT_COLUMNS = (
     col(Memory.id),
     col(Memory.text),
@@ -102,8 +107,8 @@ def only_newest_in_slot(items: Sequence[S]) -> list[S]:
 def context_line(m: Memory) -> str:
     """One line of the context block; a present state says when it was last confirmed."""
     if describes_present(m.text, m.kind):
-        return f"- {m.text} (as of {as_utc(m.last_seen).date().isoformat()})"
-    return f"- {m.text}"
+        return f"- {as_data(m.text)} (as of {as_utc(m.last_seen).date().isoformat()})"
+    return f"- {as_data(m.text)}"
 
 
 def cut_to_budget(lines: list[str], budget: int, *, overhead: int = 0) -> list[str]:
@@ -257,8 +262,11 @@ class ContextBlock:
         return {"text": self.text, "memory_ids": self.memory_ids, "tokens": self.tokens}
 
 
-def context(rt: Runtime, scope: Scope, *, budget_tokens: int | None = None) -> ContextBlock:
-    """Preferences and profile facts worth injecting, ranked and cut to the token budget."""
+def context(
+    rt: Runtime, scope: Scope, *, budget_tokens: int | None = None, block_id: str | None = None
+) -> ContextBlock:
+    """Preferences and profile facts worth injecting, ranked and cut to the token budget, between
+    markers of `block_id` (drawn afresh for each render unless given)."""
     budget = budget_tokens if budget_tokens is not None else rt.settings.context_budget
     with session_scope(rt.engine) as s:
         rows = s.exec(
@@ -270,9 +278,10 @@ def context(rt: Runtime, scope: Scope, *, budget_tokens: int | None = None) -> C
         ).all()
     ranked = only_newest_in_slot(sorted((m for m in rows if scope.matches(m)), key=context_rank_key))
     lines = [context_line(m) for m in ranked]
-    overhead = count_tokens(CONTEXT_OPEN) + count_tokens(CONTEXT_CLOSE) + 2
+    opening, closing = context_markers(block_id or new_block_id())
+    overhead = count_tokens(opening) + count_tokens(closing) + 2
     kept = cut_to_budget(lines, budget, overhead=overhead)
     if not kept:
         return ContextBlock("", [], 0)
-    text = "\n".join([CONTEXT_OPEN, *kept, CONTEXT_CLOSE])
+    text = "\n".join([opening, *kept, closing])
     return ContextBlock(text, [m.id for m in ranked[: len(kept)]], count_tokens(text))

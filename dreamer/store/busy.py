@@ -1,16 +1,23 @@
 """Is the agent busy, and how long to wait when it is: the `BusySignal` protocol, its SQL,
-Redis and always-idle implementations, and the backoff before the next try."""
+Redis and always-idle implementations, the backoff before the next try, and which owners a
+busy activity key holds back.
+
+Busy is per scope: a request marks the key of its token's scope (`activity_key`: the user, or
+one agent of the user), and a pass leaves due only the sessions of a busy scope (`owner_busy`);
+one user's traffic never holds back another user's sessions."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import func, update
+from sqlalchemy import func, or_, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -27,7 +34,10 @@ log = logging.getLogger(__name__)
 
 class BusySignal(Protocol):
     def busy_reason(self, now: datetime | None = None) -> str | None:
-        """Why the agent counts as busy now, or None when idle."""
+        """Why some agent counts as busy now, or None when every one is idle."""
+
+    def busy_keys(self, now: datetime | None = None) -> dict[str, str]:
+        """The activity keys busy now, each with why."""
 
     def begin(self, key: str) -> None: ...
 
@@ -39,6 +49,9 @@ class AlwaysIdle:
 
     def busy_reason(self, now: datetime | None = None) -> str | None:
         return None
+
+    def busy_keys(self, now: datetime | None = None) -> dict[str, str]:
+        return {}
 
     def begin(self, key: str) -> None:
         return None
@@ -62,10 +75,21 @@ class SqlBusySignal:
                 select(func.count()).select_from(Activity).where(Activity.last_seen > now - self.window)
             ).one()
         if in_flight:
-            return f"{in_flight} request(s) in flight"
+            return in_flight_reason(in_flight)
         if recent:
-            return f"activity within the last {int(self.window.total_seconds())} s"
+            return recent_reason(self.window.total_seconds())
         return None
+
+    def busy_keys(self, now: datetime | None = None) -> dict[str, str]:
+        now = now or utcnow()
+        with session_scope(self.engine) as s:
+            rows = s.exec(
+                select(Activity.key, Activity.in_flight).where(
+                    or_(col(Activity.in_flight) > 0, col(Activity.last_seen) > now - self.window)
+                )
+            ).all()
+        seconds = self.window.total_seconds()
+        return {key: in_flight_reason(n) if n > 0 else recent_reason(seconds) for key, n in rows}
 
     def begin(self, key: str) -> None:
         self._bump(key, +1)
@@ -134,10 +158,21 @@ class RedisBusySignal:
             in_flight = sum(int(v) for v in self._values("inflight") if v is not None)
             stamps = [float(v) for v in self._values("last") if v is not None]
         if in_flight > 0:
-            return f"{in_flight} request(s) in flight"
+            return in_flight_reason(in_flight)
         if any(t > now.timestamp() - self.window for t in stamps):
-            return f"activity within the last {int(self.window)} s"
+            return recent_reason(self.window)
         return None
+
+    def busy_keys(self, now: datetime | None = None) -> dict[str, str]:
+        now = now or utcnow()
+        with _redis_errors():
+            in_flight = {k: int(v) for k, v in self._by_key("inflight").items() if v is not None}
+            stamps = {k: float(v) for k, v in self._by_key("last").items() if v is not None}
+        busy = {k: in_flight_reason(n) for k, n in in_flight.items() if n > 0}
+        for key, at in stamps.items():
+            if key not in busy and at > now.timestamp() - self.window:
+                busy[key] = recent_reason(self.window)
+        return busy
 
     def begin(self, key: str) -> None:
         with _redis_errors():
@@ -161,9 +196,17 @@ class RedisBusySignal:
         return f"{self.prefix}:{kind}:{key}"
 
     def _values(self, kind: str) -> list[bytes | str | None]:
+        return list(self._by_key(kind).values())
+
+    def _by_key(self, kind: str) -> dict[str, bytes | str | None]:
+        """The values of every `kind` key, by the activity key they are for."""
         pattern = f"{_glob_escape(self.prefix)}:{kind}:*"
         keys = list(self.client.scan_iter(match=pattern, count=500))
-        return list(self.client.mget(keys)) if keys else []
+        if not keys:
+            return {}
+        head = len(f"{self.prefix}:{kind}:")
+        names = [(k.decode() if isinstance(k, bytes) else str(k))[head:] for k in keys]
+        return dict(zip(names, self.client.mget(keys)))
 
 
 class CoalescedBusy:
@@ -179,6 +222,9 @@ class CoalescedBusy:
 
     def busy_reason(self, now: datetime | None = None) -> str | None:
         return self.inner.busy_reason(now)
+
+    def busy_keys(self, now: datetime | None = None) -> dict[str, str]:
+        return self.inner.busy_keys(now)
 
     def begin(self, key: str) -> None:
         with self._lock:
@@ -240,15 +286,6 @@ def build_busy_signal(settings: Settings, engine: Engine, *, client: Any = None)
     raise ConfigError(f"unknown busy backend {settings.busy_backend!r}: use sql or redis")
 
 
-def busy_or_unreachable(signal: BusySignal, at: datetime) -> str | None:
-    """Why the agent is busy at `at`; a signal out of reach (`Retryable`) counts as busy, since
-    nobody can tell that the agent is idle."""
-    try:
-        return signal.busy_reason(at)
-    except Retryable as exc:
-        return str(exc)
-
-
 def busy_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: float = 0.25) -> float:
     """Seconds to wait before try `attempt + 1`: `base` doubling per attempt, capped at `cap`,
     spread by +-`jitter` (a fraction) with `rand` in [0, 1]; rand 0.5 gives the plain value."""
@@ -260,14 +297,36 @@ def busy_backoff(attempt: int, *, base: float, cap: float, rand: float, jitter: 
     return min(cap, plain * (1.0 - jitter + 2.0 * jitter * rand))
 
 
-def activity_key(*, user_id: str | None = None, agent_id: str | None = None) -> str:
-    return f"agent:{agent_id}" if agent_id else f"user:{user_id or '-'}"
+def in_flight_reason(count: int) -> str:
+    return f"{count} request(s) in flight"
+
+
+def recent_reason(window_seconds: float) -> str:
+    return f"activity within the last {int(window_seconds)} s"
+
+
+def activity_key(user_id: str, agent_id: str | None = None) -> str:
+    """The key a request of this scope marks: ``user:<digest>`` for a token of the whole user,
+    ``agent:<digest>`` for a token of one agent of the user. A digest of both ids, so no two
+    scopes share a key (the same agent id under two users is two keys) and any id fits the
+    255-character column."""
+    kind = "agent" if agent_id is not None else "user"
+    digest = hashlib.sha256(json.dumps([user_id, agent_id]).encode()).hexdigest()[:32]
+    return f"{kind}:{digest}"
+
+
+def owner_busy(busy: Mapping[str, str], user_id: str, agent_id: str | None) -> str | None:
+    """Why the sessions of this owner wait, or None: their user is busy (a token of the whole
+    user), or their agent is (a token of that agent of the user). A pure function of the busy
+    keys; a session without an agent waits only for its user's own requests."""
+    keys = [activity_key(user_id)] + ([activity_key(user_id, agent_id)] if agent_id is not None else [])
+    return next((busy[k] for k in keys if k in busy), None)
 
 
 @contextmanager
-def activity(signal: BusySignal, *, user_id: str | None = None, agent_id: str | None = None) -> Iterator[None]:
-    """Mark the agent active for the duration of a block."""
-    key = activity_key(user_id=user_id, agent_id=agent_id)
+def activity(signal: BusySignal, user_id: str, agent_id: str | None = None) -> Iterator[None]:
+    """Mark the scope active for the duration of a block."""
+    key = activity_key(user_id, agent_id)
     signal.begin(key)
     try:
         yield
@@ -285,4 +344,5 @@ __all__ = [
     "activity_key",
     "build_busy_signal",
     "busy_backoff",
+    "owner_busy",
 ]

@@ -25,7 +25,7 @@ from dreamer.core.models import Cursor, DreamRun, Session, utcnow
 from dreamer.engine.schedule import BACKOFF, RUN
 from dreamer.ingest.store import append_messages
 from dreamer.llm.scripted import ScriptedServer
-from dreamer.store.busy import SqlBusySignal
+from dreamer.store.busy import SqlBusySignal, activity_key
 from dreamer.store.db import session_scope
 from workers.scheduler import DreamScheduler, InlineExecutor
 
@@ -118,7 +118,8 @@ def _run_simulation(daemon: DreamScheduler, clock: Clock, busy: SqlBusySignal, e
             )
             sent[text] = 0
         elif kind in ("begin", "end"):
-            getattr(busy, kind)("agent:a")
+            for u in range(USERS):  # the agent serves both users: each one's requests in flight
+                getattr(busy, kind)(activity_key(f"u{u}"))
         elif kind == "fire" and (key < 0 or key == retry):
             action = daemon.tick()
             tally[action.kind] += 1

@@ -13,9 +13,11 @@ from dreamkit import extraction_script
 
 from dreamer.core.models import utcnow
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.due import DueRules, due_sessions
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import ScriptedServer
-from dreamer.store.busy import RedisBusySignal, SqlBusySignal
+from dreamer.store.busy import RedisBusySignal, SqlBusySignal, activity_key
+from dreamer.store.db import session_scope
 
 from . import kit
 
@@ -70,6 +72,9 @@ def _signal(kind: str, engine):
     return RedisBusySignal(client, window_seconds=WINDOW, prefix=prefix)
 
 
+USER_KEY = activity_key("u")  # the sessions' user: their own client's requests
+
+
 @pytest.mark.parametrize("kind", ["sql", "redis"])
 def test_a_busy_agent_never_gets_a_pass(kind, settings, sqlite_engine, server, tmp_path, figures):
     """Random begin / end / wait / pass steps: a pass runs exactly when the agent is idle."""
@@ -82,7 +87,7 @@ def test_a_busy_agent_never_gets_a_pass(kind, settings, sqlite_engine, server, t
         for step in range(STEPS):
             op = rng.choice(["begin", "end", "end", "wait", "wait", "pass", "pass", "pass", "record"])
             if op == "begin" or (op == "end" and in_flight):
-                signal.begin("agent:a") if op == "begin" else signal.end("agent:a")
+                signal.begin(USER_KEY) if op == "begin" else signal.end(USER_KEY)
                 in_flight += 1 if op == "begin" else -1
                 clock = last_activity = utcnow()
             elif op == "wait":
@@ -96,6 +101,7 @@ def test_a_busy_agent_never_gets_a_pass(kind, settings, sqlite_engine, server, t
                 if not busy and last_activity is not None and clock - last_activity < timedelta(seconds=WINDOW + 1):
                     clock += timedelta(seconds=2)  # keep clear of the window's edge
                 before = len(server.requests)
+                busy = busy and _anything_due(rt, clock)  # a busy user with nothing due holds nothing back
                 run = dream_pass(rt, now=clock)
                 if busy:
                     skipped += 1
@@ -106,7 +112,7 @@ def test_a_busy_agent_never_gets_a_pass(kind, settings, sqlite_engine, server, t
                     assert run.status == "ok", (run.status, run.error)
     finally:
         while in_flight:
-            signal.end("agent:a")
+            signal.end(USER_KEY)
             in_flight -= 1
         rt.close()
     figures(f"busy ({kind}): passes skipped while busy / run while idle", f"{skipped} / {ran}")
@@ -119,7 +125,7 @@ def test_a_pass_stops_when_the_agent_turns_busy(settings, sqlite_engine, server,
     script = extraction_script()
 
     def agent_wakes_up(body):
-        signal.begin("agent:a")  # a request arrives while the first session is being extracted
+        signal.begin(USER_KEY)  # a request of the user arrives while the first session is being extracted
         server.set_script(script)
         return script(body)
 
@@ -130,9 +136,17 @@ def test_a_pass_stops_when_the_agent_turns_busy(settings, sqlite_engine, server,
         ]
         server.set_script(agent_wakes_up)
         run = dream_pass(rt)
-        assert run.status == "stopped" and "busy" in run.error
+        assert (run.status, run.error) == (
+            "partial",
+            "3 session(s) left due: their owner is busy (1 request(s) in flight)",
+        )
         assert [kit.cursor(rt.engine, i).processed_seq for i in ids] == [8, 0, 0, 0]
         assert len(kit.chat_bodies(server)) == 1
     finally:
-        signal.end("agent:a")
+        signal.end(USER_KEY)
         rt.close()
+
+
+def _anything_due(rt, now) -> bool:
+    with session_scope(rt.engine) as s:
+        return bool(due_sessions(s, DueRules.from_settings(rt.settings), now))
