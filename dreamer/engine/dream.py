@@ -12,7 +12,7 @@ from dreamer.engine import outbox
 from dreamer.engine.due import DueRules, due_sessions, session_groups
 from dreamer.engine.extract import Extractor, LLMExtractor
 from dreamer.engine.failures import count_timeouts
-from dreamer.engine.group import dream_group
+from dreamer.engine.group import dream_apart
 from dreamer.engine.pace import Pace
 from dreamer.engine.rules import RulesExtractor
 from dreamer.engine.runs import Tally, finish_skipped, run_id, run_owner, save_run, start_run
@@ -90,7 +90,7 @@ def _dream_groups(
             continue
         pace.run_lease.keep_alive()
         try:
-            if dream_group(rt, group, extractor, llm, run, tally, pace):
+            if dream_apart(rt, group, extractor, llm, run, tally, pace):
                 break
         except (CircuitOpen, BudgetExceeded) as exc:
             run.status, run.error = "stopped", str(exc)
