@@ -208,5 +208,6 @@ def _ingest_examples(settings: Settings, engine: Engine) -> None:
                 project="shop-api" if mode == "code" else None,
                 mode=mode,
                 max_message_bytes=settings.max_message_bytes,
+                raw=settings.store_raw_messages,
             )
             out.print(f"ingested {item.name}: {sum(r.added for r in report.sessions)} new message(s)", markup=False)

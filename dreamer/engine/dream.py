@@ -8,6 +8,7 @@ from datetime import datetime
 
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.models import DreamRun, Session, utcnow
+from dreamer.core.private import check_free_space
 from dreamer.engine import outbox
 from dreamer.engine.due import DueRules, due_sessions, session_groups
 from dreamer.engine.extract import Extractor, LLMExtractor
@@ -37,9 +38,11 @@ def dream_pass(
     now: datetime | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `stop()` is asked between sessions, and
+    """Run one pass and return its `dream_runs` row; `NoSpace`, before anything is written, when
+    the data folder's disk has less than `min_free_mb` free. `stop()` is asked between sessions, and
     (unless `force`) whether the agent is busy: at the start, unless the caller has just found
     it idle at `now` (`busy_checked`), and between sessions."""
+    check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before anything is written, a run row too
     started = utcnow()
     at = now or started
     if not (force or busy_checked) and (reason := rt.busy.busy_reason(at)):
