@@ -5,12 +5,13 @@ reaches a dream pass."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from clikit import run
+from clikit import assert_one_error_line, run
 from dreamkit import EMBED_DIM
 from onlinekit import ALICE_WRITER, LiveServer, bearer, online_runtime, online_settings
 from sqlmodel import select
@@ -113,6 +114,19 @@ def test_the_issues_example_ingests_three_lines_and_the_pass_runs(tmp_path):
     assert ingest.returncode == 1
     assert ingest.stderr.splitlines() == [f"rejected edge.jsonl:1: its time {LATE}"]
     assert (dream.returncode, dream.stderr) == (0, "")
+
+
+def test_a_flush_of_a_stored_time_at_the_edge_is_one_line(tmp_path):
+    """A store written before the check may hold such a time: `dreamer flush` says so in one line."""
+    write_jsonl(tmp_path / "c.jsonl", [{"role": "user", "content": "I prefer tea."}, {"role": "user", "content": "ok"}])
+    assert run(tmp_path, "ingest", "c.jsonl", "--user", "edgy").returncode == 0
+    with sqlite3.connect(tmp_path / "data" / "dreamer.db") as con:
+        con.execute("UPDATE messages SET created_at = '9999-12-31 23:30:00.000000' WHERE seq = 1")
+
+    flush = run(tmp_path, "flush", "--session", "1", env={"DREAMER_TIMEZONE": "Europe/Oslo"})
+
+    assert_one_error_line(flush)
+    assert flush.stderr.strip() == f"error: {LATE}"
 
 
 @pytest.fixture

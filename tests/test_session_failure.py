@@ -24,7 +24,7 @@ from dreamer.store.db import session_scope
 
 EDGE = datetime(9999, 12, 31, 23, 30, tzinfo=UTC)
 UNPLACEABLE = (
-    "ValueError: 9999-12-31T23:30:00+00:00 is too close to the calendar's edge: its day cannot be told"
+    "CalendarEdge: 9999-12-31T23:30:00+00:00 is too close to the calendar's edge: its day cannot be told"
     " in every time zone (times from 0001-01-02 to 9999-12-30 UTC are kept)"
 )
 

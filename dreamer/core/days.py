@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from dreamer.core.errors import CalendarEdge
+
 _OFFSET_BOUND = timedelta(days=1)  # every UTC offset a time zone can have is less than a day
 FIRST_TIME = datetime.min.replace(tzinfo=UTC) + _OFFSET_BOUND
 """The earliest time whose day every time zone can tell (0001-01-02T00:00Z)."""
@@ -45,13 +47,13 @@ def day_problem(at: datetime) -> str | None:
 
 
 def local_day(at: datetime, tz: tzinfo) -> date:
-    """The day `at` falls on in `tz`; a naive time is UTC, as the store keeps them. `ValueError`
-    (saying which time) when `tz` would carry it out of the calendar (`day_problem`)."""
+    """The day `at` falls on in `tz`; a naive time is UTC, as the store keeps them. `CalendarEdge`
+    (a `ValueError` saying which time) when `tz` would carry it out of the calendar (`day_problem`)."""
     aware = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
     try:
         return aware.astimezone(tz).date()
     except OverflowError:
-        raise ValueError(day_problem(aware) or f"{aware.isoformat()} has no day in {tz}") from None
+        raise CalendarEdge(day_problem(aware) or f"{aware.isoformat()} has no day in {tz}") from None
 
 
 def day_words(day: date) -> str:

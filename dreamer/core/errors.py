@@ -16,6 +16,10 @@ class ConfigError(DreamerError):
     """A setting is missing, malformed or inconsistent."""
 
 
+class CalendarEdge(DreamerError, ValueError):
+    """A stored time whose day a time zone cannot tell: it is within a day of the calendar's edge."""
+
+
 class NoSpace(DreamerError):
     """Too little free space under the data folder to write there (`DREAMER_MIN_FREE_MB`)."""
 
