@@ -131,3 +131,4 @@ def test_ingest_and_dream_stop_before_writing_when_the_disk_is_nearly_full(tmp_p
         assert db.execute("SELECT count(*) FROM dream_runs").fetchone() == (0,)
         assert db.execute("SELECT count(*) FROM memories").fetchone() == (0,)
     assert list((tmp_path / "data" / "workspace").iterdir()) == []
+    assert not (tmp_path / "data" / "index").exists()
