@@ -61,6 +61,7 @@ def prepare(settings: Settings) -> Engine:
     from dreamer.core.private import private_dir
     from dreamer.store import db
 
+    private_dir(settings.data_dir)
     private_dir(settings.workspace_dir)
     engine = open_store(settings, check=False)
     db.upgrade(engine)
