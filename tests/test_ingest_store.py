@@ -289,11 +289,11 @@ def test_ingest_file_is_all_or_nothing(engine, tmp_path, monkeypatch):
     real = files.record_session
     calls = []
 
-    def crash_on_second(s, target, messages):
+    def crash_on_second(s, target, messages, **options):
         calls.append(target.external_id)
         if len(calls) == 2:
             raise OSError("disk vanished")
-        return real(s, target, messages)
+        return real(s, target, messages, **options)
 
     monkeypatch.setattr(files, "record_session", crash_on_second)
     with pytest.raises(OSError):

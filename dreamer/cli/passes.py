@@ -39,11 +39,13 @@ def dream(
     as_json: bool = typer.Option(False, "--json", help="The run's row as JSON."),
 ) -> None:
     """Run one dream pass now (no warm-up); then say which sessions with new messages it left, and why."""
+    from dreamer.core.private import check_free_space
     from dreamer.engine.dream import dream_pass
 
     settings = settings_of(ctx)
     engine = open_store(settings)
     require_sessions(engine, session or [], user)
+    check_free_space(settings.data_dir, settings.min_free_mb)  # before the index is opened: nothing written
     with runtime(ctx, engine) as rt:
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)
@@ -230,5 +232,6 @@ def _ingest_examples(settings: Settings, engine: Engine) -> None:
                 project="shop-api" if mode == "code" else None,
                 mode=mode,
                 max_message_bytes=settings.max_message_bytes,
+                raw=settings.store_raw_messages,
             )
             out.print(f"ingested {item.name}: {sum(r.added for r in report.sessions)} new message(s)", markup=False)

@@ -57,11 +57,12 @@ def require_sessions(engine: Engine, ids: list[int], user: str | None) -> None:
 
 
 def prepare(settings: Settings) -> Engine:
-    """Create the data directory and bring the schema to head."""
+    """Create the data directory (0700) and bring the schema to head."""
+    from dreamer.core.private import private_dir
     from dreamer.store import db
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
+    private_dir(settings.workspace_dir)
     engine = open_store(settings, check=False)
     db.upgrade(engine)
     return engine
@@ -95,6 +96,7 @@ def ingest(
 ) -> None:
     """Import transcripts; re-importing a file appends only what is new."""
     from dreamer.core.errors import IngestError
+    from dreamer.core.private import check_free_space
     from dreamer.ingest.files import plan_file, store_files
 
     if fmt not in FORMATS:
@@ -114,7 +116,8 @@ def ingest(
         )
         for p in paths
     ]
-    reports = store_files(prepare(settings), planned)
+    check_free_space(settings.data_dir, settings.min_free_mb)  # before anything is written
+    reports = store_files(prepare(settings), planned, raw=settings.store_raw_messages)
     rejected = sum(len(r.rejections) for r in reports)
     if as_json:
         print_json([_report_json(r) for r in reports])

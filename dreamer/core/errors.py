@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from pydantic import ValidationError
@@ -13,6 +14,14 @@ class DreamerError(Exception):
 
 class ConfigError(DreamerError):
     """A setting is missing, malformed or inconsistent."""
+
+
+class CalendarEdge(DreamerError, ValueError):
+    """A stored time whose day a time zone cannot tell: it is within a day of the calendar's edge."""
+
+
+class NoSpace(DreamerError):
+    """Too little free space under the data folder to write there (`DREAMER_MIN_FREE_MB`)."""
 
 
 class StoreError(DreamerError):
@@ -99,6 +108,13 @@ class Busy(Retryable):
 def os_reason(exc: OSError) -> str:
     """What the file system said, without the errno and path decoration ("No such file or directory")."""
     return exc.strerror or str(exc)
+
+
+def json_reason(exc: json.JSONDecodeError, place: str) -> str:
+    """What the JSON decoder said, and where: "Expecting value at column 1". Some of its messages
+    end in "at" already ("Unterminated string starting at"), so the place follows without another."""
+    msg = exc.msg.rstrip()
+    return f"{msg} {place}" if msg.endswith(" at") else f"{msg} at {place}"
 
 
 def validation_summary(

@@ -16,6 +16,7 @@ import logging
 import re
 import secrets
 
+from dreamer.core.secret_prose import PROSE_RULES
 from dreamer.core.secret_rules import MARKER_RE, RULES, Rule
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 
 def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
+    if rule.span is not None:
+        return rule.span(m)
     if rule.group != "value":
         return m.span(rule.group)
     for name in ("edq", "dq", "sq", "bare"):
@@ -37,7 +40,7 @@ def _candidates(text: str) -> list[tuple[int, int, int, str]]:
     """Every rule match as (start, end, priority, kind)."""
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
     found: list[tuple[int, int, int, str]] = []
-    for priority, rule in enumerate(RULES):
+    for priority, rule in enumerate(RULES + PROSE_RULES):  # the formats first: they name the kind
         if not rule.may_match(text):
             continue
         for m in rule.pattern.finditer(text):

@@ -60,13 +60,15 @@ class Rule:
     """One secret format: a regex, the group that holds the secret, and an optional check.
 
     `needs`: characters of which the pattern cannot match without one (empty: no such
-    characters); a text with none of them skips the pattern."""
+    characters); a text with none of them skips the pattern. `span`: where the secret is in a
+    match, when no one group says it."""
 
     kind: str | Callable[[re.Match[str]], str]
     pattern: re.Pattern[str]
     group: str | int = 0
     check: Callable[[re.Match[str]], bool] | None = None
     needs: str = ""
+    span: Callable[[re.Match[str]], tuple[int, int]] | None = None
 
     def may_match(self, text: str) -> bool:
         return not self.needs or any(ch in text for ch in self.needs)
@@ -107,12 +109,13 @@ def _value(m: re.Match[str]) -> tuple[str, str]:
     return "bare", ""
 
 
-def _is_placeholder(value: str) -> bool:
+def is_placeholder(value: str) -> bool:
+    """Whether a value stands for a secret without being one ("<your-key>", "${TOKEN}", "***", "none")."""
     v = value.strip()
     return not v or bool(_PLACEHOLDER_RE.match(v)) or v.lower() in _TYPE_NAMES
 
 
-def _is_code(value: str, key: str) -> bool:
+def is_code(value: str, key: str) -> bool:
     """A bare value that reads as an expression: a call, an index, an attribute, the key itself."""
     if _CODE_CALL_RE.match(value) or _DOTTED_RE.match(value):
         return True
@@ -127,11 +130,11 @@ def _ends_line(m: re.Match[str]) -> bool:
 
 def _assignment_ok(m: re.Match[str]) -> bool:
     which, value = _value(m)
-    if _is_placeholder(value):
+    if is_placeholder(value):
         return False
     if which != "bare":
         return True
-    if _is_code(value, m.group("key")):
+    if is_code(value, m.group("key")):
         return False
     sep = m.group("sep").strip(" \t\"'\\")
     if sep == ":" and not _ends_line(m):
@@ -164,7 +167,7 @@ _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 
 def _high_entropy_ok(m: re.Match[str]) -> bool:
     _, value = _value(m)
-    if len(value) < 20 or _UUID_RE.match(value) or _is_placeholder(value):
+    if len(value) < 20 or _UUID_RE.match(value) or is_placeholder(value):
         return False
     if not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", value):
         return False
@@ -188,8 +191,13 @@ def luhn_ok(digits: str) -> bool:
 _CARD_PREFIX_RE = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|3[068]|35|6)")
 
 
+_IBAN_HEAD_RE = re.compile(r"[A-Z]{2}\d{2} ?$")
+
+
 def _card_ok(m: re.Match[str]) -> bool:
     raw = m.group(0)
+    if _IBAN_HEAD_RE.search(m.string, max(0, m.start() - 5), m.start()):
+        return False  # the digits of an IBAN: its own rule names it
     seps = {c for c in raw if not c.isdigit()}
     if len(seps) > 1:
         return False
@@ -343,7 +351,7 @@ RULES: tuple[Rule, ...] = (
             r"[ \t]*</(?P=key)>"
         ),
         "val",
-        lambda m: not _is_placeholder(m.group("val")),
+        lambda m: not is_placeholder(m.group("val")),
     ),
     Rule("credit_card", _rx(r"(?<![\w.\-])[0-9](?:[ \-]?[0-9]){12,18}(?![\w\-])(?!\.[0-9])"), 0, _card_ok),
     Rule(

@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     qdrant_url: str = Field("", description="Qdrant server URL; empty = embedded Qdrant Edge")
     qdrant_api_key: str = ""
     qdrant_collection: str = "dreamer_memories"
+    min_free_mb: int = Field(
+        100,
+        ge=0,
+        le=MAX_COUNT,
+        description="A pass or an ingest writes nothing while the data folder's disk has less free (MB); 0 = no check",
+    )
+    store_raw_messages: bool = Field(
+        False, description="Keep messages as they were said; default: secrets redacted before they are stored"
+    )
     index_flush_seconds: float = Field(
         5.0,
         ge=0,

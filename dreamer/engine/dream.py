@@ -10,12 +10,13 @@ from functools import partial
 
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.models import DreamRun, Session, utcnow
+from dreamer.core.private import check_free_space
 from dreamer.engine import outbox
 from dreamer.engine.busy_scope import all_due_busy, busy_now
 from dreamer.engine.due import DueRules, due_sessions, session_groups
 from dreamer.engine.extract import Extractor, LLMExtractor
 from dreamer.engine.failures import count_timeouts
-from dreamer.engine.group import dream_group
+from dreamer.engine.group import dream_apart
 from dreamer.engine.judge import Judge, LLMJudge
 from dreamer.engine.pace import Pace
 from dreamer.engine.rules import RulesExtractor
@@ -43,13 +44,16 @@ def dream_pass(
     extractor: Extractor | None = None,
     judge: Judge | None | Unset = UNSET,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row. `force` takes sessions still waiting to be
-    quiet (short ones too) at once, and skips the busy check. `stop()` is asked between sessions, and
-    (unless `force`) whether a session's owner is busy: at the start (every due session's owner
-    busy skips the pass), unless the caller has just checked at `now` (`busy_checked`), and
-    before each group of one owner's sessions and between them (a busy owner's sessions are
-    left due, the others dreamed). `extractor`: what reads the sessions (default: the model, else
-    the rules); `judge`: what judges routed pairs (default: the model, else none)."""
+    """Run one pass and return its `dream_runs` row; `NoSpace`, before anything is written, when
+    the data folder's disk has less than `min_free_mb` free. `force` takes sessions still waiting
+    to be quiet (short ones too) at once, and skips the busy check. `stop()` is asked between
+    sessions, and (unless `force`) whether a session's owner is busy: at the start (every due
+    session's owner busy skips the pass), unless the caller has just checked at `now`
+    (`busy_checked`), and before each group of one owner's sessions and between them (a busy
+    owner's sessions are left due, the others dreamed). `extractor`: what reads the sessions
+    (default: the model, else the rules); `judge`: what judges routed pairs (default: the model,
+    else none)."""
+    check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before anything is written, a run row too
     started = utcnow()
     at = now or started
     if not (force or busy_checked) and (reason := all_due_busy(rt, at, session_ids=session_ids, user_id=user_id)):
@@ -139,7 +143,7 @@ def _dream_groups(
         run_lease.keep_alive()
         done = run.sessions + run.failed_sessions
         try:
-            halted = dream_group(rt, group, readers, llm, run, tally, Pace(partial(watch.halted, owner), run_lease))
+            halted = dream_apart(rt, group, readers, llm, run, tally, Pace(partial(watch.halted, owner), run_lease))
         except (CircuitOpen, BudgetExceeded) as exc:
             run.status, run.error = "stopped", str(exc)
             break

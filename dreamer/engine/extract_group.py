@@ -8,9 +8,10 @@ from dataclasses import replace
 from enum import Enum
 from typing import TypeAlias, TypeGuard
 
-from dreamer.core.errors import BudgetExceeded, CircuitOpen, LLMError
+from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.settings import Settings
 from dreamer.engine.extract import Candidate, Extractor, ExtractResult, LLMExtractor, collapse_duplicates
+from dreamer.engine.failures import is_global
 from dreamer.engine.load import Work, session_id
 from dreamer.engine.pace import Pace, lease_lost
 from dreamer.engine.rules import worth_a_call
@@ -119,7 +120,9 @@ def _extract_packed(
             result = extractor.extract(chunk, mode)
         except STOPS as exc:
             return _cut_short(found, last, c, exc)
-        except LLMError as exc:
+        except Exception as exc:  # the model's, or one of the sessions' own (`is_global`: the pass's)
+            if is_global(exc):
+                raise
             for i in carried:
                 found[i] = _Again.ALONE if len(carried) > 1 else exc
             continue

@@ -7,7 +7,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from dreamer.core.errors import EndpointUnusable
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, TimeoutError
+
+from dreamer.core.errors import (
+    BudgetExceeded,
+    Busy,
+    CircuitOpen,
+    EndpointUnusable,
+    IndexFailure,
+    StoreError,
+)
 from dreamer.core.models import Cursor, utcnow
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.guard import GuardedLLM, endpoint_answers
@@ -26,6 +35,30 @@ class TimedOut:
     session_id: int
     recorded: tuple[int, str]  # the cursor's attempts and last error after the failure
     answered: int
+
+
+GLOBAL_FAILURES: tuple[type[BaseException], ...] = (
+    StoreError,  # the store is not there or not at its schema
+    OperationalError,  # the database is down, locked or out of space
+    InterfaceError,
+    DisconnectionError,
+    TimeoutError,  # no connection free in the pool
+    IndexFailure,  # the index refused or is taken by another process
+    CircuitOpen,  # the model endpoint failed too often in a row
+    BudgetExceeded,  # the pass's token budget is spent
+    Busy,  # the agent is at work: the pass waits
+    OSError,  # the disk: full, read-only, gone
+    MemoryError,
+)
+"""What stops a whole pass, whichever session it happened in: nothing of that session caused it."""
+
+
+def is_global(exc: BaseException) -> bool:
+    """Whether a failure while handling one session stops the pass (`GLOBAL_FAILURES`, and what is
+    no `Exception` at all: an interrupt, an exit). Anything else (the model's answer, a value the
+    session holds that the code cannot handle, a bug met only by that session's data) is the
+    session's own: recorded on its cursor, counted toward its quarantine, and the pass goes on."""
+    return not isinstance(exc, Exception) or isinstance(exc, GLOBAL_FAILURES)
 
 
 def counts_as_its_own(exc: Exception) -> bool:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from dreamer.core.errors import BudgetExceeded, CircuitOpen, LeaseLost, LLMError, LLMTimeout
+from dreamer.core.errors import LeaseLost, LLMTimeout
 from dreamer.core.models import DreamRun, Session
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_session
 from dreamer.engine.extract import Extractor
 from dreamer.engine.extract_group import STOPS, Capped, Cut, extract_group
-from dreamer.engine.failures import TimedOut, counts_as_its_own, record_failure
+from dreamer.engine.failures import TimedOut, counts_as_its_own, is_global, record_failure
 from dreamer.engine.judge import Judge
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import Pace, lease_lost
@@ -44,7 +44,7 @@ def dream_group(
     owner = run_owner(run)
     held: dict[int, leases.HeldLease] = {}
     try:
-        works = [w for w in (_lease_and_load(rt, sess, owner, held) for sess in group) if w is not None]
+        works = [w for w in (_lease_and_load(rt, sess, owner, held, run, tally) for sess in group) if w is not None]
         if not works:
             return False
         for k, (work, found) in enumerate(zip(works, extract_group(rt, works, extractor, held, pace))):
@@ -60,13 +60,47 @@ def dream_group(
             leases.release(rt.engine, lease.name, owner)
 
 
-def _lease_and_load(rt: Runtime, sess: Session, owner: str, held: dict[int, leases.HeldLease]) -> Work | None:
+def dream_apart(
+    rt: Runtime,
+    group: list[Session],
+    readers: tuple[Extractor, Judge | None],
+    llm: GuardedLLM | None,
+    run: DreamRun,
+    tally: Tally,
+    pace: Pace,
+) -> bool:
+    """`dream_group`; when the group fails for a reason that is not `is_global` (what one of its
+    sessions holds), each session of it is dreamed again alone, so the failure is that session's
+    only: recorded on its cursor and counted toward its quarantine. The sessions applied before
+    the failure are caught up and not read again. True when the pass was halted."""
+    try:
+        return dream_group(rt, group, readers, llm, run, tally, pace)
+    except Exception as exc:
+        if is_global(exc):
+            raise
+        if len(group) == 1:
+            _failed(rt, group[0], exc, run, tally, llm)
+            return False
+        log.warning("a group of %d sessions failed (%s); each is dreamed alone", len(group), exc)
+    for k, sess in enumerate(group):
+        if (k and pace.halted()) or dream_apart(rt, [sess], readers, llm, run, tally, pace):
+            return True
+    return False
+
+
+def _lease_and_load(
+    rt: Runtime, sess: Session, owner: str, held: dict[int, leases.HeldLease], run: DreamRun, tally: Tally
+) -> Work | None:
     name = leases.session_lease(session_id(sess))
     if not leases.acquire(rt.engine, name, owner, rt.settings.lease_seconds):
         log.info("session %s is leased by another worker; skipped", sess.id)
         return None
     held[session_id(sess)] = leases.HeldLease(rt.engine, name, owner, rt.settings.lease_seconds)
-    return load_work(rt, sess)
+    try:
+        return load_work(rt, sess)
+    except Exception as exc:  # what it holds cannot be read as a transcript: its failure alone
+        _failed(rt, sess, exc, run, tally, None)
+        return None
 
 
 def _finish_session(
@@ -95,10 +129,12 @@ def _finish_session(
                 _still_held(held)
                 planned = plan_session(rt, work, candidates, judge)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
-            except (LeaseLost, LLMError) as exc:
+                apply_session(rt, work, planned, run, tally)
+            except UserLocked:
+                raise
+            except Exception as exc:  # the session's own failure unless `is_global`: nothing of it applied
                 _failed(rt, sess, exc, run, tally, llm)
                 return
-            apply_session(rt, work, planned, run, tally)
             outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
             # its Markdown is rendered once, by the drain at the end of the pass
     except UserLocked as exc:  # nothing applied: the session keeps its cursor, the pass goes on
@@ -112,14 +148,15 @@ def _finish_session(
 
 
 def _failed(rt: Runtime, sess: Session, exc: Exception, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -> None:
-    """A session whose lease was lost is dropped; one the model failed on is recorded failed.
-    The breaker and the budget stop the whole pass."""
+    """A session whose lease was lost is dropped; one that failed for a reason of its own (what
+    the model made of it, or anything else that is not `is_global`) is recorded failed and counted
+    toward its quarantine. A global failure (the breaker, the budget, the store) stops the pass."""
     if isinstance(exc, LeaseLost):
         log.warning(
             "session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id
         )
         return
-    if isinstance(exc, (CircuitOpen, BudgetExceeded)) or not isinstance(exc, LLMError):
+    if is_global(exc):
         raise exc
     recorded = record_failure(rt, session_id(sess), f"{type(exc).__name__}: {exc}", counted=counts_as_its_own(exc))
     if isinstance(exc, LLMTimeout) and recorded is not None and llm is not None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from dreamer.core.private import private_dir, private_file
 from dreamer.engine.markdown_entries import bullet, parse_entries
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ RENDER_LOCK = ".render.lock"
 @contextmanager
 def render_lock(folder: Path) -> Iterator[None]:
     """Hold the render lock of a user's folder: one renderer at a time, across processes."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     fd = os.open(folder / RENDER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -118,7 +119,7 @@ def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> bool:
         mode: int | None = path.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}~{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -221,7 +222,7 @@ def append_daily_note(workspace: Path, user_id: str, day: str, notes: list[tuple
         chunk = f"# Daily notes {day}\n\n" + chunk
     elif not existing.endswith("\n"):
         chunk = "\n" + chunk
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_file(private_dir(path.parent) / path.name)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(chunk)
         fh.flush()

@@ -24,6 +24,7 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import ConfigError
 from dreamer.core.models import Cursor, Lease, Message, Session, utcnow
+from dreamer.core.private import check_free_space
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.extract import AGENT_INSTRUCTIONS, CODE_INSTRUCTIONS, SYSTEM_PROMPT
@@ -235,7 +236,8 @@ def reprocess(
     per session would cost more than the sessions."""
     from dreamer.engine.jobs import run_session
 
-    rt.index_ready()  # before any cursor is rewound
+    check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before any cursor is rewound
+    rt.index_ready()
     reset_cursors(rt.engine, session_ids)
     done = Progress()
     for session_id in session_ids:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Engine
 
 from dreamer.core.errors import IndexInUse, Retryable
+from dreamer.core.private import private_dir
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine.documents import DocumentedIndex
@@ -106,8 +107,8 @@ class TimeSharedIndex:
         return index
 
     def _try_lock(self) -> bool:
-        self.turn_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.turn_file, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(self.turn_file.parent)
+        fd = os.open(self.turn_file, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -14,6 +14,7 @@ from uuid import UUID
 import qdrant_edge as qe
 
 from dreamer.core.errors import ConfigError, IndexFailure
+from dreamer.core.private import private_dir
 from dreamer.index.contract import SCROLL_PAGE, Hit, IndexPoint, Payload, point_id
 from dreamer.index.edge_shard import LOCK_FILE, lock_folder, open_shard, unlock_folder
 from dreamer.index.points import point_vectors, stored_payload
@@ -92,7 +93,7 @@ class EdgeIndex(QdrantIndex[EdgeOffset]):
             raise ConfigError(
                 f"the index folder {self.path} is a file: move it away (`dreamer reindex` rebuilds the index)"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path)  # 0700: the index holds memory texts
         self._lock_fd: int | None = lock_folder(self.path)
         try:
             self._shard: qe.EdgeShard | None = self._open()

@@ -24,7 +24,7 @@ EDGE_CONFIG_FILE = "edge_config.json"
 
 def lock_folder(path: Path) -> int:
     """Take an exclusive advisory lock on <path>/.lock for the life of the index."""
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

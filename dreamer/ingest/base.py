@@ -8,13 +8,15 @@ import os
 import stat
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from dreamer.core.errors import IngestError, os_reason
+from dreamer.core.days import day_problem
+from dreamer.core.errors import IngestError, json_reason, os_reason
 from dreamer.core.models import ROLES
+from dreamer.core.redact import redact
 from dreamer.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -127,7 +129,7 @@ def iter_json_lines(path: Path, rejections: list[Rejection]) -> Iterator[tuple[i
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            rejections.append(Rejection(where, lineno, f"invalid JSON: {exc.msg} at column {exc.colno}"))
+            rejections.append(Rejection(where, lineno, "invalid JSON: " + json_reason(exc, f"column {exc.colno}")))
             continue
         except RecursionError:
             rejections.append(Rejection(where, lineno, TOO_DEEP))
@@ -287,12 +289,25 @@ def message_size(message: ParsedMessage) -> int:
 
 
 def check_message(message: ParsedMessage, max_message_bytes: int) -> None:
-    """Reject a message with an unknown role or over the size limit."""
+    """Reject a message with an unknown role, over the size limit, or at a time whose day cannot
+    be told in every time zone (`days.day_problem`)."""
     if message.role not in ROLES:
         raise LineRejected(f"unknown role {message.role!r}")
+    if message.created_at is not None and (problem := day_problem(message.created_at)):
+        raise LineRejected(f"its time {problem}")
     size = message_size(message)
     if size > max_message_bytes:
         raise LineRejected(f"message is {size} bytes, over the {max_message_bytes}-byte limit")
+
+
+def redacted(m: ParsedMessage) -> ParsedMessage:
+    """The message as it is stored by default: each secret of its text and of its tool calls'
+    arguments replaced by ``[REDACTED:<kind>]``. Its hash stays that of the message as said, so
+    importing the same transcript again still finds it stored."""
+    calls = m.tool_calls and [
+        {**c, "arguments": redact(c["arguments"])} if isinstance(c.get("arguments"), str) else c for c in m.tool_calls
+    ]
+    return replace(m, content=redact(m.content), tool_calls=calls or m.tool_calls)
 
 
 def session_start(messages: list[ParsedMessage]) -> datetime | None:

@@ -47,10 +47,10 @@ class FileReport:
         return lines
 
 
-def ingest_file(engine: Engine, path: Path, **options: Any) -> FileReport:
+def ingest_file(engine: Engine, path: Path, *, raw: bool = False, **options: Any) -> FileReport:
     """Parse one file (`options` as `plan_file` takes them) and store all its sessions in one
-    transaction."""
-    return _store_file(engine, plan_file(path, **options))
+    transaction (their secrets redacted unless `raw`)."""
+    return _store_file(engine, plan_file(path, **options), raw)
 
 
 @dataclass
@@ -85,17 +85,17 @@ def plan_file(
     return PlannedFile(path, name, parsed, targets)
 
 
-def store_files(engine: Engine, files: Sequence[PlannedFile]) -> list[FileReport]:
+def store_files(engine: Engine, files: Sequence[PlannedFile], *, raw: bool = False) -> list[FileReport]:
     """Store the planned files' sessions, each file in one transaction (a write lock held for one
-    file at a time; storing a file again adds only what it lacks)."""
-    return [_store_file(engine, f) for f in files]
+    file at a time; storing a file again adds only what it lacks); secrets redacted unless `raw`."""
+    return [_store_file(engine, f, raw) for f in files]
 
 
-def _store_file(engine: Engine, f: PlannedFile) -> FileReport:
+def _store_file(engine: Engine, f: PlannedFile, raw: bool) -> FileReport:
     report = FileReport(path=str(f.path), format=f.format, rejections=list(f.parsed.rejections))
     with session_scope(engine) as s:
         for ps, target in zip(f.parsed.sessions, f.targets):
-            result = record_session(s, target, ps.messages)
+            result = record_session(s, target, ps.messages, raw=raw)
             report.sessions.append(result)
             if result.changed:
                 report.rejections.append(Rejection(str(f.path), None, f"session {ps.external_id}: {CHANGED_REASON}"))

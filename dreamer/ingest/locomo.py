@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from dreamer.core.errors import json_reason
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     TOO_DEEP,
@@ -77,7 +78,7 @@ def load_document(data: bytes) -> list[Any]:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LineRejected(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        raise LineRejected("invalid JSON: " + json_reason(exc, f"line {exc.lineno} column {exc.colno}")) from exc
     except RecursionError:
         raise LineRejected(TOO_DEEP) from None
     if isinstance(document, dict):
@@ -164,12 +165,12 @@ def _turns(
     for position, turn in enumerate(turns):
         try:
             message = _turn(turn, speakers)
+            if started is not None:
+                message.created_at = _turn_time(started, position)
             check_message(message, ctx.max_message_bytes)
         except LineRejected as exc:
             ctx.reject(f"{label} turn {position + 1}: {exc}")
             continue
-        if started is not None:
-            message.created_at = _turn_time(started, position)
         messages.append(message)
     return messages
 

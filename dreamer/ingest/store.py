@@ -33,6 +33,7 @@ from dreamer.ingest.base import (
     check_message,
     clean_text,
     identifier_problem,
+    redacted,
 )
 from dreamer.store.db import conflict_insert, is_postgres, session_scope
 
@@ -83,18 +84,20 @@ def record_messages(
     title: str | None = None,
     db_session: DBSession | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    raw: bool = False,
 ) -> RecordResult:
     """Store a session's transcript (the whole of it, as known so far); append only the new tail.
 
     Works inside `db_session` without committing when one is given, else in its own transaction.
     Raises `IngestError` for an invalid message or argument (`TooLarge` for one over the size limit).
+    Messages are stored with their secrets redacted unless `raw` (`DREAMER_STORE_RAW_MESSAGES`).
     """
     parsed = checked_messages(messages, max_message_bytes)
     target = session_target(external_id, user_id, source, agent_id, project, team, mode, title)
     if db_session is not None:
-        return record_session(db_session, target, parsed)
+        return record_session(db_session, target, parsed, raw=raw)
     with session_scope(engine) as s:
-        return record_session(s, target, parsed)
+        return record_session(s, target, parsed, raw=raw)
 
 
 def append_messages(
@@ -110,27 +113,31 @@ def append_messages(
     source: str = "api",
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     db_session: DBSession | None = None,
+    raw: bool = False,
 ) -> RecordResult:
     """Append only the new messages of a live session (created when missing) after its last one.
 
     The live-agent path: unlike `record_messages`, nothing is compared with what is stored, so an
     agent sends each message once. Works inside `db_session` without committing when one is
     given, else in its own transaction. Raises `IngestError` for an invalid message or argument
-    (`TooLarge` for one over the size limit).
+    (`TooLarge` for one over the size limit). Messages are stored with their secrets redacted
+    unless `raw`.
     """
     parsed = checked_messages(messages, max_message_bytes)
     target = session_target(external_id, user_id, source, agent_id, project, team, mode, None)
     hashes = [message_hash(m.role, m.name, m.content, m.tool_call_id) for m in parsed]
     if db_session is not None:
-        return _append_live(db_session, target, parsed, hashes)
+        return _append_live(db_session, target, parsed, hashes, raw)
     with session_scope(engine) as s:
-        return _append_live(s, target, parsed, hashes)
+        return _append_live(s, target, parsed, hashes, raw)
 
 
-def _append_live(s: DBSession, target: SessionTarget, parsed: list[ParsedMessage], hashes: list[str]) -> RecordResult:
+def _append_live(
+    s: DBSession, target: SessionTarget, parsed: list[ParsedMessage], hashes: list[str], raw: bool
+) -> RecordResult:
     row = _session_row(s, target, parsed)
     if parsed:
-        _append(s, row, parsed, hashes)
+        _append(s, row, parsed, hashes, raw)
     return RecordResult(_id_of(row), target.external_id, added=len(parsed), skipped=0)
 
 
@@ -242,7 +249,10 @@ def _required(what: str, value: object) -> str:
 # --- writing ----------------------------------------------------------------------
 
 
-def record_session(s: DBSession, target: SessionTarget, messages: list[ParsedMessage]) -> RecordResult:
+def record_session(
+    s: DBSession, target: SessionTarget, messages: list[ParsedMessage], *, raw: bool = False
+) -> RecordResult:
+    """Store a transcript's messages beyond those stored (their secrets redacted unless `raw`)."""
     row = _session_row(s, target, messages)
     session_id = _id_of(row)
     hashes = [message_hash(m.role, m.name, m.content, m.tool_call_id) for m in messages]
@@ -254,7 +264,7 @@ def record_session(s: DBSession, target: SessionTarget, messages: list[ParsedMes
     if new:
         if row.title is None and target.title:
             row.title = target.title
-        _append(s, row, new, hashes[matched:])
+        _append(s, row, new, hashes[matched:], raw)
     return RecordResult(session_id, target.external_id, added=len(new), skipped=matched)
 
 
@@ -331,13 +341,12 @@ def _stored_prefix(s: DBSession, session_id: int, hashes: list[str]) -> int | No
     return matched
 
 
-def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: list[str]) -> None:
+def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: list[str], raw: bool) -> None:
     now = utcnow()
     first_seq = row.last_seq + 1
     session_id = _id_of(row)
-    rows = [
-        _message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(messages, hashes))
-    ]
+    kept = messages if raw else [redacted(m) for m in messages]
+    rows = [_message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(kept, hashes))]
     for batch in _batches(rows):
         s.exec(insert(Message), params=batch)
     state = advance(MeterState.of(row), ((r["token_count"], r.get("meta")) for r in rows))

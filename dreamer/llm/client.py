@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from dreamer.core.errors import (
     LLMError,
     LLMInvalidOutput,
+    json_reason,
     validation_summary,
 )
 from dreamer.llm.retry import (
@@ -219,7 +220,7 @@ class OpenAILLM:
                 temperature=self.temperature,
             )
         except json.JSONDecodeError as exc:
-            return _Answer(None, f"response body is not JSON ({exc.msg})")
+            return _Answer(None, f"response body is not JSON ({json_reason(exc, f'character {exc.pos}')})")
         except openai.APIResponseValidationError as exc:
             return _Answer(None, f"response body is not a chat completion ({exc.message})")
         if not isinstance(completion, ChatCompletion):

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from fastapi import HTTPException, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dreamer.core.errors import ConfigError
+from dreamer.core.errors import ConfigError, json_reason
 from dreamer.core.scope import Scope
 from dreamer.online.schemas import GrantId
 
@@ -69,7 +69,7 @@ def parse_tokens(raw: str) -> list[Grant]:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"api_tokens is not valid JSON: {exc.msg} at position {exc.pos}") from exc
+        raise ConfigError("api_tokens is not valid JSON: " + json_reason(exc, f"position {exc.pos}")) from exc
     if not isinstance(data, list):
         raise ConfigError("api_tokens must be a JSON list of {token, user_id, agent_id?, team?, role} objects")
     grants = []

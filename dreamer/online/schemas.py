@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 from dreamer.core.consolidate import normalise
+from dreamer.core.days import day_problem
 from dreamer.core.models import KINDS
 from dreamer.core.settings import MAX_RECALL_K
 from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
@@ -43,6 +44,12 @@ def _iso_time(value: Any) -> Any:
     return value
 
 
+def _has_a_day(value: datetime) -> datetime:
+    if problem := day_problem(value):
+        raise ValueError(problem)
+    return value
+
+
 # Free text: NUL characters and unpaired surrogates become U+FFFD, as the store keeps them.
 Text = Annotated[str, BeforeValidator(_clean)]
 ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_clean)]
@@ -50,6 +57,8 @@ ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_c
 Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
 GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
 Time = Annotated[datetime, BeforeValidator(_iso_time)]
+# When a message was said: a time whose day every time zone can tell.
+SaidAt = Annotated[datetime, BeforeValidator(_iso_time), AfterValidator(_has_a_day)]
 
 
 class Strict(BaseModel):
@@ -62,6 +71,7 @@ class MessageIn(Strict):
     name: ShortText | None = None
     tool_call_id: ShortText | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    created_at: SaidAt | None = Field(None, description="when it was said (ISO 8601); default: when it arrives")
 
 
 class AppendIn(Strict):

@@ -64,6 +64,7 @@ def append(
             team=scope.team,
             max_message_bytes=rt.settings.max_message_bytes,
             db_session=s,
+            raw=rt.settings.store_raw_messages,
         )
         meter = meter_in(s, rt.settings, rec.session_id, figure=context_tokens if not messages else None)
     meter.trigger = flush_trigger(meter.tokens, meter.messages_since_flush, meter.cycle_flushed, rt.settings)

@@ -17,6 +17,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import SQLModel, create_engine
 
 from dreamer.core.errors import ConfigError, StoreError
+from dreamer.core.private import private_dir, private_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -45,8 +46,8 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     kwargs: dict[str, Any] = {"echo": echo, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        if parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if parsed.database and not parsed.database.startswith("file:"):
+            _private_database(Path(parsed.database))
     else:
         kwargs["pool_pre_ping"] = True
     try:
@@ -85,6 +86,13 @@ def _parsed_url(url: str) -> URL:
         return make_url(url)
     except ArgumentError as exc:
         raise ConfigError(f"bad database URL: {url!r}") from exc
+
+
+def _private_database(path: Path) -> None:
+    """The SQLite file's folder made 0700 and the file 0600 when they are created, whatever the
+    umask (SQLite gives its journal and WAL files the database file's mode)."""
+    private_dir(path.parent)
+    private_file(path)
 
 
 def in_memory_sqlite(parsed: URL) -> bool:

@@ -220,4 +220,40 @@ plant("mastercard", "chat", "card: {s}", grouped(luhn_card("55", 16, "mc"), "-",
 plant("amex", "tool", '{{"pan": "{s}"}}', luhn_card("37", 15, "amex"))
 plant("discover", "chat", "the discover card is {s}", luhn_card("6011", 16, "disc"))
 
+
+# --- said in prose, and personal numbers ----------------------------------------------------
+def iban(country: str, bban: str) -> str:
+    """A valid IBAN of `country` with `bban`: its two check digits computed (mod 97)."""
+    moved = bban + country + "00"
+    check = 98 - int("".join(str(int(ch, 36)) for ch in moved)) % 97
+    return f"{country}{check:02d}{bban}"
+
+
+PROSE_START = len(P)
+plant("prose_password", "chat", "my password is {s} so keep it safe", "Hn" + rnd("pp1", 8))
+plant("prose_password_for", "chat", "the password for the router is {s}", "Rt" + rnd("pp2", 9) + "!")
+plant("prose_password_word", "chat", "My password is {s}.", "swordfishmarlin")
+plant("prose_password_changed", "chat", "I changed my password to {s} yesterday", "Kt#" + rnd("pp3", 10))
+plant("prose_passphrase", "chat", "passphrase: {s}", "correct horse battery staple")
+plant("prose_passphrase_quoted", "chat", 'the gpg passphrase is "{s}"', "tiny green frogs sing loudly")
+plant("prose_pin", "chat", "my PIN is {s}, don't tell anyone", rnd("pin1", 6, DIGITS))
+plant("prose_pin_alarm", "chat", "The pin for the alarm is {s}.", rnd("pin2", 8, DIGITS))
+plant("prose_ssn", "chat", "my SSN is {s}", "078-05-" + rnd("ssn", 4, "123456789"))
+plant("prose_ssn_spaced", "chat", "Social security number: {s}", "219 09 " + rnd("ssn2", 4, "123456789"))
+plant(
+    "prose_iban",
+    "chat",
+    "send the refund to {s} please",
+    grouped(iban("GB", "WEST" + rnd("ib1", 14, DIGITS)), " ", (4,) * 5 + (2,)),
+)
+plant("prose_iban_compact", "chat", "my IBAN is {s}", iban("DE", rnd("ib2", 18, DIGITS)))
+plant(
+    "prose_phone",
+    "chat",
+    "my phone number is {s}",
+    "+47 9" + rnd("ph1", 2, DIGITS) + " " + rnd("ph2", 2, DIGITS) + " " + rnd("ph3", 3, DIGITS),
+)
+plant("prose_phone_call", "chat", "call me at {s} after six", "(415) 555-" + rnd("ph4", 4, DIGITS))
+
 PLANTED: tuple[Planted, ...] = tuple(P)
+PROSE: tuple[Planted, ...] = tuple(P[PROSE_START:])

@@ -13,17 +13,20 @@ import pytest
 from dreamkit import is_judgement, judge_reply
 from sqlmodel import select
 
-from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent
+from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message
+from dreamer.core.scope import Scope
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.outbox import CHECKED_FIELDS
 from dreamer.ingest.claude_code import TOOL_INPUT_CHARS
 from dreamer.ingest.files import ingest_file
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.online.flush import flush_session
+from dreamer.online.recall import context
 from dreamer.store.db import session_scope
 
 from . import kit
-from .secret_corpus import PLANTED, Planted, rnd
+from .secret_corpus import PLANTED, PROSE, Planted, rnd
 
 pytestmark = pytest.mark.reliability
 
@@ -234,3 +237,65 @@ def _formatted(record: logging.LogRecord) -> str:
     if record.exc_info:
         text += "\n" + logging.Formatter().formatException(record.exc_info)
     return text
+
+
+def gullible(body: dict) -> Reply:
+    """A model that keeps every line: each becomes a memory (extraction) or a daily note (flush)."""
+    if "daily notes" not in body["messages"][0]["content"]:
+        return echo_model(body)
+    notes = []
+    for raw in body["messages"][1]["content"].splitlines():
+        m = LINE.match(raw)
+        if m and not m.group(2) and m.group(3).startswith("I prefer"):
+            notes.append({"text": m.group(3)[:590], "seqs": [int(m.group(1))]})
+    return Reply.json({"notes": notes})
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["stored redacted", "stored raw"])
+def test_no_prose_secret_leaves(raw, settings, sqlite_engine, server, tmp_path, figures):
+    """Passwords, passphrases and PINs said in prose, social security numbers, IBANs and phone
+    numbers: none reaches the stored messages (unless kept raw on purpose), a memory, USER.md,
+    DREAMS.md, the daily note, the index, the context block or what `dreamer flush` answers."""
+    server.set_script(gullible)
+    st = settings.model_copy(
+        update={"min_rounds": 1, "entries_per_session": 200, "flush_max_notes": 50, "store_raw_messages": raw}
+    )
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path)
+    try:
+        rec = record_messages(rt.engine, "prose", chat_messages(list(PROSE)), user_id="alice", raw=raw)
+        while dream_pass(rt).sessions:
+            pass
+        flushed = flush_session(rt, rec.session_id)
+        block = context(rt, Scope("alice"), budget_tokens=10_000)
+        surfaces = {
+            "memories": json.dumps([m.text for m in kit.memories(rt.engine)]),
+            "markdown": "\n".join(p.read_text(encoding="utf-8") for p in rt.settings.workspace_dir.rglob("*.md")),
+            "index payload": json.dumps(rt.index.payloads(CHECKED_FIELDS)),
+            "context block": block.text,
+            "flush output": json.dumps(flushed.as_json()),
+            "requests": json.dumps([r["body"] for r in server.requests]),
+        }
+        if not raw:
+            surfaces["messages"] = json.dumps(_stored_messages(rt.engine))
+        files = sorted(p.name for p in rt.settings.workspace_dir.rglob("*.md"))
+    finally:
+        rt.close()
+    leaks = {name: leaked(PROSE, text) for name, text in surfaces.items()}
+    every = set().union(*leaks.values())
+    figures(
+        f"prose secrets ({'stored raw' if raw else 'stored redacted'}): planted / leaked",
+        f"{len(PROSE)} / {len(every)}",
+        ", ".join(f"{k}: {len(v)}" for k, v in leaks.items()),
+    )
+    assert len(PROSE) == 14
+    assert every == set(), leaks
+    assert {"USER.md", "DREAMS.md", f"{flushed.day}.md"} <= set(files)
+    assert flushed.status == "flushed" and len(flushed.notes) == 14
+    assert block.text.count("[REDACTED:") >= 1
+    for kind in ("password", "passphrase", "pin", "ssn", "iban", "phone"):
+        assert f"[REDACTED:{kind}]" in surfaces["memories"], kind
+
+
+def _stored_messages(engine) -> list[str]:
+    with session_scope(engine) as s:
+        return [f"{m.content} {m.tool_calls}" for m in s.exec(select(Message)).all()]
