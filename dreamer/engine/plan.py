@@ -4,7 +4,7 @@ owner's scope (and the candidates before it), the ambiguous pairs judged in one 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -177,3 +177,36 @@ def _judge(llm: LLM | None, planned: list[Planned], texts: dict[str, str]) -> No
     result, _ = llm.complete_json(system=JUDGE_SYSTEM, user=req.prompt(), schema=Judgements, name="judgements")
     for p, verdict in zip(pending, verdicts_by_pair(result, len(pending))):
         p.decision = resolve(p.decision, verdict)
+
+
+# --------------------------------------------------------------------------- a group planned as one
+
+
+def plan_group(rt: Runtime, works: list[Work], candidates: list[list[Candidate]], llm: LLM | None) -> list[Planned]:
+    """Consecutive sessions of one owner planned as one batch: each candidate against the stored
+    memories and the candidates of the sessions before it, the ambiguous pairs of all of them
+    judged in one call. A decision about an earlier candidate names it ``pending:<n>``, its place
+    in the batch; `session_plan` takes one session's part once the sessions before it are applied."""
+    sess = works[0].session
+    flat = [c for found in candidates for c in found]
+    return plan_candidates(rt, owner_scope(sess), sess.user_id, flat, llm, exact=True)
+
+
+def session_plan(batch: list[Planned], start: int, end: int) -> list[Planned]:
+    """The plans `start`..`end` of a group's batch as one session's plan, made in place: a pending
+    target within them renumbered from `start`, one before them the memory it became when applied
+    (a rejected or dropped one: the candidate is added instead). Applying it sets the batch's
+    `memory_id`s that the later sessions' plans refer to."""
+    part = batch[start:end]
+    for p in part:
+        target = p.decision.target
+        if target is None or not target.startswith("pending:"):
+            continue
+        j = int(target.split(":")[1])
+        target = f"pending:{j - start}" if j >= start else batch[j].memory_id
+        p.decision = (
+            replace(p.decision, target=target)
+            if target is not None
+            else Decision("add", reason=f"{p.decision.reason}; what it matched was not applied")
+        )
+    return part
