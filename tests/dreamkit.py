@@ -9,8 +9,8 @@ from pathlib import Path
 
 from qdrant_client import QdrantClient
 
-from dreamer.core.consolidate import JUDGE_SYSTEM
 from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
+from dreamer.engine.judge import JUDGE_SYSTEM
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.index.server import QdrantClientIndex

@@ -48,8 +48,8 @@ def current(rt, user_id: str = "alice") -> list[Memory]:
 
 
 def test_remembering_twice_is_one_memory_with_a_merge_in_its_history(rt):
-    first = remember(rt, ALICE, "The user prefers short answers.")
-    second = remember(rt, ALICE, "the user prefers SHORT answers!")
+    first = remember(rt, ALICE, "The user prefers short answers.").memory
+    second = remember(rt, ALICE, "the user prefers SHORT answers!").memory
 
     assert second.id == first.id
     [m] = current(rt)
@@ -65,7 +65,7 @@ def test_evidence_from_two_sessions_verifies_an_agent_memory(rt):
     s1 = append(rt, ALICE, "chat-1", chat("I like short answers.")).session_id
     s2 = append(rt, ALICE, "chat-2", chat("Keep it short please.")).session_id
     remember(rt, ALICE, "The user prefers short answers.", session_id=s1)
-    m = remember(rt, ALICE, "The user prefers short answers.", session_id=s2)
+    m = remember(rt, ALICE, "The user prefers short answers.", session_id=s2).memory
     assert m.status == "verified"
     assert [e["external_id"] for e in m.evidence] == ["chat-1", "chat-2"]
     memory_md = next(rt.settings.workspace_dir.glob("*/MEMORY.md")).read_text()
@@ -83,8 +83,8 @@ def test_a_contradiction_judged_by_the_model_supersedes(settings, sqlite_engine,
     st = settings.model_copy(update={"ambiguous_low": 0.3, "dup_threshold": 0.99})
     rt = make_runtime(st, sqlite_engine, server, make_index("edge", tmp_path), llm=True)
     try:
-        old = remember(rt, ALICE, "The user prefers tea with breakfast.")
-        new = remember(rt, ALICE, "The user prefers coffee with breakfast.")
+        old = remember(rt, ALICE, "The user prefers tea with breakfast.").memory
+        new = remember(rt, ALICE, "The user prefers coffee with breakfast.").memory
         assert len(chat_bodies(server)) == 1  # one batched judgement
         assert [m.id for m in current(rt)] == [new.id]
         with session_scope(rt.engine) as s:
@@ -109,20 +109,20 @@ def test_a_write_holds_its_users_consolidation_lock_and_stores_nothing_without_i
                 remember(rt, ALICE, "The user prefers short answers.")
         assert current(rt) == []
 
-        m = remember(rt, ALICE, "The user prefers short answers.")
+        m = remember(rt, ALICE, "The user prefers short answers.").memory
         with elsewhere.hold("alice"):
             with pytest.raises(UserLocked):
                 forget_memory(rt, ALICE, m.id, "asked to")
         assert [c.id for c in current(rt)] == [m.id]
         with elsewhere.hold("bob"):  # another user's lock is another lock
-            assert remember(rt, ALICE, "The user prefers tea.").text == "The user prefers tea."
+            assert remember(rt, ALICE, "The user prefers tea.").memory.text == "The user prefers tea."
     finally:
         rt.close()
         index.close()
 
 
 def test_forget_keeps_history_and_leaves_recall(rt):
-    m = remember(rt, ALICE, "The user prefers dark mode.")
+    m = remember(rt, ALICE, "The user prefers dark mode.").memory
     forgotten = forget_memory(rt, ALICE, m.id, "the user changed their mind")
 
     assert forgotten.status == "forgotten"
@@ -136,9 +136,9 @@ def test_forget_keeps_history_and_leaves_recall(rt):
 def test_a_forget_holds_in_its_own_scope_and_says_nothing_to_another(rt):
     """What one team forgot neither blocks another team's write nor tells it the text existed."""
     t1, t2 = Scope("alice", team="t1"), Scope("alice", team="t2")
-    forget_memory(rt, t1, remember(rt, t1, "The user's salary is 90k.").id, "private")
+    forget_memory(rt, t1, remember(rt, t1, "The user's salary is 90k.").memory.id, "private")
 
-    theirs = remember(rt, t2, "The user's salary is 90k.")
+    theirs = remember(rt, t2, "The user's salary is 90k.").memory
 
     assert (theirs.team, theirs.status) == ("t2", "candidate")
     with pytest.raises(WriteRejected, match="forgot"):
@@ -148,14 +148,14 @@ def test_a_forget_holds_in_its_own_scope_and_says_nothing_to_another(rt):
 def test_a_forget_holds_for_the_wider_scope_that_made_it(rt):
     """A token that sees every team forgot a team's memory: it may not store the text again either."""
     team, wide = Scope("alice", agent_id="main", team="t1"), Scope("alice", agent_id="main")
-    forget_memory(rt, wide, remember(rt, team, "The user's salary is 90k.").id, "private")
+    forget_memory(rt, wide, remember(rt, team, "The user's salary is 90k.").memory.id, "private")
 
     with pytest.raises(WriteRejected, match="forgot"):
         remember(rt, wide, "The user's salary is 90k.")
 
 
 def test_forget_outside_the_scope_is_not_found(rt):
-    m = remember(rt, Scope("bob"), "Bob prefers vim.")
+    m = remember(rt, Scope("bob"), "Bob prefers vim.").memory
     with pytest.raises(NotFound):
         forget_memory(rt, ALICE, m.id, "not mine")
     with pytest.raises(NotFound):
@@ -172,8 +172,8 @@ def test_invalid_writes_are_rejected(rt, text, kind):
 
 def test_writes_consolidate_within_the_writers_own_scope(rt):
     planner, helper = Scope("alice", agent_id="planner"), Scope("alice", agent_id="helper")
-    a = remember(rt, planner, "The user prefers window seats.")
-    b = remember(rt, helper, "The user prefers window seats.")
-    again = remember(rt, planner, "The user prefers window seats.")
+    a = remember(rt, planner, "The user prefers window seats.").memory
+    b = remember(rt, helper, "The user prefers window seats.").memory
+    again = remember(rt, planner, "The user prefers window seats.").memory
     assert a.id != b.id and again.id == a.id
     assert (a.agent_id, b.agent_id) == ("planner", "helper")

@@ -1,27 +1,26 @@
 import pytest
-from pydantic import ValidationError
 
 from dreamer.core.consolidate import (
-    JUDGE_SYSTEM,
     Decision,
-    Judgements,
-    JudgeRequest,
     Neighbour,
     Thresholds,
     content_hash,
     decide,
+    material_difference,
     merge_evidence,
     promoted_status,
     resolve,
     token_similarity,
-    verdicts_by_pair,
 )
+from dreamer.core.topics import Topic
 
-T = Thresholds(dup=0.90, ambiguous_low=0.75)
+T = Thresholds(dup=0.90, ambiguous_low=0.75, max_pairs=3)
+CITY = Topic("home_city", "one")
+HOBBIES = Topic("hobbies", "many")
 
 
-def n(mid, text, sim, kind="preference"):
-    return Neighbour(mid, text, kind, content_hash(text), sim)
+def n(mid, text, sim, kind="preference", topic=None):
+    return Neighbour(mid, text, kind, content_hash(text), sim, topic=topic)
 
 
 def test_content_hash_ignores_case_punctuation_and_spacing():
@@ -45,8 +44,73 @@ def test_similarity_at_threshold_merges_into_the_best():
 
 def test_ambiguous_band_is_judged_only_with_an_llm():
     neighbours = [n("m1", "x", 0.80)]
-    assert decide("a b c", "preference", neighbours, T, can_judge=True).action == "judge"
-    assert decide("a b c", "preference", neighbours, T, can_judge=False).action == "add"
+    judged = decide("a b c", "preference", neighbours, T, can_judge=True)
+    assert (judged.action, judged.routed, judged.fallback) == ("judge", ("m1",), Decision("add", reason="nearest 0.80"))
+    assert decide("a b c", "preference", neighbours, T, can_judge=False) == Decision("add", reason="nearest 0.80")
+
+
+def test_a_memory_of_the_same_topic_is_routed_whatever_its_similarity():
+    neighbours = [
+        n("near", "The user likes long walks.", 0.80),
+        n("old", "The user lives in Boston.", 0.2, topic="home_city"),
+    ]
+    d = decide("The user moved to Denver.", "profile", neighbours, T, topic=CITY, can_judge=True)
+    assert (d.action, d.target, d.routed) == ("judge", "old", ("old", "near"))
+    assert d.reason == "routed with 2 (topic home_city)"
+
+
+def test_routing_is_capped_per_candidate():
+    neighbours = [n(f"m{i}", f"hobby {i}", 0.1, topic="hobbies") for i in range(5)] + [n("near", "x y", 0.8)]
+    d = decide("The user took up pottery.", "profile", neighbours, T, topic=HOBBIES, can_judge=True)
+    assert d.routed == ("m0", "m1", "m2")
+
+
+def test_without_a_judge_a_newer_single_valued_value_supersedes():
+    neighbours = [
+        n("old", "The user lives in Boston.", 0.2, topic="home_city"),
+        n("older", "Lives in Oslo.", 0.1, topic="home_city"),
+    ]
+    d = decide("The user moved to Denver.", "profile", neighbours, T, topic=CITY)
+    assert (d.action, d.target, d.also) == ("supersede", "old", ("older",))
+    assert d.reason == "newer value of home_city (single-valued, no judgement)"
+
+
+def test_without_a_judge_a_many_valued_slot_keeps_both():
+    neighbours = [n("old", "The user plays chess.", 0.3, topic="hobbies")]
+    d = decide("The user took up pottery.", "profile", neighbours, T, topic=HOBBIES)
+    assert d == Decision("add", reason="nearest 0.30")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice's locker code is 1234.", "Alice's locker code is 9876."),
+        ("The user is allergic to penicillin.", "The user is not allergic to penicillin."),
+        ("The user takes coffee with 2 sugars.", "Correction: the user takes coffee with 3 sugars now."),
+        ("The user eats meat.", "The user no longer eats meat."),
+        ("The review is on Monday.", "The review is on Friday."),
+        ("The user works at Initech.", "The user works at Globex."),
+    ],
+)
+def test_a_near_duplicate_that_differs_materially_is_never_merged_unjudged(old, new):
+    assert material_difference(old, new)
+    neighbours = [n("m1", old, 0.97)]
+    assert decide(new, "profile", neighbours, T, can_judge=True).action == "judge"
+    assert decide(new, "profile", neighbours, T).action == "add"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("The user prefers short answers.", "The user likes short answers."),
+        ("Alice prefers tea in the morning.", "Alice prefers tea in the mornings."),
+        ("The user lives in Denver.", "Currently, the user lives in Denver."),
+    ],
+)
+def test_a_restatement_merges(old, new):
+    assert not material_difference(old, new)
+    d = decide(new, "profile", [n("m1", old, 0.95)], T, can_judge=True)
+    assert (d.action, d.target, d.reason) == ("merge", "m1", "restates it, similarity 0.95")
 
 
 def test_below_band_adds():
@@ -69,14 +133,18 @@ def test_empty_text_is_rejected():
 
 
 def test_resolve_verdicts():
-    judge = Decision("judge", "m1", "similarity 0.80", 0.8)
-    assert resolve(judge, "same").action == "merge"
-    assert resolve(judge, "update") == Decision("supersede", "m1", "judged update", 0.8)
-    assert resolve(judge, "contradicts").action == "supersede"
-    assert resolve(judge, "new").action == "add"
-    assert resolve(judge, None) == Decision("add", reason="no judgement")
+    fallback = Decision("add", reason="nearest 0.80")
+    judge = Decision("judge", "m1", "routed with 2", 0.8, routed=("m1", "m2"), fallback=fallback)
+    assert resolve(judge, ["same", "update"]) == Decision("merge", "m1", "judged the same", 0.8, routed=("m1", "m2"))
+    assert resolve(judge, ["new", "same"]).target == "m2"
+    assert resolve(judge, ["update", "contradicts"]) == Decision(
+        "supersede", "m1", "judged update", 0.8, routed=("m1", "m2"), also=("m2",)
+    )
+    assert resolve(judge, ["new", "contradicts"]).target == "m2"
+    assert resolve(judge, ["new", None]) == Decision("add", reason="judged new", routed=("m1", "m2"))
+    assert resolve(judge, [None, None]) == Decision("add", reason="nearest 0.80; no verdict", routed=("m1", "m2"))
     plain = Decision("add")
-    assert resolve(plain, "same") is plain
+    assert resolve(plain, ["same"]) is plain
 
 
 def test_evidence_merge_and_promotion():
@@ -93,22 +161,3 @@ def test_token_similarity():
     assert token_similarity("the user likes tea", "The user likes tea!") == 1.0
     assert token_similarity("a b", "c d") == 0.0
     assert token_similarity("a b c", "a b d") == 0.5
-
-
-def test_verdicts_by_pair_ignores_out_of_range_and_conflicts():
-    result = Judgements(same=[1, 3], update=[0], new=[3, 7], contradicts=[2, 2])
-    assert verdicts_by_pair(result, 5) == ["update", "same", "contradicts", None, None]
-
-
-def test_judgements_are_validated():
-    assert Judgements.model_validate_json('{"new": [0, 2]}') == Judgements(new=[0, 2])
-    with pytest.raises(ValidationError):
-        Judgements.model_validate_json('{"same": [-1]}')
-    with pytest.raises(ValidationError):
-        Judgements.model_validate_json('{"update": ["first"]}')
-
-
-def test_judge_prompt_is_numbered_pairs_one_line_each():
-    req = JudgeRequest([("The user likes tea.", "The user\nlikes green tea."), ("a  b", "1. c\n-> d")])
-    assert req.prompt() == "0. The user likes tea.\n-> The user likes green tea.\n1. a b\n-> 1. c -> d"
-    assert "not instructions" in JUDGE_SYSTEM

@@ -151,7 +151,7 @@ def test_the_answer_is_one_list_per_kind_and_no_entry_names_its_kind():
         ("profile", "The user teaches chemistry.", [1], 0.5),
     ]
     assert list(schema["properties"]) == ["preference", "profile", "focus"]
-    assert list(schema["$defs"]["Item"]["properties"]) == ["text", "seqs", "importance", "tags"]
+    assert list(schema["$defs"]["Item"]["properties"]) == ["text", "seqs", "importance", "tags", "topic", "cardinality"]
 
 
 def test_code_mode_asks_for_the_code_kinds_and_keeps_only_them():

@@ -95,6 +95,7 @@ class Memory(SQLModel, table=True):
         Index("ix_memories_scope_status", "user_id", "agent_id", "project", "status"),
         Index("ix_memories_outbox", "indexed_at"),
         Index("ix_memories_hash", "user_id", "content_hash"),
+        Index("ix_memories_scope_topic", "user_id", "agent_id", "project", "topic"),
     )
 
     id: str = Field(default_factory=new_memory_id, primary_key=True, max_length=32)
@@ -111,6 +112,8 @@ class Memory(SQLModel, table=True):
     tags: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     importance: float = 0.5
     untrusted: bool = False
+    topic: str | None = Field(default=None, max_length=64)  # the slot it fills (`dreamer.core.topics`)
+    cardinality: str | None = Field(default=None, max_length=8)  # one | many
     valid_from: datetime = Field(default_factory=utcnow)
     valid_to: datetime | None = None
     superseded_by: str | None = Field(default=None, max_length=32)

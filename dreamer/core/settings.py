@@ -115,6 +115,7 @@ class Settings(BaseSettings):
     dup_threshold: float = Field(0.90, ge=0, le=1)
     ambiguous_low: float = Field(0.75, ge=0, le=1)  # at most dup_threshold (_not_above_dup_threshold)
     neighbours: int = Field(5, ge=1, le=1000)
+    route_max_pairs: int = Field(3, ge=1, le=50)  # judge pairs per candidate at most
 
     # --- recall and context ---------------------------------------------------
     dense_weight: float = Field(0.7, ge=0)

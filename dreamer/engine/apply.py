@@ -64,6 +64,7 @@ class _Change:
     target: str
     evidence: list[Evidence]
     new_id: str | None  # the memory superseding the target; None for a merge
+    routed: list[str]  # the memories it was routed to the judge with
 
 
 def apply_all(
@@ -88,22 +89,24 @@ def apply_all(
     superseded: set[str] = set()  # no longer current once this batch is applied
     for p, ev in zip(planned, evidence):
         outcome, target = _resolve(p, planned, stored, superseded)
+        routed = _routed(p, planned)
         if outcome in ("added", "superseded"):
             row = _memory_row(p, owner, source=source, evidence=ev, now=now)
             rows.append(row)
+            data = {"evidence": ev, "routed": routed}
             events.append(
-                cabinet.event_row(
-                    row["id"], "add", reason=p.decision.reason, run_id=run_id, data={"evidence": ev}, now=now
-                )
+                cabinet.event_row(row["id"], "add", reason=p.decision.reason, run_id=run_id, data=data, now=now)
             )
             p.memory_id = row["id"]
         elif outcome == "merged":
             p.memory_id = target
         if outcome == "superseded" and target is not None:
-            superseded.add(target)
-            changes.append(_Change(p, target, ev, new_id=p.memory_id))
+            also = [t for t in (_target(a, planned, stored) for a in p.decision.also) if t and t not in superseded]
+            for old in dict.fromkeys([target, *also]):
+                superseded.add(old)
+                changes.append(_Change(p, old, ev, new_id=p.memory_id, routed=routed))
         elif outcome == "merged" and target is not None:
-            changes.append(_Change(p, target, ev, new_id=None))
+            changes.append(_Change(p, target, ev, new_id=None, routed=routed))
         outcomes.append(outcome)
     cabinet.insert_memories(s, rows, events)
     _merge_and_supersede(s, changes, stored, run_id=run_id, now=now)
@@ -124,6 +127,8 @@ def _memory_row(p: Planned, owner: Scope, *, source: str, evidence: list[Evidenc
         importance=p.candidate.importance,
         tags=p.candidate.tags,
         untrusted=p.candidate.untrusted,
+        topic=p.topic.key if p.topic else None,
+        cardinality=p.topic.cardinality if p.topic else None,
         now=now,
     )
 
@@ -136,20 +141,21 @@ def _merge_and_supersede(
         m = stored.get(c.target) or s.get_one(Memory, c.target)  # else added earlier in this batch
         reason = c.planned.decision.reason
         if c.new_id is None:
+            importance = c.planned.candidate.importance
+            data = {"routed": c.routed}
             cabinet.merge_into(
-                s, m, c.evidence, run_id=run_id, reason=reason, importance=c.planned.candidate.importance, now=now
+                s, m, c.evidence, run_id=run_id, reason=reason, importance=importance, now=now, data=data
             )
         else:
-            cabinet.supersede(s, m, c.new_id, run_id=run_id, reason=reason, now=now)
+            cabinet.supersede(s, m, c.new_id, run_id=run_id, reason=reason, now=now, data={"routed": c.routed})
 
 
 def _lock_targets(s: DBSession, planned: list[Planned]) -> list[Memory]:
     """Load and row-lock the stored memories the batch may merge into or supersede, in id order
     (two workers locking the same rows cannot deadlock): another worker's merge into the same
     memory waits for this transaction instead of overwriting its evidence."""
-    ids = sorted(
-        {p.decision.target for p in planned if p.decision.target and not p.decision.target.startswith("pending:")}
-    )
+    named = {t for p in planned for t in (p.decision.target, *p.decision.also) if t}
+    ids = sorted(t for t in named if not t.startswith("pending:"))
     if not ids:
         return []
     return list(s.exec(select(Memory).where(col(Memory.id).in_(ids)).order_by(col(Memory.id)).with_for_update()).all())
@@ -172,6 +178,13 @@ def _resolve(
     if d.action == "supersede" and target is not None:
         return "superseded", target
     return "added", None
+
+
+def _routed(p: Planned, planned: list[Planned]) -> list[str]:
+    """The ids of the memories `p` was routed to the judge with (a candidate of the batch by the
+    memory it became)."""
+    ids = (planned[int(t.split(":")[1])].memory_id if t.startswith("pending:") else t for t in p.decision.routed)
+    return [i for i in ids if i]
 
 
 def _target(target: str | None, planned: list[Planned], stored: dict[str, Memory]) -> str | None:

@@ -15,6 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from dreamer.core.consolidate import content_hash
 from dreamer.core.models import AGENT_KINDS, CODE_KINDS
+from dreamer.core.topics import Cardinality, normalise_topic
 from dreamer.engine.transcript import Chunk, render_transcript
 from dreamer.llm.cards import render_card
 from dreamer.llm.client import LLM, Usage
@@ -36,6 +37,15 @@ class Item(BaseModel):
     seqs: list[int] = Field(default_factory=list, description="the [n] of the new lines it rests on")
     importance: float = Field(0.5, ge=0.0, le=1.0, description="by the rubric above")
     tags: list[str] = Field(default_factory=list, max_length=8, description="at most 8 short words to file it under")
+    topic: Annotated[str | None, AfterValidator(normalise_topic)] = Field(
+        default=None,
+        description="the slot this fact fills, a short snake_case key that stays the same when the value "
+        "changes: home_city, employer, job_title, diet, editor, note_app, deadline:<thing>, "
+        "favourite_<thing>; null if no slot fits",
+    )
+    cardinality: Cardinality | None = Field(
+        default=None, description="one: the slot holds a single current value; many: its values accumulate (hobbies)"
+    )
 
 
 Basis = Literal["observed", "confirmed", "inferred"]

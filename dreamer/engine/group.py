@@ -14,6 +14,7 @@ from dreamer.engine.apply import apply_session
 from dreamer.engine.extract import Candidate, Extractor
 from dreamer.engine.extract_group import STOPS, Capped, Cut, Extracted, extract_group
 from dreamer.engine.failures import TimedOut, counts_as_its_own, record_failure
+from dreamer.engine.judge import LLMJudge
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import Pace, lease_lost
 from dreamer.engine.plan import plan_group, plan_session, session_plan
@@ -95,7 +96,7 @@ def _finish_session(
         with rt.user_locks.hold(sess.user_id) as lock:
             try:
                 _still_held(held)
-                planned = plan_session(rt, work, candidates, llm)
+                planned = plan_session(rt, work, candidates, LLMJudge(llm) if llm is not None else None)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
             except (LeaseLost, LLMError) as exc:
                 _failed(rt, sess, exc, run, tally, llm)
@@ -177,7 +178,7 @@ def _plan_and_apply(
         else:
             live.append((work, found))
     try:
-        batch = plan_group(rt, [w for w, _ in live], [f[0] for _, f in live], llm)
+        batch = plan_group(rt, [w for w, _ in live], [f[0] for _, f in live], LLMJudge(llm))
         lock.confirm()  # a lock that ran out while planning may have let another writer in
     except LLMError as exc:
         for work, _ in live:

@@ -44,6 +44,7 @@ OUTBOX_COLUMNS = (  # what indexing a memory reads
     col(Memory.text),
     col(Memory.content_hash),
     col(Memory.importance),
+    col(Memory.topic),
     col(Memory.created_at),
     col(Memory.valid_from),
     col(Memory.updated_at),
@@ -63,6 +64,7 @@ def payload_for(m: Memory | Row[*tuple[Any, ...]]) -> Payload:
         "text": m.text,
         "content_hash": m.content_hash,
         "importance": m.importance,
+        "topic": m.topic,
         "created_at": m.created_at.timestamp(),
         "valid_from": m.valid_from.timestamp(),
     }

@@ -4,36 +4,33 @@ owner's scope (and the candidates before it), the ambiguous pairs judged in one 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
 from typing import Any
 
 import numpy as np
-from sqlmodel import col, select
 
 from dreamer.core.consolidate import (
-    JUDGE_SYSTEM,
     Decision,
-    Judgements,
-    JudgeRequest,
     Neighbour,
     Thresholds,
     content_hash,
     decide,
     resolve,
     token_similarity,
-    verdicts_by_pair,
 )
-from dreamer.core.models import Memory, Session
+from dreamer.core.models import Session
 from dreamer.core.scope import Scope
+from dreamer.core.topics import Topic, infer_topic, topic_of
 from dreamer.engine.extract import Candidate
+from dreamer.engine.judge import Judge, JudgePair, Statement
 from dreamer.engine.load import Work
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import SearchFilter
-from dreamer.llm.client import LLM
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 
-NEIGHBOUR_FIELDS = ("text", "kind", "status", "content_hash")  # what a neighbour search reads
+NEIGHBOUR_FIELDS = ("text", "kind", "status", "content_hash", "topic", "valid_from")  # what a neighbour search reads
 
 Vector = list[float]
 
@@ -45,6 +42,9 @@ class Planned:
     candidate: Candidate
     decision: Decision
     memory_id: str | None = None  # the memory this candidate added or merged into, once applied
+    topic: Topic | None = None  # the slot it fills, as stated or inferred from its phrasing
+    said: date | None = None  # the day it was stated, when known
+    seen: dict[str, Neighbour] = field(default_factory=dict)  # the neighbours it was decided against
 
 
 def owner_scope(sess: Session) -> Scope:
@@ -52,10 +52,12 @@ def owner_scope(sess: Session) -> Scope:
     return Scope(user_id=sess.user_id, agent_id=sess.agent_id, project=sess.project, team=sess.team)
 
 
-def plan_session(rt: Runtime, work: Work, candidates: list[Candidate], llm: LLM | None) -> list[Planned]:
+def plan_session(rt: Runtime, work: Work, candidates: list[Candidate], judge: Judge | None) -> list[Planned]:
     """A session's candidates planned against memories owned by exactly its scope."""
     sess = work.session
-    return plan_candidates(rt, owner_scope(sess), sess.user_id, candidates, llm, exact=True)
+    days = _days(work)
+    said = [_said(c, days) for c in candidates]
+    return plan_candidates(rt, owner_scope(sess), sess.user_id, candidates, judge, exact=True, said=said)
 
 
 def plan_candidates(
@@ -63,11 +65,14 @@ def plan_candidates(
     scope: Scope,
     user_id: str,
     candidates: list[Candidate],
-    llm: LLM | None,
+    judge: Judge | None,
     *,
     exact: bool = False,
+    said: Sequence[date | None] | None = None,
 ) -> list[Planned]:
-    """Decide each candidate against its nearest current neighbours in `scope` (judged in one batch).
+    """Decide each candidate against its current neighbours in `scope`: its nearest ones and
+    every one filling the same slot (the routed pairs judged in one batch). `said`: the day
+    each candidate was stated, shown to the judge.
 
     With `exact`, a neighbour must be owned by exactly `scope` (None there means no agent,
     project or team, not any): a session never merges into or supersedes another scope's memory.
@@ -75,28 +80,70 @@ def plan_candidates(
     if not candidates:
         return []
     st = rt.settings
-    embedder = rt.embedder
-    vectors: Sequence[Vector | None] = (
-        embedder.embed([c.text for c in candidates]) if embedder is not None else [None] * len(candidates)
-    )
+    texts = [c.text for c in candidates]
+    vectors: Sequence[Vector | None] = rt.embedder.embed(texts) if rt.embedder is not None else [None] * len(candidates)
     hashes = [content_hash(c.text) for c in candidates]
+    topics = [candidate_topic(c) for c in candidates]
+    owner = scope if exact else None
     with session_scope(rt.engine) as s:
-        known = cabinet.known_hashes(s, user_id, hashes, owner=scope if exact else None)
-    thresholds = Thresholds(dup=st.dup_threshold, ambiguous_low=st.ambiguous_low)
+        known = cabinet.known_hashes(s, user_id, hashes, owner=owner)
+        slots = cabinet.current_by_topic(s, user_id, {t.key for t in topics if t}, owner=owner)
+    thresholds = Thresholds(st.dup_threshold, st.ambiguous_low, st.route_max_pairs)
     sims = _similarities(vectors)
     planned: list[Planned] = []
-    found = find_neighbours(rt, scope, [c.text for c in candidates], vectors, exact=exact)
-    for cand, digest, stored in zip(candidates, hashes, found):
-        neighbours = stored + _pending(planned, cand, sims, hashes)
-        if digest in known.current:
-            m = known.current[digest]
-            neighbours.append(Neighbour(m.id, m.text, m.kind, m.content_hash, 1.0, m.status))
+    found = find_neighbours(rt, scope, texts, vectors, exact=exact)
+    days = list(said) if said is not None else [None] * len(candidates)
+    for cand, digest, stored, topic, day in zip(candidates, hashes, found, topics, days):
+        same_slot = [_known(m, 0.0) for m in slots.get(topic.key, [])] if topic else []
+        same_text = [_known(known.current[digest], 1.0)] if digest in known.current else []
+        neighbours = _union(stored, same_slot) + _pending(planned, cand, sims, hashes) + same_text
+        can_judge = judge is not None
         d = decide(
-            cand.text, cand.kind, neighbours, thresholds, forgotten_hashes=known.forgotten, can_judge=llm is not None
+            cand.text,
+            cand.kind,
+            neighbours,
+            thresholds,
+            topic=topic,
+            forgotten_hashes=known.forgotten,
+            can_judge=can_judge,
         )
-        planned.append(Planned(cand, d))
-    _judge(llm, planned, _texts(rt, planned))
+        planned.append(Planned(cand, d, topic=topic, said=day, seen={n.memory_id: n for n in neighbours}))
+    _judge(judge, planned)
     return planned
+
+
+def candidate_topic(cand: Candidate) -> Topic | None:
+    """The slot a candidate fills: as the extractor stated it, else as its phrasing makes clear."""
+    return topic_of(cand.topic, cand.cardinality) or infer_topic(cand.text, cand.kind)
+
+
+def _said(cand: Candidate, days: dict[int, date]) -> date | None:
+    """The day a candidate was stated: the latest of the lines it rests on."""
+    return max((days[q] for q in cand.seqs if q in days), default=None)
+
+
+def _days(work: Work) -> dict[int, date]:
+    """The day each line of the session was said on (a line without one: the day of the line before)."""
+    out: dict[int, date] = {}
+    day = None
+    for line in work.lines:
+        day = line.day or day
+        if day is not None:
+            out[line.seq] = day
+    return out
+
+
+def _known(m: cabinet.KnownMemory, similarity: float) -> Neighbour:
+    return Neighbour(m.id, m.text, m.kind, m.content_hash, similarity, m.status, m.topic, m.valid_from)
+
+
+def _union(nearest: list[Neighbour], same_slot: list[Neighbour]) -> list[Neighbour]:
+    """The nearest neighbours, then the slot's memories the search did not find; a memory found
+    both ways keeps its similarity and takes its topic from SQL (the truth)."""
+    topic_of_slot = {n.memory_id: n.topic for n in same_slot}
+    merged = [replace(n, topic=topic_of_slot.get(n.memory_id, n.topic)) for n in nearest]
+    seen = {n.memory_id for n in merged}
+    return merged + [n for n in same_slot if n.memory_id not in seen]
 
 
 def find_neighbours(
@@ -124,7 +171,10 @@ def find_neighbours(
 def _neighbour(payload: dict[str, Any], memory_id: str, similarity: float) -> Neighbour:
     text = payload.get("text", "")
     digest = payload.get("content_hash") or content_hash(text)  # points indexed before it was in the payload
-    return Neighbour(memory_id, text, payload.get("kind", ""), digest, similarity, payload.get("status", ""))
+    stamp = payload.get("valid_from")
+    said = datetime.fromtimestamp(stamp, UTC) if isinstance(stamp, (int, float)) else None
+    kind, status = payload.get("kind", ""), payload.get("status", "")
+    return Neighbour(memory_id, text, kind, digest, similarity, status, payload.get("topic"), said)
 
 
 def _similarities(vectors: Sequence[Vector | None]) -> np.ndarray | None:
@@ -143,70 +193,67 @@ def _pending(planned: list[Planned], cand: Candidate, sims: np.ndarray | None, h
         if p.decision.action not in ("add", "judge", "supersede"):
             continue
         sim = float(sims[i, j]) if sims is not None else token_similarity(cand.text, p.candidate.text)
-        out.append(Neighbour(f"pending:{j}", p.candidate.text, p.candidate.kind, hashes[j], sim))
+        topic = p.topic.key if p.topic else None
+        out.append(
+            Neighbour(f"pending:{j}", p.candidate.text, p.candidate.kind, hashes[j], sim, topic=topic, said=p.said)
+        )
     return out
 
 
-def _texts(rt: Runtime, planned: list[Planned]) -> dict[str, str]:
-    ids = [p.decision.target for p in planned if p.decision.action == "judge" and p.decision.target]
-    ids = [i for i in ids if not i.startswith("pending:")]
-    if not ids:
-        return {}
-    with session_scope(rt.engine) as s:
-        return {m.id: m.text for m in s.exec(select(Memory).where(col(Memory.id).in_(ids))).all()}
-
-
-def _judge(llm: LLM | None, planned: list[Planned], texts: dict[str, str]) -> None:
-    """One batched judgement for the session's ambiguous pairs."""
+def _judge(judge: Judge | None, planned: list[Planned]) -> None:
+    """One batched judgement for every routed pair of the batch; without a judge, each routed
+    candidate takes its unjudged fallback."""
     pending = [p for p in planned if p.decision.action == "judge"]
     if not pending:
         return
-    if llm is None:
+    if judge is None:
         for p in pending:
-            p.decision = resolve(p.decision, None)
+            p.decision = resolve(p.decision, [None] * len(p.decision.routed))
         return
-    req = JudgeRequest()
+    pairs = []
     for p in pending:
-        target = p.decision.target or ""
-        old = (
-            planned[int(target.split(":")[1])].candidate.text
-            if target.startswith("pending:")
-            else texts.get(target, "")
-        )
-        req.pairs.append((old, p.candidate.text))
-    result, _ = llm.complete_json(system=JUDGE_SYSTEM, user=req.prompt(), schema=Judgements, name="judgements")
-    for p, verdict in zip(pending, verdicts_by_pair(result, len(pending))):
-        p.decision = resolve(p.decision, verdict)
+        new = Statement("new", p.candidate.text, p.candidate.kind, p.topic.key if p.topic else None, p.said)
+        for target in p.decision.routed:
+            old = p.seen[target]
+            pairs.append(JudgePair(Statement(target, old.text, old.kind, old.topic, old.said), new))
+    verdicts = iter(judge.judge(pairs).verdicts)
+    for p in pending:
+        p.decision = resolve(p.decision, [next(verdicts, None) for _ in p.decision.routed])
 
 
 # --------------------------------------------------------------------------- a group planned as one
 
 
-def plan_group(rt: Runtime, works: list[Work], candidates: list[list[Candidate]], llm: LLM | None) -> list[Planned]:
+def plan_group(rt: Runtime, works: list[Work], candidates: list[list[Candidate]], judge: Judge | None) -> list[Planned]:
     """Consecutive sessions of one owner planned as one batch: each candidate against the stored
-    memories and the candidates of the sessions before it, the ambiguous pairs of all of them
+    memories and the candidates of the sessions before it, the routed pairs of all of them
     judged in one call. A decision about an earlier candidate names it ``pending:<n>``, its place
     in the batch; `session_plan` takes one session's part once the sessions before it are applied."""
     sess = works[0].session
     flat = [c for found in candidates for c in found]
-    return plan_candidates(rt, owner_scope(sess), sess.user_id, flat, llm, exact=True)
+    said = [_said(c, _days(w)) for w, found in zip(works, candidates) for c in found]
+    return plan_candidates(rt, owner_scope(sess), sess.user_id, flat, judge, exact=True, said=said)
 
 
 def session_plan(batch: list[Planned], start: int, end: int) -> list[Planned]:
     """The plans `start`..`end` of a group's batch as one session's plan, made in place: a pending
-    target within them renumbered from `start`, one before them the memory it became when applied
-    (a rejected or dropped one: the candidate is added instead). Applying it sets the batch's
-    `memory_id`s that the later sessions' plans refer to."""
+    id within them renumbered from `start`, one before them the memory it became when applied (a
+    target that was rejected or dropped: the candidate is added instead). Applying it sets the
+    batch's `memory_id`s that the later sessions' plans refer to."""
     part = batch[start:end]
     for p in part:
-        target = p.decision.target
-        if target is None or not target.startswith("pending:"):
-            continue
-        j = int(target.split(":")[1])
-        target = f"pending:{j - start}" if j >= start else batch[j].memory_id
-        p.decision = (
-            replace(p.decision, target=target)
-            if target is not None
-            else Decision("add", reason=f"{p.decision.reason}; what it matched was not applied")
-        )
+        d = p.decision
+
+        def local(ref: str | None) -> str | None:
+            if ref is None or not ref.startswith("pending:"):
+                return ref
+            j = int(ref.split(":")[1])
+            return f"pending:{j - start}" if j >= start else batch[j].memory_id
+
+        target = local(d.target)
+        also = tuple(t for t in map(local, d.also) if t)
+        routed = tuple(t for t in map(local, d.routed) if t)
+        if d.target is not None and target is None:
+            d = replace(d, action="add", reason=f"{d.reason}; what it matched was not applied")
+        p.decision = replace(d, target=target, also=also, routed=routed)
     return part

@@ -1,10 +1,10 @@
 """Writes by the agent: `remember` and `forget_memory`, through the dreamer's own consolidation.
 
-A remembered fact is decided against its nearest current neighbours owned by exactly the
-writer's scope, like a dreamed candidate against its session's (same hash or similarity >=
-dup_threshold merges, the ambiguous band is judged by the LLM when one is configured, else
-added); it is stored with source ``agent``, indexed through the outbox, and the user's
-Markdown is rendered again.
+A remembered fact is decided against its current neighbours owned by exactly the writer's
+scope, like a dreamed candidate against its session's (`dreamer.core.consolidate.decide`: a
+restatement merges; memories of the same topic and near ones go to the judge when a model is
+configured; without one a newer value of a single-valued topic supersedes); it is stored with
+source ``agent``, indexed through the outbox, and the user's Markdown is rendered again.
 
 A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
 from the plan until the result is in the index, so two concurrent writes, or a write and a
@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeGuard
 
 from pydantic import ValidationError
@@ -27,9 +28,11 @@ from dreamer.core.consolidate import Evidence
 from dreamer.core.errors import DreamerError, NotFound
 from dreamer.core.models import Memory, Session, utcnow
 from dreamer.core.scope import Scope
+from dreamer.core.topics import Cardinality
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_all
 from dreamer.engine.extract import Candidate, Kind
+from dreamer.engine.judge import LLMJudge
 from dreamer.engine.plan import plan_candidates
 from dreamer.engine.runtime import Runtime
 from dreamer.store import cabinet
@@ -62,6 +65,15 @@ def user_lock(user_id: str) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class Written:
+    """What an agent write did: the memory it stored or merged into, and the memories it superseded."""
+
+    memory: Memory
+    action: str  # added | merged | superseded
+    superseded: tuple[str, ...] = ()
+
+
 def remember(
     rt: Runtime,
     scope: Scope,
@@ -70,12 +82,17 @@ def remember(
     session_id: int | None = None,
     *,
     importance: float = DEFAULT_IMPORTANCE,
-) -> Memory:
-    """Store what the agent was told to remember; a duplicate merges into the existing memory."""
-    candidate = _candidate(text, kind, importance)
+    topic: str | None = None,
+    cardinality: Cardinality | None = None,
+) -> Written:
+    """Store what the agent was told to remember: a restatement merges into the existing memory;
+    a new value of the slot it fills (`topic`, else as its phrasing makes clear) is judged
+    against the old one, or, without a model, supersedes it when the slot holds one value."""
+    candidate = _candidate(text, kind, importance, topic, cardinality)
     evidence = _evidence(rt, scope, session_id)
     with rt.user_locks.hold(scope.user_id) as lock, user_lock(scope.user_id):  # the bounded wait first
-        planned = plan_candidates(rt, scope, scope.user_id, [candidate], rt.llm, exact=True)
+        judge = LLMJudge(rt.llm) if rt.llm is not None else None
+        planned = plan_candidates(rt, scope, scope.user_id, [candidate], judge, exact=True)
         p = planned[0]
         if p.decision.action == "reject":
             raise WriteRejected(f"not stored: {p.decision.reason}")
@@ -87,7 +104,8 @@ def remember(
             raise NotFound(f"no memory {p.memory_id}")
         outbox.drain(rt, users=[scope.user_id])  # indexes it and renders the user's view
     log.info("agent write for %s: %s %s (%s)", scope.user_id, outcome, p.memory_id, p.decision.reason)
-    return memory
+    replaced = (p.decision.target, *p.decision.also) if outcome == "superseded" else ()
+    return Written(memory, outcome, tuple(t for t in replaced if t))
 
 
 def forget_memory(rt: Runtime, scope: Scope, memory_id: str, reason: str) -> Memory:
@@ -102,11 +120,15 @@ def forget_memory(rt: Runtime, scope: Scope, memory_id: str, reason: str) -> Mem
     return m
 
 
-def _candidate(text: str, kind: str, importance: float) -> Candidate:
+def _candidate(
+    text: str, kind: str, importance: float, topic: str | None, cardinality: Cardinality | None
+) -> Candidate:
     if not _agent_kind(kind):
         raise WriteRejected(f"kind {kind!r} cannot be written by an agent (use one of {', '.join(AGENT_WRITE_KINDS)})")
     try:
-        return Candidate(kind=kind, text=text, importance=importance, tags=["agent"])
+        return Candidate(
+            kind=kind, text=text, importance=importance, tags=["agent"], topic=topic, cardinality=cardinality
+        )
     except ValidationError as exc:
         raise WriteRejected(f"not stored: {exc.errors()[0]['msg']}") from exc
 
@@ -125,4 +147,4 @@ def _evidence(rt: Runtime, scope: Scope, session_id: int | None) -> list[Evidenc
     return [{"session_id": sess.id, "external_id": sess.external_id, "seqs": []}]
 
 
-__all__ = ["AGENT_WRITE_KINDS", "WriteRejected", "forget_memory", "remember", "user_lock"]
+__all__ = ["AGENT_WRITE_KINDS", "WriteRejected", "Written", "forget_memory", "remember", "user_lock"]

@@ -157,8 +157,11 @@ def _memory_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
     def remember_memory(body: MemoryIn, g: Grant = Depends(auth.writer)) -> Answer:
         """Remember a fact through the dreamer's consolidation (a duplicate merges)."""
         sid = _own_session_id(rt, g, body.session_id) if body.session_id else None
-        m = remember(rt, g.scope, body.text, body.kind, session_id=sid)
-        return _memory_json(m)
+        w = remember(rt, g.scope, body.text, body.kind, session_id=sid, topic=body.topic, cardinality=body.cardinality)
+        answer = {**_memory_json(w.memory), "action": w.action, "superseded": list(w.superseded)}
+        if w.action == "merged":
+            answer["into"] = w.memory.id
+        return answer
 
     @app.delete("/v1/memories/{memory_id}", tags=["memory"])
     def forget(
@@ -219,6 +222,7 @@ def _memory_json(m: Memory) -> Answer:
         "status": m.status,
         "source": m.source,
         "evidence": m.evidence,
+        "topic": m.topic,
         "created_at": as_utc(m.created_at).isoformat(),
         "updated_at": as_utc(m.updated_at).isoformat(),
     }

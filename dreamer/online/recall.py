@@ -4,9 +4,10 @@ budgeted context block of preferences and profile facts to inject."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import select as sql_select
 from sqlmodel import col, select
@@ -15,12 +16,15 @@ from dreamer.core.consolidate import Evidence
 from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory
 from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
+from dreamer.core.topics import describes_present
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import SearchFilter
+from dreamer.ingest.base import as_utc
 from dreamer.online.ranking import rank
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
+S = TypeVar("S", bound="Slotted")
 
 CONTEXT_OPEN = "<memory-context>"
 CONTEXT_CLOSE = "</memory-context>"
@@ -32,6 +36,9 @@ HIT_COLUMNS = (
     col(Memory.evidence),
     col(Memory.created_at),
     col(Memory.valid_from),
+    col(Memory.last_seen),
+    col(Memory.topic),
+    col(Memory.cardinality),
     col(Memory.user_id),
     col(Memory.agent_id),
     col(Memory.project),
@@ -46,6 +53,57 @@ def context_rank_key(m: Memory) -> tuple[int, int, float, float, str]:
     """Verified first, then evidence (distinct sessions), importance, recency, id."""
     sessions = len({e.get("session_id") for e in (m.evidence or [])})
     return (0 if m.status == "verified" else 1, -sessions, -m.importance, -m.last_seen.timestamp(), m.id)
+
+
+class Slotted(Protocol):
+    """What `newest_in_slot` reads of a memory or a hit."""
+
+    topic: str | None
+    cardinality: str | None
+    valid_from: datetime
+    status: str
+
+
+def _slot(m: Slotted) -> str | None:
+    """The single-valued topic a current memory fills (history, superseded or forgotten, fills none)."""
+    current = m.topic is not None and m.cardinality == "one" and m.status in CURRENT_STATUSES
+    return m.topic if current else None
+
+
+def newest_in_slot(items: Sequence[S]) -> list[S]:
+    """`items` in order, but within each single-valued topic the newest value takes the best
+    place among them and the older ones follow it: a slot left with two current values (the
+    judge found them compatible, or none judged) never reads the older one as current."""
+    places: dict[str, list[int]] = {}
+    for i, m in enumerate(items):
+        if (slot := _slot(m)) is not None:
+            places.setdefault(slot, []).append(i)
+    out = list(items)
+    for idx in places.values():
+        newest_first = sorted((items[i] for i in idx), key=lambda m: as_utc(m.valid_from), reverse=True)
+        for i, m in zip(idx, newest_first):
+            out[i] = m
+    return out
+
+
+def only_newest_in_slot(items: Sequence[S]) -> list[S]:
+    """`items` without the older values of each single-valued topic (what the context block injects)."""
+    seen: set[str] = set()
+    out = []
+    for m in newest_in_slot(items):
+        slot = _slot(m)
+        if slot is None or slot not in seen:
+            out.append(m)
+        if slot is not None:
+            seen.add(slot)
+    return out
+
+
+def context_line(m: Memory) -> str:
+    """One line of the context block; a present state says when it was last confirmed."""
+    if describes_present(m.text, m.kind):
+        return f"- {m.text} (as of {as_utc(m.last_seen).date().isoformat()})"
+    return f"- {m.text}"
 
 
 def cut_to_budget(lines: list[str], budget: int, *, overhead: int = 0) -> list[str]:
@@ -74,6 +132,9 @@ class RecallHit:
     evidence: list[Evidence]
     created_at: datetime
     valid_from: datetime
+    last_seen: datetime
+    topic: str | None = None
+    cardinality: str | None = None
     rank: int = 0
 
     def as_json(self) -> dict[str, Any]:
@@ -87,6 +148,8 @@ class RecallHit:
             "rank": self.rank,
             "created_at": self.created_at.isoformat(),
             "valid_from": self.valid_from.isoformat(),
+            "last_seen": as_utc(self.last_seen).isoformat(),
+            "topic": self.topic,
         }
 
 
@@ -139,7 +202,7 @@ def _load_best(
     hits = _load(rt, ranked[:window], scope, include_all)
     if len(hits) < k and len(ranked) > window:
         hits += _load(rt, ranked[window:], scope, include_all)
-    return [replace(h, rank=i) for i, h in enumerate(hits[:k], start=1)]
+    return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -162,8 +225,21 @@ def _load(rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_al
         m = rows.get(mid)
         if m is None or not scope.matches(m) or (not include_all and m.status not in CURRENT_STATUSES):
             continue
+        evidence = list(m.evidence)
         out.append(
-            RecallHit(m.id, m.text, m.kind, m.status, score, list(m.evidence), m.created_at, m.valid_from, len(out) + 1)
+            RecallHit(
+                m.id,
+                m.text,
+                m.kind,
+                m.status,
+                score,
+                evidence,
+                m.created_at,
+                m.valid_from,
+                m.last_seen,
+                m.topic,
+                m.cardinality,
+            )
         )
     return out
 
@@ -192,8 +268,8 @@ def context(rt: Runtime, scope: Scope, *, budget_tokens: int | None = None) -> C
             .where(col(Memory.status).in_(("candidate", "verified")))
             .where(col(Memory.untrusted).is_(False))
         ).all()
-    ranked = sorted((m for m in rows if scope.matches(m)), key=context_rank_key)
-    lines = [f"- {m.text}" for m in ranked]
+    ranked = only_newest_in_slot(sorted((m for m in rows if scope.matches(m)), key=context_rank_key))
+    lines = [context_line(m) for m in ranked]
     overhead = count_tokens(CONTEXT_OPEN) + count_tokens(CONTEXT_CLOSE) + 2
     kept = cut_to_budget(lines, budget, overhead=overhead)
     if not kept:

@@ -86,3 +86,11 @@ class MemoryIn(Strict):
     text: Annotated[Text, AfterValidator(_worded)] = Field(min_length=3, max_length=600)
     kind: Literal[AGENT_WRITE_KINDS] = "preference"  # type: ignore[valid-type]
     session_id: GrantId | None = Field(None, description="the session it was said in")
+    topic: Text | None = Field(
+        None,
+        max_length=64,
+        description="the slot the fact fills (home_city, employer, deadline:<thing> ...); inferred when absent",
+    )
+    cardinality: Literal["one", "many"] | None = Field(
+        None, description="one: a new value replaces the old; many: values accumulate"
+    )

@@ -50,6 +50,8 @@ def memory_row(
     tags: list[str] | None = None,
     untrusted: bool = False,
     memory_id: str | None = None,
+    topic: str | None = None,
+    cardinality: str | None = None,
     now: datetime,
 ) -> dict[str, Any]:
     """Every column of a new memory row, waiting in the outbox."""
@@ -68,6 +70,8 @@ def memory_row(
         "tags": tags or [],
         "importance": importance,
         "untrusted": untrusted,
+        "topic": topic,
+        "cardinality": cardinality,
         "valid_from": now,
         "valid_to": None,
         "superseded_by": None,
@@ -150,7 +154,9 @@ def merge_into(
     reason: str = "merged",
     importance: float | None = None,
     now: datetime | None = None,
+    data: dict[str, Any] | None = None,
 ) -> Memory:
+    """`data`: more to record in the merge event (what the merge was routed with)."""
     now = now or utcnow()
     before = m.status
     m.evidence = merge_evidence(list(m.evidence), evidence)
@@ -160,8 +166,14 @@ def merge_into(
     m.last_seen = m.updated_at = now
     m.indexed_at = None
     s.add(m)
-    data: dict[str, Any] = {"evidence": evidence, "status": [before, m.status]}
-    record_event(s, m.id, "merge", reason=reason, run_id=run_id, data=data)
+    record_event(
+        s,
+        m.id,
+        "merge",
+        reason=reason,
+        run_id=run_id,
+        data={"evidence": evidence, "status": [before, m.status], **(data or {})},
+    )
     return m
 
 
@@ -173,7 +185,9 @@ def supersede(
     run_id: int | None = None,
     reason: str = "superseded",
     now: datetime | None = None,
+    data: dict[str, Any] | None = None,
 ) -> None:
+    """`data`: more to record in the supersede event (what the successor was routed with)."""
     now = now or utcnow()
     old.status = "superseded"
     old.valid_to = now
@@ -181,7 +195,7 @@ def supersede(
     old.updated_at = now
     old.indexed_at = None
     s.add(old)
-    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data={"by": new_id})
+    record_event(s, old.id, "supersede", reason=reason, run_id=run_id, data={"by": new_id, **(data or {})})
 
 
 def forget(s: DBSession, memory_id: str, *, reason: str, user_id: str | None = None) -> Memory:
@@ -212,6 +226,8 @@ class KnownMemory:
     agent_id: str | None
     project: str | None
     team: str | None
+    topic: str | None
+    valid_from: datetime
 
 
 _KNOWN_COLUMNS = (
@@ -224,6 +240,8 @@ _KNOWN_COLUMNS = (
     col(Memory.agent_id),
     col(Memory.project),
     col(Memory.team),
+    col(Memory.topic),
+    col(Memory.valid_from),
 )
 _OLDEST_FIRST = (col(Memory.created_at), col(Memory.id))
 
@@ -256,6 +274,27 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner: Scope 
         current,
         frozenset(r.content_hash for r in rows if r.status == "forgotten" and (owner is None or owner.matches(r))),
     )
+
+
+def current_by_topic(
+    s: DBSession, user_id: str, topics: set[str], *, owner: Scope | None = None
+) -> dict[str, list[KnownMemory]]:
+    """The user's current memories filling each of these slots, oldest first (with an `owner`
+    scope, only those owned by exactly it): what a new value of the slot may replace."""
+    if not topics:
+        return {}
+    query = (
+        sa_select(*_KNOWN_COLUMNS)
+        .where(_is_current(user_id))
+        .where(col(Memory.topic).in_(sorted(topics)))
+        .order_by(*_OLDEST_FIRST)
+    )
+    out: dict[str, list[KnownMemory]] = {}
+    for r in s.execute(query).all():
+        m = KnownMemory(**r._mapping)
+        if m.topic is not None and (owner is None or owner.owns(m)):
+            out.setdefault(m.topic, []).append(m)
+    return out
 
 
 def _is_current(user_id: str) -> ColumnElement[bool]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from sqlmodel import select
 
-from dreamer.core.consolidate import same_family
+from dreamer.core.consolidate import material_difference, same_family
 from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, MemoryEvent, Message, Session
 from dreamer.engine import markdown, markdown_entries, markdown_render
 from dreamer.llm.scripted_bodies import embed_text
@@ -72,7 +72,9 @@ class Duplicates:
 
 
 def duplicates(engine, dim: int, threshold: float) -> Duplicates:
-    """Current memories that share a scope and a content hash, or are as close as `threshold`."""
+    """Current memories that share a scope and a content hash, or are as close as `threshold`
+    without a material difference (two claims that differ in a number, date, negation or name
+    are both kept unless a judge says otherwise)."""
     out = Duplicates()
     groups: dict[tuple, list[Memory]] = defaultdict(list)
     for m in current(engine):
@@ -85,7 +87,7 @@ def duplicates(engine, dim: int, threshold: float) -> Duplicates:
             if a.content_hash == b.content_hash or not same_family(a.kind, b.kind):
                 continue
             sim = float(np.dot(vectors[a.id], vectors[b.id]))
-            if sim >= threshold:
+            if sim >= threshold and not material_difference(a.text, b.text):
                 out.by_meaning.append((a.text, b.text, round(sim, 3)))
     return out
 

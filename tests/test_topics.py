@@ -1,0 +1,101 @@
+import pytest
+
+from dreamer.core.topics import (
+    SINGLE_VALUED,
+    Topic,
+    cardinality_of,
+    describes_present,
+    infer_topic,
+    normalise_topic,
+    topic_of,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("home_city", "home_city"),
+        ("Home City", "home_city"),
+        ("home-city", "home_city"),
+        ("city", "home_city"),
+        ("location", "home_city"),
+        ("lives_in", "home_city"),
+        ("user_location", "home_city"),
+        ("company", "employer"),
+        ("Workplace", "employer"),
+        ("employer", "employer"),
+        ("note-taking app", "note_app"),
+        ("IDE", "editor"),
+        ("hobby", "hobbies"),
+        ("Allergy", "allergies"),
+        ("deadline: Q3 report", "deadline:q3_report"),
+        ("Deadline:the Q3-report", "deadline:q3_report"),
+        ("favorite color", "favourite_color"),
+        ("coffee order", "coffee_order"),
+        ("pets", "pets"),
+        (" ", None),
+        ("null", None),
+        (None, None),
+    ],
+)
+def test_spelling_variants_meet(raw, key):
+    assert normalise_topic(raw) == key
+
+
+def test_cardinality_of_known_and_prefixed_slots():
+    assert {cardinality_of(k) for k in SINGLE_VALUED} == {"one"}
+    assert cardinality_of("deadline:launch") == "one"
+    assert cardinality_of("favourite_band") == "one"
+    assert cardinality_of("hobbies") == "many"
+    assert cardinality_of("coffee_order") is None
+    assert cardinality_of(None) is None
+
+
+def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many():
+    assert topic_of("city", "many") == Topic("home_city", "one")
+    assert topic_of("coffee order", "one") == Topic("coffee_order", "one")
+    assert topic_of("coffee order", None) == Topic("coffee_order", "many")
+    assert topic_of(None, "one") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "topic"),
+    [
+        ("The user lives in Boston.", "profile", Topic("home_city", "one")),
+        ("I just moved to Denver last month.", "profile", Topic("home_city", "one")),
+        ("The user works at Initech.", "profile", Topic("employer", "one")),
+        ("Big news: I accepted a new job at Globex.", "profile", Topic("employer", "one")),
+        ("She was promoted to senior engineer.", "profile", Topic("job_title", "one")),
+        ("The user is vegetarian now.", "preference", Topic("diet", "one")),
+        ("These days I use Neovim for everything.", "preference", Topic("editor", "one")),
+        ("The user keeps their notes in Obsidian.", "preference", Topic("note_app", "one")),
+        ("The deadline for the Q3 report moved to Friday.", "focus", Topic("deadline:q3_report", "one")),
+        ("The launch deadline is May 3.", "focus", Topic("deadline:launch", "one")),
+        ("My favourite band is Low.", "preference", Topic("favourite_band", "one")),
+        ("Sam is allergic to penicillin.", "profile", Topic("allergies", "many")),
+        ("The user speaks Portuguese.", "profile", Topic("languages", "many")),
+        ("I took up pottery.", "profile", Topic("hobbies", "many")),
+    ],
+)
+def test_infer_topic_from_clear_phrasing(text, kind, topic):
+    assert infer_topic(text, kind) == topic
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("The user likes long walks.", "preference"),
+        ("Maybe I should move to Denver?", "profile"),
+        ("I'm thinking about moving to Lisbon.", "profile"),
+        ("The cache lives in Redis.", "design_decision"),
+    ],
+)
+def test_no_topic_without_clear_phrasing(text, kind):
+    assert infer_topic(text, kind) is None
+
+
+def test_present_states():
+    assert describes_present("These days I use Neovim.", "preference")
+    assert describes_present("The user currently lives in Denver.", "profile")
+    assert describes_present("Ship the beta.", "focus")
+    assert not describes_present("The user was born in Lyon.", "profile")
