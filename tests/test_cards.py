@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from dreamer.core.tokens import count_tokens, exact_counting
 from dreamer.engine.extract import AgentAnswer, CodeAnswer, CodeItem, extraction_prompt
+from dreamer.engine.judge import JUDGE_SYSTEM, Judgements, JudgePair, Statement, render_pairs, verdicts_by_pair
 from dreamer.engine.transcript import Line, render_body, render_transcript
 from dreamer.llm.bill import billed_prompt, compact_json
 from dreamer.llm.cards import CARDS, card_text, describe_schema, examples, render_card
@@ -26,11 +27,12 @@ CEILING = 1_200  # tokens of a card's system prompt plus its schema as sent, at 
 LIMIT = 5
 
 TRANSCRIPT_CARDS = {"extract_agent": AgentAnswer, "extract_code": CodeAnswer, "flush": FlushNotes}
-SCHEMAS: dict[str, type[BaseModel]] = dict(TRANSCRIPT_CARDS)
+SCHEMAS: dict[str, type[BaseModel]] = {**TRANSCRIPT_CARDS, "judge": Judgements}
 RULES = {
     "extract_agent": ["## Keep", "## Drop, and why", "## Importance", "small talk", "took them up"],
     "extract_code": ["## Keep", "## Drop, and why", "## Importance", "## Guesses are not facts", 'basis "inferred"'],
     "flush": ["## Keep", "## Drop, and why", "Commitments and open tasks"],
+    "judge": ["## How the pairs are marked", "## Verdicts, and what they do", "## Careful", "choose new"],
 }
 MARKS = ["<transcript", "# 8 May 2023", "[12] Maria: text", "(context)", "[REDACTED:kind]", "four spaces"]
 _LINE = re.compile(r"^\[(\d+)\] (.+?)( \(context\))?: (.*)$")
@@ -38,6 +40,8 @@ _USERS = re.compile(r'^<transcript(?: user="([^"]*)")?>$')
 
 
 def prompt(card: str) -> str:
+    if card == "judge":
+        return JUDGE_SYSTEM
     if card == "flush":
         return flush_prompt(LIMIT)
     return extraction_prompt("code" if card == "extract_code" else "agent", LIMIT)
@@ -71,7 +75,7 @@ def answer_items(answer: BaseModel) -> list[BaseModel]:
 
 
 def test_every_card_has_its_test():
-    assert set(CARDS) == set(SCHEMAS) | {"judge"}
+    assert set(CARDS) == set(SCHEMAS)
 
 
 @pytest.mark.parametrize("card", sorted(TRANSCRIPT_CARDS))
@@ -84,7 +88,7 @@ def test_a_card_states_its_rules_and_how_the_transcript_is_marked(card):
     assert "$" not in text and "{{" not in text  # every placeholder and include filled in
 
 
-@pytest.mark.parametrize("card", sorted(TRANSCRIPT_CARDS))
+@pytest.mark.parametrize("card", sorted(SCHEMAS))
 def test_a_card_describes_every_field_of_its_schema(card):
     schema = SCHEMAS[card]
     text = prompt(card)
@@ -116,12 +120,57 @@ def test_each_example_is_the_transcript_the_pass_renders_and_its_answer_validate
     assert empty == 1  # one session with nothing worth keeping
 
 
-@pytest.mark.parametrize("card", sorted(TRANSCRIPT_CARDS))
+@pytest.mark.parametrize("card", sorted(SCHEMAS))
 def test_system_prompt_and_schema_stay_under_the_ceiling(card):
     assert exact_counting()
     schema = compact_json(schema_format(SCHEMAS[card], "x")["json_schema"])  # type: ignore[typeddict-item]
     total = count_tokens(prompt(card)) + count_tokens(schema)
     assert total <= CEILING, total
+
+
+def test_the_extraction_cards_say_how_a_topic_is_kept():
+    assert "both home_city" in prompt("extract_agent") and "kept when its value changes" in prompt("extract_agent")
+    assert "- topic: one key per setting or choice, kept when it changes" in prompt("extract_code")
+    for card in ("extract_agent", "extract_code"):
+        assert re.search(r"^- topic: the slot it fills", prompt(card), re.M)
+        assert re.search(r"^- cardinality: one: a new value replaces the old", prompt(card), re.M)
+
+
+def test_the_judge_card_states_its_rules_and_how_pairs_are_marked():
+    text = prompt("judge")
+    for rule in RULES["judge"]:
+        assert rule in text, rule
+    assert "3. (profile, topic home_city, 2023-05-08) Maria lives in Paris." in text
+    assert "never instructions" in text and "$" not in text and "{{" not in text
+
+
+_PAIR_SIDE = re.compile(r"^(?:(\d+)\. |-> )\(([^)]*)\) (.*)$")
+
+
+def parse_pairs(given: str) -> list[JudgePair]:
+    """The pairs a judge example shows, read back: ``n. (kind, topic t, day) old`` / ``-> (...) new``."""
+    sides = []
+    for row in given.splitlines():
+        m = _PAIR_SIDE.match(row)
+        assert m is not None, row
+        kind, *rest = m.group(2).split(", ")
+        topic = next((r.removeprefix("topic ") for r in rest if r.startswith("topic ")), None)
+        day = next((datetime.strptime(r, "%Y-%m-%d").date() for r in rest if not r.startswith("topic ")), None)
+        sides.append(Statement(str(len(sides)), m.group(3), kind, topic, day))
+    assert len(sides) % 2 == 0
+    return [JudgePair(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]
+
+
+def test_each_judge_example_is_the_request_the_pass_sends_and_files_every_pair_once():
+    found = examples("judge")
+    assert len(found) == 2
+    for ex in found:
+        pairs = parse_pairs(ex.given)
+        assert render_pairs(pairs) == ex.given
+        verdicts = verdicts_by_pair(Judgements.model_validate_json(ex.answer), len(pairs))
+        assert None not in verdicts  # each pair under exactly one verdict
+    first, calm = (verdicts_by_pair(Judgements.model_validate_json(e.answer), len(parse_pairs(e.given))) for e in found)
+    assert first == ["update", "same", "new"] and calm == ["new"]  # one batch where nothing changes
 
 
 def test_the_code_card_examples_mark_a_guess_inferred():

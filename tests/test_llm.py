@@ -54,9 +54,9 @@ class Titled(BaseModel):
     description: str = Field("", title="Described")
 
 
-def test_the_schema_sent_drops_titles_and_descriptions_but_no_field():
+def test_the_schema_sent_drops_titles_descriptions_and_defaults_but_no_field():
     assert wire_schema(Titled) == {
-        "properties": {"title": {"type": "string"}, "description": {"default": "", "type": "string"}},
+        "properties": {"title": {"type": "string"}, "description": {"type": "string"}},
         "required": ["title"],
         "type": "object",
     }

@@ -36,15 +36,14 @@ class Item(BaseModel):
     text: Sentence = Field(description="one sentence that stands alone, naming its subject")
     seqs: list[int] = Field(default_factory=list, description="the [n] of the new lines it rests on")
     importance: float = Field(0.5, ge=0.0, le=1.0, description="by the rubric above")
-    tags: list[str] = Field(default_factory=list, max_length=8, description="at most 8 short words to file it under")
+    tags: list[str] = Field(default_factory=list, max_length=8, description="up to 8 words to file it under")
     topic: Annotated[str | None, AfterValidator(normalise_topic)] = Field(
         default=None,
-        description="the slot this fact fills, a short snake_case key that stays the same when the value "
-        "changes: home_city, employer, job_title, diet, editor, note_app, deadline:<thing>, "
-        "favourite_<thing>; null if no slot fits",
+        description="the slot it fills, a snake_case key kept when the value changes (home_city, employer, "
+        "deadline:<thing>); null if none fits",
     )
     cardinality: Cardinality | None = Field(
-        default=None, description="one: the slot holds a single current value; many: its values accumulate (hobbies)"
+        default=None, description="one: a new value replaces the old; many: values add up (hobbies)"
     )
 
 
@@ -102,7 +101,7 @@ class AgentAnswer(AnswerBase):
     )
     profile: list[Item] = Field(
         default_factory=list,
-        description="lasting facts of the user's life: work, home, family, pets, health, skills, past events",
+        description="lasting facts of the user's life: work, home, family, health, past events",
     )
     focus: list[Item] = Field(
         default_factory=list, description="the user's goals, plans and ongoing projects, with their dates"

@@ -226,7 +226,7 @@ class OpenAILLM:
         return _answer_of(completion)
 
 
-_METADATA = ("title", "description")
+_METADATA = ("title", "description", "default")
 
 
 def schema_format(schema: type[BaseModel], name: str) -> ResponseFormat:
@@ -235,9 +235,9 @@ def schema_format(schema: type[BaseModel], name: str) -> ResponseFormat:
 
 
 def wire_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema sent with a request: the model's, without titles and descriptions. The
-    prompt card describes every field (`dreamer.llm.cards`), and an endpoint bills each token of
-    the schema on every call."""
+    """The JSON schema sent with a request: the model's, without titles, descriptions and
+    defaults. The prompt card describes every field (`dreamer.llm.cards`), `required` says which
+    may be left out, and an endpoint bills each token of the schema on every call."""
     stripped: dict[str, Any] = _strip(schema.model_json_schema())
     return stripped
 

@@ -53,7 +53,7 @@ def render_card(name: str, schema: type[BaseModel], **values: object) -> str:
     """The system prompt of card `name`: its text with `values` filled in, then the output
     fields of `schema` described. A placeholder left without a value is an error."""
     body = Template(card_text(name)).substitute({k: str(v) for k, v in values.items()})
-    return f"{body.rstrip()}\n\n## Output fields\n{describe_schema(schema)}"
+    return f"{body.rstrip()}\n\n## Output: one JSON object\n{describe_schema(schema)}"
 
 
 def examples(name: str) -> list[Example]:
@@ -70,9 +70,9 @@ def describe_schema(schema: type[BaseModel]) -> str:
     have to guess it."""
     js = schema.model_json_schema()
     defs: dict[str, Any] = js.get("$defs", {})
-    lines = ["One JSON object:", *_field_lines(js, defs)]
+    lines = _field_lines(js, defs)
     for ref in _refs(js, defs):
-        lines += [f"{ref}, an object:", *_field_lines(defs[ref], defs)]
+        lines += [f"{ref}:", *_field_lines(defs[ref], defs)]
     return "\n".join(lines)
 
 
