@@ -7,7 +7,7 @@ import random
 
 import openai
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dreamer.core.errors import (
     BudgetExceeded,
@@ -23,6 +23,7 @@ from dreamer.llm.client import (
     Usage,
     build_llm,
     build_openai_client,
+    wire_schema,
 )
 from dreamer.llm.guard import GuardedLLM, endpoint_answers
 from dreamer.llm.retry import retry_delay
@@ -36,6 +37,29 @@ VALID = {"facts": ["prefers tabs"], "confidence": 0.9}
 class Facts(BaseModel):
     facts: list[str]
     confidence: float
+
+
+# The schema sent: the model's without titles and descriptions (the prompt card describes the fields).
+WIRE = {
+    "properties": {"facts": {"items": {"type": "string"}, "type": "array"}, "confidence": {"type": "number"}},
+    "required": ["facts", "confidence"],
+    "type": "object",
+}
+
+
+class Titled(BaseModel):
+    """A docstring the schema would carry as its description."""
+
+    title: str = Field(description="a field named title")
+    description: str = Field("", title="Described")
+
+
+def test_the_schema_sent_drops_titles_descriptions_and_defaults_but_no_field():
+    assert wire_schema(Titled) == {
+        "properties": {"title": {"type": "string"}, "description": {"type": "string"}},
+        "required": ["title"],
+        "type": "object",
+    }
 
 
 @pytest.fixture
@@ -88,7 +112,7 @@ def test_request_shape(server, waits):
     assert body["messages"] == [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
     assert body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "facts", "schema": Facts.model_json_schema(), "strict": False},
+        "json_schema": {"name": "facts", "schema": WIRE, "strict": False},
     }
 
 
@@ -105,7 +129,7 @@ def test_json_schema_refused_falls_back_to_json_object(waits):
         assert first["response_format"]["type"] == "json_schema"
         assert second["response_format"] == {"type": "json_object"}
         assert second["messages"][0]["content"].startswith(SYSTEM)
-        assert json.dumps(Facts.model_json_schema()) in second["messages"][0]["content"]
+        assert json.dumps(WIRE, separators=(",", ":")) in second["messages"][0]["content"]
         assert usage.requests == 2
         assert waits == []
 
@@ -381,15 +405,26 @@ def test_compute_backoff(attempt, base, cap, retry_after, rand, expected):
 
 def test_guard_budget_stops_before_a_call(server, waits):
     server.push(Reply.json(VALID).with_usage(60, 40).times(5))
-    guard = GuardedLLM(make_llm(server, waits), token_budget=150, breaker_threshold=3)
+    guard = GuardedLLM(make_llm(server, waits), token_budget=170, breaker_threshold=3)
     ask(guard)
-    ask(guard)  # 100 < 150 before this call, so it runs
+    ask(guard)  # 100 spent and a 68-token prompt fit 170, so it runs
     assert guard.usage == Usage(120, 80, 2)
     with pytest.raises(BudgetExceeded) as info:
         ask(guard)
-    assert "200 of 150" in str(info.value)
+    assert "200 of 170" in str(info.value)
     assert len(server.requests) == 2
     assert guard.calls == 2
+
+
+def test_guard_budget_counts_the_prompt_as_the_endpoint_bills_it(server, waits):
+    server.push(Reply.json(VALID).with_usage(60, 40), Reply.json(VALID))
+    guard = GuardedLLM(make_llm(server, waits), token_budget=150, breaker_threshold=3)
+    ask(guard)
+    with pytest.raises(BudgetExceeded) as info:
+        ask(guard)  # the schema and each message's overhead are billed too: 100 + 68 > 150
+    assert "the next call needs 68 for its prompt alone" in str(info.value)
+    ask(make_llm(server, waits))  # the same call, unguarded
+    assert server.requests[-1]["usage"]["prompt_tokens"] == 68
 
 
 def test_guard_breaker_opens_after_consecutive_failures(server, waits):

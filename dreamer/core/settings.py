@@ -111,11 +111,11 @@ class Settings(BaseSettings):
         description="Seconds a session of fewer than min_rounds rounds must go without new messages before it is due",
     )
     tokens_per_session_pass: int = Field(30_000, ge=1, le=MAX_COUNT)
-    chunk_tokens: int = Field(6_000, ge=1, le=MAX_COUNT)
+    chunk_tokens: int = Field(12_000, ge=1, le=MAX_COUNT)
     overlap_messages: int = Field(2, ge=0, le=1000)
     entries_per_session: int = Field(5, ge=0, le=MAX_COUNT)
     sessions_per_call: int = Field(
-        8,
+        16,
         ge=1,
         le=1000,
         description="Most consecutive due sessions of one owner whose new messages share extraction calls "

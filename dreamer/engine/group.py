@@ -1,6 +1,7 @@
 """A group of consecutive sessions of one owner in the pass: each leased, their new messages
-extracted together, then each planned, applied and indexed in turn under its user's
-consolidation lock."""
+extracted together; then, with a model, planned as one batch (one judgement call) and applied and
+indexed in turn under one hold of their user's consolidation lock; without one, each planned,
+applied and indexed in turn."""
 
 from __future__ import annotations
 
@@ -10,18 +11,18 @@ from dreamer.core.errors import LeaseLost, LLMTimeout
 from dreamer.core.models import DreamRun, Session
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_session
-from dreamer.engine.extract import Extractor
-from dreamer.engine.extract_group import STOPS, Capped, Cut, extract_group
+from dreamer.engine.extract import Candidate, Extractor
+from dreamer.engine.extract_group import STOPS, Capped, Cut, Extracted, extract_group
 from dreamer.engine.failures import TimedOut, counts_as_its_own, is_global, record_failure
 from dreamer.engine.judge import Judge
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import Pace, lease_lost
-from dreamer.engine.plan import plan_session
+from dreamer.engine.plan import plan_group, plan_session, session_plan
 from dreamer.engine.runs import Tally, run_owner
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
-from dreamer.store.user_locks import UserLocked
+from dreamer.store.user_locks import Hold, UserLocked
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,11 @@ def dream_group(
     pace: Pace,
 ) -> bool:
     """Consecutive sessions of one owner: their new messages extracted together (short sessions
-    share calls), then each session planned, applied and indexed in turn, so a later session's
-    neighbours include what an earlier one added. Each session is leased for the whole group.
-    True when the pass was halted between two of its sessions (the rest keep their cursors).
-    `readers`: the extractor, and the judge of routed pairs (None: no judge)."""
+    share calls); then planned as one batch when there is a judge (`_finish_together`), else each
+    session planned, applied and indexed in turn; either way a later session's neighbours include
+    what an earlier one added. Each session is leased for the whole group. True when the pass was
+    halted between two of its sessions (the rest keep their cursors). `readers`: the extractor,
+    and the judge of routed pairs (None: no judge)."""
     extractor, judge = readers
     owner = run_owner(run)
     held: dict[int, leases.HeldLease] = {}
@@ -47,7 +49,10 @@ def dream_group(
         works = [w for w in (_lease_and_load(rt, sess, owner, held, run, tally) for sess in group) if w is not None]
         if not works:
             return False
-        for k, (work, found) in enumerate(zip(works, extract_group(rt, works, extractor, held, pace))):
+        results = extract_group(rt, works, extractor, held, pace)
+        if judge is not None and len(works) > 1:
+            return _finish_together(rt, works, results, (llm, judge), run, tally, held, pace)
+        for k, (work, found) in enumerate(zip(works, results)):
             if isinstance(found, STOPS):
                 raise found  # cut short: it and every later session keep their cursors
             if found is Cut.HALTED or (k and pace.halted()):
@@ -142,9 +147,99 @@ def _finish_session(
         tally.locked_out += 1
         tally.locked_users.add(sess.user_id)
         return
+    _done(work, over_cap, run, tally)
+
+
+def _done(work: Work, over_cap: list[Candidate], run: DreamRun, tally: Tally) -> None:
+    sess = work.session
     tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
     run.sessions += 1
     run.messages += work.new_messages
+
+
+def _finish_together(
+    rt: Runtime,
+    works: list[Work],
+    results: list[Extracted],
+    models: tuple[GuardedLLM | None, Judge],
+    run: DreamRun,
+    tally: Tally,
+    held: dict[int, leases.HeldLease],
+    pace: Pace,
+) -> bool:
+    """The group's sessions up to the first one cut short, planned as one batch (one judgement
+    call for all their ambiguous pairs), then applied and indexed in turn, under one hold of
+    their user's consolidation lock; then what cut the rest short, if anything. True when the
+    pass was halted. `models`: the pass's model and judge."""
+    llm = models[0]
+    cut = next((k for k, r in enumerate(results) if isinstance(r, STOPS) or r is Cut.HALTED), len(results))
+    ready: list[tuple[Work, Capped]] = []
+    for work, found in zip(works[:cut], results[:cut]):
+        if isinstance(found, Exception):
+            _failed(rt, work.session, found, run, tally, llm)
+        elif not isinstance(found, Cut):
+            ready.append((work, found))
+    user = works[0].session.user_id
+    if ready and user in tally.locked_users:
+        tally.locked_out += len(ready)
+    elif ready:
+        try:
+            with rt.user_locks.hold(user) as lock:
+                if _plan_and_apply(rt, ready, models, run, tally, held, pace, lock):
+                    return True
+        except UserLocked as exc:
+            log.warning("sessions of user %s left for a later pass: %s", user, exc)
+            tally.locked_out += len(ready)
+            tally.locked_users.add(user)
+    stop = results[cut] if cut < len(results) else None
+    if isinstance(stop, STOPS):
+        raise stop
+    return stop is Cut.HALTED
+
+
+def _plan_and_apply(
+    rt: Runtime,
+    ready: list[tuple[Work, Capped]],
+    models: tuple[GuardedLLM | None, Judge],
+    run: DreamRun,
+    tally: Tally,
+    held: dict[int, leases.HeldLease],
+    pace: Pace,
+    lock: Hold,
+) -> bool:
+    """Plan the sessions as one batch, then apply each in turn (its part of the batch naming
+    what the sessions before it became); a session whose lease was lost is dropped. True when
+    the pass was halted between two sessions (the rest keep their cursors)."""
+    llm, judge = models
+    live = []
+    for work, found in ready:
+        if (lost := lease_lost(held[session_id(work.session)])) is not None:
+            _failed(rt, work.session, lost, run, tally, llm)  # dropped
+        else:
+            live.append((work, found))
+    try:
+        batch = plan_group(rt, [w for w, _ in live], [f[0] for _, f in live], judge)
+        lock.confirm()  # a lock that ran out while planning may have let another writer in
+    except UserLocked:
+        raise
+    except Exception as exc:  # each session's failure unless `is_global`
+        for work, _ in live:
+            _failed(rt, work.session, exc, run, tally, llm)  # the breaker, the budget, the store stop the pass
+        return False
+    start = 0
+    for i, (work, (candidates, over_cap)) in enumerate(live):
+        if i and pace.halted():
+            return True
+        part = session_plan(batch, start, start + len(candidates))  # after the sessions before it applied
+        start += len(candidates)
+        pace.run_lease.keep_alive()
+        if (lost := lease_lost(held[session_id(work.session)])) is not None:
+            _failed(rt, work.session, lost, run, tally, llm)
+            continue
+        apply_session(rt, work, part, run, tally)
+        outbox.drain(rt, render=False)
+        _done(work, over_cap, run, tally)
+    return False
 
 
 def _failed(rt: Runtime, sess: Session, exc: Exception, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -> None:

@@ -56,7 +56,7 @@ def plan_session(rt: Runtime, work: Work, candidates: list[Candidate], judge: Ju
     """A session's candidates planned against memories owned by exactly its scope."""
     sess = work.session
     days = _days(work)
-    said = [max((days[q] for q in c.seqs if q in days), default=None) for c in candidates]
+    said = [_said(c, days) for c in candidates]
     return plan_candidates(rt, owner_scope(sess), sess.user_id, candidates, judge, exact=True, said=said)
 
 
@@ -115,6 +115,11 @@ def plan_candidates(
 def candidate_topic(cand: Candidate) -> Topic | None:
     """The slot a candidate fills: as the extractor stated it, else as its phrasing makes clear."""
     return topic_of(cand.topic, cand.cardinality) or infer_topic(cand.text, cand.kind)
+
+
+def _said(cand: Candidate, days: dict[int, date]) -> date | None:
+    """The day a candidate was stated: the latest of the lines it rests on."""
+    return max((days[q] for q in cand.seqs if q in days), default=None)
 
 
 def _days(work: Work) -> dict[int, date]:
@@ -214,3 +219,41 @@ def _judge(judge: Judge | None, planned: list[Planned]) -> None:
     verdicts = iter(judge.judge(pairs).verdicts)
     for p in pending:
         p.decision = resolve(p.decision, [next(verdicts, None) for _ in p.decision.routed])
+
+
+# --------------------------------------------------------------------------- a group planned as one
+
+
+def plan_group(rt: Runtime, works: list[Work], candidates: list[list[Candidate]], judge: Judge | None) -> list[Planned]:
+    """Consecutive sessions of one owner planned as one batch: each candidate against the stored
+    memories and the candidates of the sessions before it, the routed pairs of all of them
+    judged in one call. A decision about an earlier candidate names it ``pending:<n>``, its place
+    in the batch; `session_plan` takes one session's part once the sessions before it are applied."""
+    sess = works[0].session
+    flat = [c for found in candidates for c in found]
+    said = [_said(c, _days(w)) for w, found in zip(works, candidates) for c in found]
+    return plan_candidates(rt, owner_scope(sess), sess.user_id, flat, judge, exact=True, said=said)
+
+
+def session_plan(batch: list[Planned], start: int, end: int) -> list[Planned]:
+    """The plans `start`..`end` of a group's batch as one session's plan, made in place: a pending
+    id within them renumbered from `start`, one before them the memory it became when applied (a
+    target that was rejected or dropped: the candidate is added instead). Applying it sets the
+    batch's `memory_id`s that the later sessions' plans refer to."""
+    part = batch[start:end]
+    for p in part:
+        d = p.decision
+
+        def local(ref: str | None) -> str | None:
+            if ref is None or not ref.startswith("pending:"):
+                return ref
+            j = int(ref.split(":")[1])
+            return f"pending:{j - start}" if j >= start else batch[j].memory_id
+
+        target = local(d.target)
+        also = tuple(t for t in map(local, d.also) if t)
+        routed = tuple(t for t in map(local, d.routed) if t)
+        if d.target is not None and target is None:
+            d = replace(d, action="add", reason=f"{d.reason}; what it matched was not applied")
+        p.decision = replace(d, target=target, also=also, routed=routed)
+    return part

@@ -26,9 +26,9 @@ from dreamer.core.errors import ConfigError
 from dreamer.core.models import Cursor, Lease, Message, Session, utcnow
 from dreamer.core.private import check_free_space
 from dreamer.core.settings import Settings
-from dreamer.core.tokens import count_tokens
-from dreamer.engine.extract import AGENT_INSTRUCTIONS, CODE_INSTRUCTIONS, SYSTEM_PROMPT
+from dreamer.engine.extract import extraction_card, extraction_prompt
 from dreamer.engine.runtime import Runtime
+from dreamer.llm.bill import billed_prompt
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -183,10 +183,11 @@ class Estimate:
 
 
 def prompt_overhead(settings: Settings) -> int:
-    """Tokens an extraction call spends besides the transcript: the system prompt and the tags."""
-    longest = max(AGENT_INSTRUCTIONS, CODE_INSTRUCTIONS, key=len)
-    system = SYSTEM_PROMPT.format(instructions=longest, limit=settings.entries_per_session)
-    return count_tokens(system) + count_tokens("<transcript>\n\n</transcript>")
+    """Tokens an extraction call is billed besides the transcript's lines: the longer card
+    (code), its schema, the transcript tags and each message's overhead (`dreamer.llm.bill`)."""
+    _, schema = extraction_card("code")
+    system = extraction_prompt("code", settings.entries_per_session)
+    return billed_prompt(system, "<transcript>\n\n</transcript>", schema, "memories")
 
 
 def estimate(s: DBSession, session_ids: list[int], settings: Settings) -> Estimate:

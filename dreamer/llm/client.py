@@ -9,7 +9,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import openai
 import tenacity
@@ -174,15 +174,13 @@ class OpenAILLM:
     def _system(self, system: str, schema: type[BaseModel]) -> str:
         if self.json_schema:
             return system
-        return f"{system}\n\n{SCHEMA_PROMPT.format(schema=json.dumps(schema.model_json_schema()))}"
+        wire = json.dumps(wire_schema(schema), separators=(",", ":"))
+        return f"{system}\n\n{SCHEMA_PROMPT.format(schema=wire)}"
 
     def _response_format(self, schema: type[BaseModel], name: str) -> ResponseFormat:
         if not self.json_schema:
             return {"type": "json_object"}
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": False},
-        }
+        return schema_format(schema, name)
 
     # --- one request, retried -----------------------------------------------------
     def _send_with_retries(
@@ -227,6 +225,34 @@ class OpenAILLM:
             return _Answer(None, "response body is not a chat completion")
         _add_usage(usage, completion)
         return _answer_of(completion)
+
+
+_METADATA = ("title", "description", "default")
+
+
+def schema_format(schema: type[BaseModel], name: str) -> ResponseFormat:
+    """The `response_format` asking for a JSON object of `schema` (see `wire_schema`)."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": wire_schema(schema), "strict": False}}
+
+
+def wire_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent with a request: the model's, without titles, descriptions and
+    defaults. The prompt card describes every field (`dreamer.llm.cards`), `required` says which
+    may be left out, and an endpoint bills each token of the schema on every call."""
+    stripped: dict[str, Any] = _strip(schema.model_json_schema())
+    return stripped
+
+
+def _strip(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strip(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: ({name: _strip(v) for name, v in value.items()} if key in ("properties", "$defs") else _strip(value))
+        for key, value in node.items()
+        if key not in _METADATA
+    }
 
 
 def _add_usage(usage: Usage, completion: ChatCompletion) -> None:

@@ -10,7 +10,7 @@ from dreamer.core.errors import (
     LLMError,
     LLMInvalidOutput,
 )
-from dreamer.core.tokens import count_tokens
+from dreamer.llm.bill import billed_prompt
 from dreamer.llm.breaker import Breaker
 from dreamer.llm.client import LLM, M, Usage
 
@@ -22,7 +22,7 @@ class GuardedLLM:
     ``calls`` counts HTTP requests (retries and repairs included) as reported in ``Usage.requests``;
     ``answered`` the calls the endpoint answered (validly or not).
     A `breaker_threshold` of 0 or less disables the breaker. A call starts only while the tokens
-    spent plus its prompt (counted here) fit the budget, so the pass can go over it by at most
+    spent plus its prompt (as `dreamer.llm.bill` counts it) fit the budget, so the pass can go over it by at most
     the completion of its last call.
     """
 
@@ -38,7 +38,7 @@ class GuardedLLM:
     def complete_json(
         self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
     ) -> tuple[M, Usage]:
-        self._check_budget(count_tokens(system) + count_tokens(user))  # a refusal, not a failure of the model
+        self._check_budget(billed_prompt(system, user, schema, name))  # a refusal, not a failure of the model
         return self.breaker.call(lambda: self._spend(system, user, schema, name, attempts))
 
     def _spend(self, system: str, user: str, schema: type[M], name: str, attempts: int | None) -> tuple[M, Usage]:

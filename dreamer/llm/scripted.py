@@ -365,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dreamer.scripted", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dreamer.llm.scripted", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", help="JSON file: a list of replies served in order")

@@ -11,6 +11,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from dreamer.core.tokens import count_tokens
+from dreamer.llm.bill import prompt_tokens_of
 
 if TYPE_CHECKING:
     from dreamer.llm.scripted import Reply
@@ -41,21 +42,6 @@ def error_type(status: int) -> str:
 
 def fmt_seconds(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
-
-
-def _message_text(content: Any) -> str:
-    """The text of a chat message's content (a string or a list of parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def prompt_tokens_of(body: JSONObject) -> int:
-    """The prompt token count the server reports for a chat request body."""
-    messages = body.get("messages") or []
-    return sum(count_tokens(_message_text(m.get("content"))) for m in messages if isinstance(m, dict))
 
 
 def completion_body(reply: Reply, body: JSONObject, completion_id: str) -> JSONObject:
