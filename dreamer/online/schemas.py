@@ -1,4 +1,5 @@
-"""The request bodies of the HTTP API and the field types they are checked with."""
+"""The request bodies of the HTTP API, the field types they are checked with, and the shape of a
+memory in an answer (the API's and the MCP tools')."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 from dreamer.core.consolidate import normalise
-from dreamer.core.models import KINDS
+from dreamer.core.models import KINDS, Memory
 from dreamer.core.settings import MAX_RECALL_K
-from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
+from dreamer.ingest.base import MAX_FIELD_CHARS, as_utc, clean_text, identifier_problem
 from dreamer.online.agent_writes import AGENT_WRITE_KINDS
 
 MAX_MESSAGES_PER_APPEND = 1000
@@ -86,3 +87,17 @@ class MemoryIn(Strict):
     text: Annotated[Text, AfterValidator(_worded)] = Field(min_length=3, max_length=600)
     kind: Literal[AGENT_WRITE_KINDS] = "preference"  # type: ignore[valid-type]
     session_id: GrantId | None = Field(None, description="the session it was said in")
+
+
+def memory_json(m: Memory) -> dict[str, Any]:
+    """A memory as an answer shows it."""
+    return {
+        "memory_id": m.id,
+        "text": m.text,
+        "kind": m.kind,
+        "status": m.status,
+        "source": m.source,
+        "evidence": m.evidence,
+        "created_at": as_utc(m.created_at).isoformat(),
+        "updated_at": as_utc(m.updated_at).isoformat(),
+    }

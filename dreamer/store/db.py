@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HEAD = "0004"
+HEAD = "0005"
 
 Upsert = Callable[[type[SQLModel]], postgresql.Insert | sqlite.Insert]
 """A dialect's `insert` that knows ON CONFLICT."""
