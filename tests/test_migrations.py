@@ -16,6 +16,7 @@ TABLES = {
     "activity",
     "scheduler_state",
     "views_due",
+    "watched_files",
 }
 
 

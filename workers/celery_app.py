@@ -158,10 +158,12 @@ def _register_dream(app: Celery, settings: Settings, process: ProcessRuntime, re
     @app.task(name="dreamer.dream_pass", bind=True, shared=False)  # type: ignore[untyped-decorator]
     @retrying
     def dream_pass(self: Task, trigger: str = "celery") -> dict[str, Any]:
-        """Find the due sessions and send one `dream_session` per session."""
+        """Ingest what the watched folders gained, find the due sessions and send one `dream_session` per session."""
         from dreamer.engine.jobs import fan_out
+        from dreamer.ingest.watch import ingest_sources
 
         rt = process.get()
+        ingest_sources(rt.engine, rt.settings)  # what the watched folders gained, first
         queue = settings.celery_queue
         result = fan_out(
             rt,

@@ -91,6 +91,10 @@ class InlineExecutor:
     def __call__(self, stop: Callable[[], bool]) -> Ran:
         from dreamer.engine.dream import dream_pass, locked_out, stopped_busy
 
+        if self.rt.settings.sources:  # what the watched folders gained, first
+            from dreamer.ingest.watch import ingest_sources
+
+            ingest_sources(self.rt.engine, self.rt.settings)
         try:  # the tick found the agent idle at its now; the pass still stops if it turns busy
             run = dream_pass(self.rt, trigger="scheduler", busy_checked=True, now=self.clock(), stop=stop)
         finally:

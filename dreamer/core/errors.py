@@ -126,3 +126,24 @@ def validation_summary(
     parts = [f"{name(err['loc'])}: {err['msg']}" for err in exc.errors()[:limit]]
     more = exc.error_count() - limit
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+class ApiError(DreamerError):
+    """The HTTP API answered a `dreamer.client` call with an error status; `detail` is its reason."""
+
+    def __init__(self, message: str, *, status: int, detail: object = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
+class ApiDenied(ApiError):
+    """401 or 403: the token is unknown, or may only read."""
+
+
+class ApiUnavailable(ApiError, Retryable):
+    """The API could not be reached, or answered 502, 503 or 504: worth trying again later."""
+
+    def __init__(self, message: str, *, status: int = 0, detail: object = None, delay: float = 1.0) -> None:
+        ApiError.__init__(self, message, status=status, detail=detail)
+        self.delay = delay

@@ -221,3 +221,24 @@ class SchedulerState(SQLModel, table=True):
     last_skip_reason: str | None = Field(default=None, sa_column=Column(Text))
     consecutive_skips: int = 0
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class WatchedFile(SQLModel, table=True):
+    """A transcript file of a watched source (or a hook's transcript) and how far it was read:
+    `offset_bytes` up to the end of its last complete line, whose bytes hash to `head_hash`."""
+
+    __tablename__ = "watched_files"
+
+    path_key: str = Field(primary_key=True, max_length=64)  # sha256 of `path`
+    path: str = Field(sa_column=Column(Text, nullable=False))
+    format: str = Field(max_length=32)
+    user_id: str = Field(max_length=255)
+    offset_bytes: int = Field(default=0, sa_type=BigInteger)
+    size_bytes: int = Field(default=0, sa_type=BigInteger)
+    mtime_ns: int = Field(default=0, sa_type=BigInteger)
+    head_hash: str = Field(default="", max_length=64)
+    messages: int = 0  # messages this file added to the store, in all
+    sessions: int = 0  # sessions it holds, as last read
+    last_seen_at: datetime = Field(default_factory=utcnow)
+    ingested_at: datetime | None = None
+    problem: str | None = Field(default=None, sa_column=Column(Text))

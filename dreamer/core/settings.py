@@ -233,6 +233,27 @@ class Settings(BaseSettings):
     flush_max_notes: int = Field(8, le=1000)  # the flush counts are checked together (validate_flush_settings)
     flush_workers: int = Field(2, le=MAX_THREADS)
 
+    # --- agents on this machine: `dreamer mcp` over stdio, Claude Code hooks, watched folders
+    local_user: str = Field(
+        "", description="user of `dreamer mcp` (stdio) and `dreamer hook`; empty = the login name of the OS user"
+    )
+    local_agent: str = Field("", description="agent id of `dreamer mcp` (stdio) and `dreamer hook`; empty = none")
+    local_team: str = Field("", description="team of `dreamer mcp` (stdio) and `dreamer hook`; empty = none")
+    local_role: Literal["writer", "reader"] = Field(
+        "writer", description="role of `dreamer mcp` over stdio: a reader gets only the read tools"
+    )
+    hook_timeout_seconds: float = Field(
+        20, gt=0, le=3600, description="most seconds a `dreamer hook` call works before it gives up (and exits 0)"
+    )
+    hook_recall_k: int = Field(
+        0, ge=0, le=MAX_RECALL_K, description="recall hits the UserPromptSubmit hook adds for the prompt; 0 = none"
+    )
+    sources: str = Field(
+        "",
+        description='JSON list of watched transcript folders: {"path", "format", "user_id", "agent_id"?, "team"?, '
+        '"pattern"?}; ingested before every pass; empty = none',
+    )
+
     # --- scheduler and workers
     busy_backend: Literal["sql", "redis"] = Field("sql", description="Where activity is counted")
     busy_key_prefix: str = "dreamer:busy"

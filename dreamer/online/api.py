@@ -1,5 +1,6 @@
 """The HTTP API of the online companion (FastAPI): append with the context meter, recall,
-context, agent writes, flush, status, health and Prometheus metrics.
+context, agent writes, flush, status, health and Prometheus metrics; the MCP server over
+streamable HTTP at `/mcp` (`dreamer.online.mcp_server`).
 
 Every call acts in the scope of its bearer token (user, and agent and team when the token
 names them), never in one named by the body; a reader token cannot write. Writes under
@@ -22,25 +23,27 @@ from sqlalchemy import func, text
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
 
-from dreamer.core.errors import ConfigError, NotFound
+from dreamer.core.errors import ConfigError
 from dreamer.core.models import DailyNote, DreamRun, Memory, Message, Session
 from dreamer.core.scope import Scope
 from dreamer.core.settings import MAX_CONTEXT_BUDGET, Settings
 from dreamer.engine.runtime import Runtime
-from dreamer.ingest.base import MAX_FIELD_CHARS, as_utc, clean_text, identifier_problem
+from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
 from dreamer.online.agent_writes import forget_memory, remember
 from dreamer.online.auth import Auth, Grant, parse_tokens
 from dreamer.online.error_responses import add_error_handlers
 from dreamer.online.flush import FlushResult, flush_session
 from dreamer.online.flush_runner import FlushRunner
 from dreamer.online.flush_trigger import flush_point, validate_flush_settings
+from dreamer.online.mcp_server import MCP_PATH, HttpEndpoint
 from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.recall import context, recall
 from dreamer.online.request_checks import OneAuthorization, utf8_ids
-from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn
-from dreamer.online.session_append import append, owned_session
+from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
+from dreamer.online.session_append import append, own_session_id
 from dreamer.store.busy import CoalescedBusy
 from dreamer.store.db import session_scope
 
@@ -59,9 +62,12 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     metrics = Metrics(rt)
     runner = FlushRunner(rt, workers=rt.settings.flush_workers, on_done=metrics.flushed)
 
+    mcp = HttpEndpoint(rt, auth, runner)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.running():
+            yield
         await run_in_threadpool(runner.close)
 
     app = FastAPI(
@@ -76,6 +82,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     _ops_routes(app, rt, runner, metrics, auth)
     _session_routes(app, rt, runner, auth)
     _memory_routes(app, rt, auth)
+    app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # MCP over streamable HTTP
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)
     paths = (getattr(r, "path", "{") for r in app.routes)
     fixed = frozenset(p for p in paths if "{" not in p)
@@ -162,10 +169,7 @@ def _memory_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
         """Remember a fact through the dreamer's consolidation (a duplicate merges)."""
         sid = _own_session_id(rt, g, body.session_id) if body.session_id else None
         w = remember(rt, g.scope, body.text, body.kind, session_id=sid, topic=body.topic, cardinality=body.cardinality)
-        answer = {**_memory_json(w.memory), "action": w.action, "superseded": list(w.superseded)}
-        if w.action == "merged":
-            answer["into"] = w.memory.id
-        return answer
+        return written_json(w)
 
     @app.delete("/v1/memories/{memory_id}", tags=["memory"])
     def forget(
@@ -175,7 +179,7 @@ def _memory_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
     ) -> Answer:
         """Forget one of the token's memories (kept for history, never returned by default)."""
         _path_identifier("memory_id", memory_id)
-        return _memory_json(forget_memory(rt, g.scope, memory_id, clean_text(reason)))
+        return memory_json(forget_memory(rt, g.scope, memory_id, clean_text(reason)))
 
 
 def _flush_answer(result: FlushResult, session_id: str, settings: Settings) -> Answer:
@@ -211,25 +215,7 @@ def _same_scope(body: AppendIn, g: Grant) -> None:
 
 def _own_session_id(rt: Runtime, g: Grant, external_id: str) -> int:
     """The store's id of the grant's session `external_id`; NotFound when it has none."""
-    with session_scope(rt.engine) as s:
-        sess = owned_session(s, g.scope, external_id)
-    if sess is None or sess.id is None:
-        raise NotFound(f"no session {external_id}")
-    return sess.id
-
-
-def _memory_json(m: Memory) -> Answer:
-    return {
-        "memory_id": m.id,
-        "text": m.text,
-        "kind": m.kind,
-        "status": m.status,
-        "source": m.source,
-        "evidence": m.evidence,
-        "topic": m.topic,
-        "created_at": as_utc(m.created_at).isoformat(),
-        "updated_at": as_utc(m.updated_at).isoformat(),
-    }
+    return own_session_id(rt, g.scope, external_id)
 
 
 def _status(rt: Runtime, g: Grant, runner: FlushRunner) -> Answer:

@@ -3,6 +3,7 @@ and the request dependencies that resolve them."""
 
 from __future__ import annotations
 
+import getpass
 import hmac
 import json
 from typing import Annotated, Literal
@@ -10,8 +11,9 @@ from typing import Annotated, Literal
 from fastapi import HTTPException, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dreamer.core.errors import ConfigError, json_reason
+from dreamer.core.errors import ConfigError, json_reason, validation_summary
 from dreamer.core.scope import Scope
+from dreamer.core.settings import Settings
 from dreamer.online.schemas import GrantId
 
 MIN_TOKEN_CHARS = 16
@@ -125,3 +127,35 @@ class Auth:
         if not g.can_write:
             raise HTTPException(403, "this token may only read")
         return g
+
+
+LOCAL_TOKEN = "local-agent-on-this-machine"  # never compared: a local command acts as its one grant
+
+
+def local_grant(
+    settings: Settings,
+    *,
+    user: str | None = None,
+    agent: str | None = None,
+    team: str | None = None,
+    read_only: bool = False,
+) -> Grant:
+    """The grant of a local agent command (`dreamer mcp` over stdio, `dreamer hook`): its flags
+    first, then the `local_*` settings; the user is the OS login name when neither names one."""
+    try:
+        return Grant(
+            token=LOCAL_TOKEN,
+            user_id=user or settings.local_user or _login_name(),
+            agent_id=agent or settings.local_agent or None,
+            team=team or settings.local_team or None,
+            role="reader" if read_only else settings.local_role,
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"local scope: {validation_summary(exc)}") from exc
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError) as exc:  # no name for this uid (a bare container)
+        raise ConfigError("no user for local commands: set DREAMER_LOCAL_USER or pass --user") from exc

@@ -1,4 +1,5 @@
-"""The request bodies of the HTTP API and the field types they are checked with."""
+"""The request bodies of the HTTP API, the field types they are checked with, and the shape of a
+memory in an answer (the API's and the MCP tools')."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from dreamer.core.consolidate import normalise
 from dreamer.core.days import day_problem
-from dreamer.core.models import KINDS
+from dreamer.core.models import KINDS, Memory
 from dreamer.core.settings import MAX_RECALL_K
-from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
-from dreamer.online.agent_writes import AGENT_WRITE_KINDS
+from dreamer.ingest.base import MAX_FIELD_CHARS, as_utc, clean_text, identifier_problem
+from dreamer.online.agent_writes import AGENT_WRITE_KINDS, Written
 
 MAX_MESSAGES_PER_APPEND = 1000
 
@@ -104,3 +105,27 @@ class MemoryIn(Strict):
     cardinality: Literal["one", "many"] | None = Field(
         None, description="one: a new value replaces the old; many: values accumulate"
     )
+
+
+def memory_json(m: Memory) -> dict[str, Any]:
+    """A memory as an answer shows it."""
+    return {
+        "memory_id": m.id,
+        "text": m.text,
+        "kind": m.kind,
+        "status": m.status,
+        "source": m.source,
+        "evidence": m.evidence,
+        "topic": m.topic,
+        "created_at": as_utc(m.created_at).isoformat(),
+        "updated_at": as_utc(m.updated_at).isoformat(),
+    }
+
+
+def written_json(w: Written) -> dict[str, Any]:
+    """An agent write's answer: the memory it left, and what the write did (added, merged into
+    an existing memory, or superseded older values)."""
+    answer = {**memory_json(w.memory), "action": w.action, "superseded": list(w.superseded)}
+    if w.action == "merged":
+        answer["into"] = w.memory.id
+    return answer

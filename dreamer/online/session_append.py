@@ -37,6 +37,15 @@ def owned_session(s: DBSession, scope: Scope, external_id: str, *, source: str =
     return row
 
 
+def own_session_id(rt: Runtime, scope: Scope, external_id: str) -> int:
+    """The store's id of the scope's live session `external_id`; NotFound when it has none."""
+    with session_scope(rt.engine) as s:
+        sess = owned_session(s, scope, external_id)
+    if sess is None or sess.id is None:
+        raise NotFound(f"no session {external_id}")
+    return sess.id
+
+
 def append(
     rt: Runtime,
     scope: Scope,

@@ -93,12 +93,20 @@ class Trace:
 
 
 def trace(
-    rt: Runtime, fact: str, user_id: str, *, k: int | None = None, budget: int | None = None, limit: int = 20
+    rt: Runtime,
+    fact: str,
+    user_id: str,
+    *,
+    k: int | None = None,
+    budget: int | None = None,
+    limit: int = 20,
+    scope: Scope | None = None,
 ) -> Trace:
-    """Where `fact` is: the messages that said it, the memories it became, and how far each got."""
-    scope = Scope(user_id=user_id)
-    said = find_said(rt, fact, user_id, limit=limit)
-    out = Trace(fact, user_id, said, find_memories(rt, fact, user_id, said))
+    """Where `fact` is: the messages that said it, the memories it became, and how far each got;
+    within `scope` when given (an agent's or a team's part of the user's), else all of the user's."""
+    scope = scope or Scope(user_id=user_id)
+    said = find_said(rt, fact, scope, limit=limit)
+    out = Trace(fact, user_id, said, find_memories(rt, fact, scope, said))
     for m in out.memories:
         m.in_index = in_index(rt, m, scope)
     found = recall(rt, fact, scope, k=k)
@@ -118,17 +126,16 @@ def matches(fact: str, text: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalise(text)} "
 
 
-def find_said(rt: Runtime, fact: str, user_id: str, *, limit: int = 20) -> list[Mention]:
-    """Messages of the user's sessions that contain the fact (injected memory blocks excluded)."""
+def find_said(rt: Runtime, fact: str, scope: Scope, *, limit: int = 20) -> list[Mention]:
+    """Messages of the scope's sessions that contain the fact (injected memory blocks excluded)."""
     words = sorted(normalise(fact).split(), key=len, reverse=True)
     if not words:
         return []
     probe = words[0].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    query = select(Message, Session).join(Session, col(Session.id) == col(Message.session_id))
     with session_scope(rt.engine) as s:
         rows = s.exec(
-            select(Message, Session)
-            .join(Session, col(Session.id) == col(Message.session_id))
-            .where(Session.user_id == user_id)
+            scope.where(query, Session)
             .where(func.lower(Message.content).like(f"%{probe}%", escape="\\"))
             .order_by(col(Message.session_id), col(Message.seq))
         ).all()
@@ -148,13 +155,12 @@ def _excerpt(text: str, fact: str) -> str:
     return ("..." if start else "") + piece + ("..." if start + EXCERPT_CHARS < len(flat) else "")
 
 
-def find_memories(rt: Runtime, fact: str, user_id: str, said: list[Mention]) -> list[Stored]:
-    """Memories of any status whose text holds the fact, or whose evidence is a message that said it."""
+def find_memories(rt: Runtime, fact: str, scope: Scope, said: list[Mention]) -> list[Stored]:
+    """Memories of the scope, of any status, whose text holds the fact, or whose evidence is a
+    message that said it."""
     spoken = {(s.session_id, s.seq) for s in said}
     with session_scope(rt.engine) as s:
-        rows = s.exec(
-            select(Memory).where(Memory.user_id == user_id).order_by(col(Memory.created_at), col(Memory.id))
-        ).all()
+        rows = s.exec(scope.where(select(Memory), Memory).order_by(col(Memory.created_at), col(Memory.id))).all()
         hits = [m for m in rows if matches(fact, m.text) or _rests_on(m, spoken)]
         events = _history(s, [m.id for m in hits])
     return [

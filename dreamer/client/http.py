@@ -1,0 +1,181 @@
+"""The sync and async clients: each method builds its `Call` and reads the answer through
+`dreamer.client.calls`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import httpx
+
+from dreamer.client.calls import (
+    Call,
+    ContextBlock,
+    Meter,
+    Recalled,
+    StoredMemory,
+    answer,
+    append_call,
+    context_call,
+    flush_call,
+    forget_call,
+    recall_call,
+    remember_call,
+    status_call,
+    unreachable,
+)
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class Client:
+    """Sync client of one server, acting with one bearer token (its scope and role)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self._owned = http is None
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
+        self.headers = _headers(token)
+
+    def _send(self, call: Call) -> Any:
+        try:
+            response = self.http.request(
+                call.method, call.path, params=call.params or None, json=call.body, headers=self.headers
+            )
+        except httpx.TransportError as exc:
+            raise unreachable(call, exc) from exc
+        return answer(call, response)
+
+    def append(
+        self,
+        session_id: str,
+        messages: Sequence[dict[str, Any]],
+        *,
+        context_tokens: int | None = None,
+        compacted: bool = False,
+    ) -> Meter:
+        """Record a live session's new messages; the answer is its context meter."""
+        return cast(Meter, self._send(append_call(session_id, messages, context_tokens, compacted)))
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        kinds: Sequence[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> Recalled:
+        """Hybrid recall over the token's memories, best hit first."""
+        return cast(Recalled, self._send(recall_call(query, k, kinds, since, until)))
+
+    def context(self, budget: int | None = None) -> ContextBlock:
+        """The context block to inject (preferences and profile, cut to the budget in tokens)."""
+        return cast(ContextBlock, self._send(context_call(budget)))
+
+    def remember(self, text: str, kind: str = "preference", *, session_id: str | None = None) -> StoredMemory:
+        """Remember a fact now, through consolidation (a duplicate merges)."""
+        return cast(StoredMemory, self._send(remember_call(text, kind, session_id)))
+
+    def forget(self, memory_id: str, reason: str | None = None) -> StoredMemory:
+        """Forget one of the token's memories (kept for history)."""
+        return cast(StoredMemory, self._send(forget_call(memory_id, reason)))
+
+    def flush(self, session_id: str) -> dict[str, Any]:
+        """Flush the session's content since its last flush into daily notes now."""
+        return cast(dict[str, Any], self._send(flush_call(session_id)))
+
+    def status(self) -> dict[str, Any]:
+        """Counts of the token's scope and the last dream run."""
+        return cast(dict[str, Any], self._send(status_call()))
+
+    def close(self) -> None:
+        if self._owned:
+            self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """`Client`'s methods, awaited (over `httpx.AsyncClient`)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._owned = http is None
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self.headers = _headers(token)
+
+    async def _send(self, call: Call) -> Any:
+        try:
+            response = await self.http.request(
+                call.method, call.path, params=call.params or None, json=call.body, headers=self.headers
+            )
+        except httpx.TransportError as exc:
+            raise unreachable(call, exc) from exc
+        return answer(call, response)
+
+    async def append(
+        self,
+        session_id: str,
+        messages: Sequence[dict[str, Any]],
+        *,
+        context_tokens: int | None = None,
+        compacted: bool = False,
+    ) -> Meter:
+        return cast(Meter, await self._send(append_call(session_id, messages, context_tokens, compacted)))
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        kinds: Sequence[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> Recalled:
+        return cast(Recalled, await self._send(recall_call(query, k, kinds, since, until)))
+
+    async def context(self, budget: int | None = None) -> ContextBlock:
+        return cast(ContextBlock, await self._send(context_call(budget)))
+
+    async def remember(self, text: str, kind: str = "preference", *, session_id: str | None = None) -> StoredMemory:
+        return cast(StoredMemory, await self._send(remember_call(text, kind, session_id)))
+
+    async def forget(self, memory_id: str, reason: str | None = None) -> StoredMemory:
+        return cast(StoredMemory, await self._send(forget_call(memory_id, reason)))
+
+    async def flush(self, session_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._send(flush_call(session_id)))
+
+    async def status(self) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._send(status_call()))
+
+    async def aclose(self) -> None:
+        if self._owned:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
