@@ -33,20 +33,6 @@ def need_service(name: str, host: str, port: int) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def model_cache(tmp_path_factory):
-    """The local model's ONNX export (`dreamer.onnx_query`) goes to a folder of this test run,
-    for every process the tests start too, not to the user's cache."""
-    folder = tmp_path_factory.mktemp("cache")
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(folder)
-    yield folder
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = before
-
-
 @pytest.fixture
 def settings(tmp_path) -> Settings:
     return Settings(_env_file=None, data_dir=tmp_path / "data")

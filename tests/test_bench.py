@@ -25,8 +25,8 @@ def settings(tmp_path) -> Settings:
 @needs_minilm
 def test_recall_bench(settings):
     result = bench.run("recall", settings, sizes=(40,), queries=4)
-    assert COMMON | {"rows", "reference_p95_over_edge_p95", "query_embedding"} <= set(result)
-    assert result["query_embedding"] == "onnxruntime"  # the `local` extra brings it
+    assert COMMON | {"rows", "reference_p95_over_edge_p95", "embedder_runtime"} <= set(result)
+    assert result["embedder_runtime"] == "numpy"  # the `local` extra brings it
     assert {r["backend"] for r in result["rows"]} == {"edge", "qdrant-client-local", "query embedding alone"}
     assert {"p50_ms", "p95_ms", "mean_ms"} <= set(result["rows"][0])
 

@@ -1,4 +1,4 @@
-"""Embedders: local MiniLM, OpenAI-compatible endpoint (tiny stdlib server), cache, factory."""
+"""Embedders: local MiniLM (more in test_embed_minilm.py), OpenAI-compatible endpoint (tiny stdlib server), cache, factory."""
 
 from __future__ import annotations
 
@@ -15,15 +15,9 @@ import pytest
 from dreamer.core.errors import ConfigError, LLMError, TransientLLMError
 from dreamer.core.settings import Settings
 from dreamer.embed import embedders as embed
-from dreamer.embed.embedders import (
-    CachedEmbedder,
-    Embedder,
-    MiniLMEmbedder,
-    OpenAIEmbedder,
-    build_embedder,
-    minilm_available,
-    set_torch_threads,
-)
+from dreamer.embed.embedders import CachedEmbedder, Embedder, OpenAIEmbedder, build_embedder
+from dreamer.embed.minilm import MiniLMEmbedder, minilm_available
+from dreamer.embed.sentence_transformer import sentence_transformers_available, set_torch_threads
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 
@@ -228,14 +222,6 @@ def minilm():
 
 
 @needs_minilm
-def test_minilm_loads_lazily():
-    embedder = MiniLMEmbedder()
-    assert embedder._model is None
-    assert embedder.embed([]) == []
-    assert embedder._model is None
-
-
-@needs_minilm
 def test_minilm_vectors(minilm):
     texts = ["I like tea", "I enjoy drinking tea", "the server crashed"]
     tea, drink, crash = minilm.embed(texts)
@@ -245,20 +231,6 @@ def test_minilm_vectors(minilm):
         assert math.isclose(float(np.linalg.norm(v)), 1.0, rel_tol=1e-4)
     assert cosine(tea, drink) > cosine(tea, crash) + 0.3
     assert minilm.embed(["I like tea"])[0] == pytest.approx(tea, abs=1e-5)
-
-
-@needs_minilm
-@pytest.mark.parametrize("text", ["I like tea", "what does the user like about Caroline's pottery?", "ok " * 400])
-def test_minilm_one_text_is_exactly_what_encode_gives(minilm, text):
-    (vector,) = minilm.embed([text])
-    expected = minilm._load().encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
-    assert vector == np.asarray(expected, dtype=np.float32).tolist()
-
-
-def test_minilm_without_extra_is_a_config_error(monkeypatch):
-    monkeypatch.setattr(embed, "minilm_available", lambda: False)
-    with pytest.raises(ConfigError, match="local"):
-        MiniLMEmbedder()
 
 
 # --- build_embedder ------------------------------------------------------------------------------
@@ -282,7 +254,8 @@ def test_build_local(tmp_path):
 
 def test_build_local_without_extra(tmp_path, monkeypatch):
     monkeypatch.setattr(embed, "minilm_available", lambda: False)
-    with pytest.raises(ConfigError):
+    monkeypatch.setattr(embed, "sentence_transformers_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"pip install 'dreamer\[local\]'"):
         build_embedder(make_settings(tmp_path, embedder="local"))
 
 
@@ -347,13 +320,19 @@ def test_build_auto_prefers_minilm(tmp_path, server):
 
 
 def test_build_auto_falls_back_to_openai_then_none(tmp_path, server, monkeypatch):
-    monkeypatch.setattr(embed, "minilm_available", lambda: False)
+    monkeypatch.setattr(embed, "local_available", lambda: False)
     settings = make_settings(tmp_path, embedder="auto", llm_base_url=server.url, embed_dim=8)
     built = build_embedder(settings)
     assert isinstance(built.inner, OpenAIEmbedder)
     assert build_embedder(make_settings(tmp_path, embedder="auto")) is None
 
 
+@pytest.mark.skipif(sentence_transformers_available(), reason="the `torch` extra is installed")
+def test_set_torch_threads_without_torch_says_none():
+    assert set_torch_threads(1) is None
+
+
+@pytest.mark.skipif(not sentence_transformers_available(), reason="the `torch` extra is not installed")
 def test_set_torch_threads_sets_a_positive_count_and_leaves_the_default_for_zero():
     import torch
 

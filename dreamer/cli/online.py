@@ -74,7 +74,7 @@ def serve(
     """Run the HTTP API (the process owns the embedded index while it runs)."""
     import uvicorn
 
-    from dreamer.embed.embedders import set_torch_threads
+    from dreamer.embed.sentence_transformer import set_torch_threads
     from dreamer.engine.runtime import settle
     from dreamer.online.api import create_app
     from dreamer.online.auth import insecure_grant, parse_tokens

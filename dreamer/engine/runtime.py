@@ -8,7 +8,7 @@ import enum
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack
 
 from sqlalchemy.engine import Engine
 
@@ -39,6 +39,18 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
+class Parts(TypedDict, total=False):
+    """What a caller may hand a runtime ready-made; a part left out is built from the settings."""
+
+    engine: Engine | None
+    llm: LLM | None | Unset
+    embedder: Embedder | None | Unset
+    index: MemoryIndex | Unset
+    busy: BusySignal | Unset
+    user_locks: UserLocks | Unset
+    check_schema: bool
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -51,22 +63,19 @@ class Runtime:
     _owned: list[Closable] = field(default_factory=list)
 
     @classmethod
-    def open(
-        cls,
-        settings: Settings,
-        *,
-        engine: Engine | None = None,
-        llm: LLM | None | Unset = UNSET,
-        embedder: Embedder | None | Unset = UNSET,
-        index: MemoryIndex | Unset = UNSET,
-        busy: BusySignal | Unset = UNSET,
-        user_locks: UserLocks | Unset = UNSET,
-        check_schema: bool = True,
-    ) -> Runtime:
-        eng = engine or db.make_engine(settings.resolved_database_url())
-        if check_schema:
+    def open(cls, settings: Settings, **parts: Unpack[Parts]) -> Runtime:
+        eng = parts.get("engine") or db.make_engine(settings.resolved_database_url())
+        if parts.get("check_schema", True):
             db.require_schema(eng)
-        return cls(settings, eng, llm, embedder, index, busy, user_locks)
+        return cls(
+            settings,
+            eng,
+            parts.get("llm", UNSET),
+            parts.get("embedder", UNSET),
+            parts.get("index", UNSET),
+            parts.get("busy", UNSET),
+            parts.get("user_locks", UNSET),
+        )
 
     @property
     def llm(self) -> LLM | None:

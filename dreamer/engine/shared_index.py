@@ -22,24 +22,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from sqlalchemy.engine import Engine
+from typing import Unpack
 
 from dreamer.core.errors import IndexInUse, Retryable
 from dreamer.core.private import private_dir
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine.documents import DocumentedIndex
-from dreamer.engine.runtime import UNSET, Runtime, Unset
+from dreamer.engine.runtime import UNSET, Parts, Runtime
 from dreamer.index.build import build_index
 from dreamer.index.contract import Hit, IndexPoint, MemoryIndex, Payload, SearchFilter
-
-if TYPE_CHECKING:
-    from dreamer.embed.embedders import Embedder
-    from dreamer.llm.client import LLM
-    from dreamer.store.busy import BusySignal
-    from dreamer.store.user_locks import UserLocks
 
 log = logging.getLogger(__name__)
 
@@ -185,33 +177,11 @@ def build_shared_index(settings: Settings, dim: int) -> MemoryIndex:
     )
 
 
-def open_shared_runtime(
-    settings: Settings,
-    *,
-    engine: Engine | None = None,
-    llm: LLM | None | Unset = UNSET,
-    embedder: Embedder | None | Unset = UNSET,
-    index: MemoryIndex | Unset = UNSET,
-    busy: BusySignal | Unset = UNSET,
-    user_locks: UserLocks | Unset = UNSET,
-    check_schema: bool = True,
-) -> Runtime:
+def open_shared_runtime(settings: Settings, **parts: Unpack[Parts]) -> Runtime:
     """The one Runtime of a long-lived process (worker, daemon): built once, index in turns."""
-    if embedder is UNSET:
-        from dreamer.embed.embedders import build_embedder
-
-        embedder = build_embedder(settings)
-    rt = Runtime.open(
-        settings,
-        engine=engine,
-        llm=llm,
-        embedder=embedder,
-        index=index,
-        busy=busy,
-        user_locks=user_locks,
-        check_schema=check_schema,
-    )
-    if index is UNSET:
+    rt = Runtime.open(settings, **parts)
+    if "index" not in parts or parts["index"] is UNSET:
+        embedder = rt.embedder
         dim = embedder.dim if embedder is not None else settings.embed_dim
         rt.adopt_index(DocumentedIndex.from_settings(build_shared_index(settings, dim), rt.engine, settings, embedder))
     return rt

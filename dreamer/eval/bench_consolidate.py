@@ -13,7 +13,7 @@ from sqlmodel import select
 from dreamer.core.models import Memory
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
-from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder
+from dreamer.embed.embedders import CachedEmbedder, Embedder
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_all
 from dreamer.engine.documents import DocumentedIndex
@@ -46,7 +46,7 @@ def bench_consolidate(
 
 
 def _consolidate_run(
-    settings: Settings, folder: Path, raw: MiniLMEmbedder, n: int, seed: int, batch: int, users: int, documented: bool
+    settings: Settings, folder: Path, raw: Embedder, n: int, seed: int, batch: int, users: int, documented: bool
 ) -> BenchResult:
     rng = random.Random(seed)
     texts = [f"{sentence(rng)[:-1]} ({i})." for i in range(n)]

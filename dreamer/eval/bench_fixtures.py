@@ -13,7 +13,9 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from dreamer.core.settings import Settings
-from dreamer.embed.embedders import MiniLMEmbedder
+from dreamer.embed.embedders import build_local
+from dreamer.embed.minilm import MiniLMEmbedder
+from dreamer.embed.sentence_transformer import SentenceTransformerEmbedder
 from dreamer.store import db
 
 BenchResult = dict[str, Any]  # a bench's JSON-ready report: rows, ratios, the goal
@@ -54,8 +56,8 @@ def fresh_store(settings: Settings, data_dir: Path, **overrides: Any) -> tuple[S
     return st, engine
 
 
-def local_embedder(settings: Settings) -> MiniLMEmbedder:
-    embedder = MiniLMEmbedder(batch=settings.embed_batch, cache_dir=settings.model_cache)
+def local_embedder(settings: Settings) -> MiniLMEmbedder | SentenceTransformerEmbedder:
+    embedder = build_local(settings)
     embedder.embed(["warm up"])
     return embedder
 

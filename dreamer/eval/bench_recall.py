@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from dreamer.core.models import Memory, new_memory_id, utcnow
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
-from dreamer.embed.embedders import set_torch_threads
+from dreamer.embed.sentence_transformer import set_torch_threads
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.bench_fixtures import BenchResult, fresh_store, local_embedder, percentiles, quiet_timings, sentence
 from dreamer.index.contract import IndexPoint
@@ -66,7 +66,7 @@ def bench_recall(settings: Settings, tmp: Path, sizes: Sequence[int], seed: int,
         "rows": rows,
         "reference_p95_over_edge_p95": ratios,
         "torch_threads": threads,
-        "query_embedding": "onnxruntime" if embedder._query is not None else "torch",
+        "embedder_runtime": embedder.runtime,
         "goal": "edge p95 <= 25 ms at the largest size",
     }
 
