@@ -21,6 +21,7 @@ from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.agent_writes import remember
 from dreamer.online.claude_hooks import hook_entries, merge_hooks
 from dreamer.store import db
+from dreamer.store.busy import activity_key
 from dreamer.store.db import session_scope
 
 FACT = "The user prefers answers in French."
@@ -113,7 +114,7 @@ def test_each_message_of_a_growing_transcript_lands_once(home):
     engine = store(home)
     try:
         with session_scope(engine) as s:
-            assert [(a.key, a.in_flight) for a in s.exec(select(Activity)).all()] == [("user:alice", 0)]
+            assert [(a.key, a.in_flight) for a in s.exec(select(Activity)).all()] == [(activity_key("alice"), 0)]
     finally:
         engine.dispose()
 
