@@ -29,7 +29,9 @@ def server():
 
 @pytest.fixture
 def rt(settings, engine, server, tmp_path):
-    st = settings.model_copy(update={"ambiguous_low": 0.3, "dup_threshold": 0.99, "entries_per_session": 10})
+    st = settings.model_copy(
+        update={"ambiguous_low": 0.3, "route_max_pairs": 1, "dup_threshold": 0.99, "entries_per_session": 10}
+    )
     runtime = make_runtime(st, engine, server, make_index("edge", tmp_path))
     yield runtime
     runtime.close()

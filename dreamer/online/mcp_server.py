@@ -222,10 +222,10 @@ class Tools:
     def _call(self, run: Callable[[], Answer]) -> Answer:
         """Run a tool's body (in its turn of the index, when turns are taken)."""
         if self._turn is None:
-            return self._call(run)
+            return _one_line(run)
         with self._turn:
             try:
-                return self._call(run)
+                return _one_line(run)
             finally:
                 end_turn(self.rt)
 

@@ -60,7 +60,13 @@ def state(rt) -> tuple:
 @pytest.mark.parametrize("share", [0.25, 1.0])
 def test_a_bad_pass_is_held_by_the_guard_and_undone(share, settings, engine, server, tmp_path, figures):
     st = settings.model_copy(
-        update={"ambiguous_low": 0.3, "dup_threshold": 0.99, "entries_per_session": 20, "guard_share": share}
+        update={
+            "ambiguous_low": 0.3,
+            "route_max_pairs": 1,
+            "dup_threshold": 0.99,
+            "entries_per_session": 20,
+            "guard_share": share,
+        }
     )
     rt = kit.runtime(st, engine, server, tmp_path, dim=DIM)
     try:
