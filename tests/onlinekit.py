@@ -7,13 +7,21 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
 from dreamkit import EMBED_DIM
 
+from dreamer.core.settings import Settings
 from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
 from dreamer.engine.runtime import Runtime
+from dreamer.index.edge import EdgeIndex
 from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.api import create_app
+from dreamer.store import db
 from dreamer.store.busy import SqlBusySignal
 
 ALICE_WRITER = "alice-writer-token-0123456789"
@@ -76,6 +84,23 @@ def online_runtime(settings, engine, server, index, *, llm: bool = True) -> Runt
     embedder = CachedEmbedder(OpenAIEmbedder(client, model="scripted-embed", dim=EMBED_DIM))
     busy = SqlBusySignal(engine, window_seconds=settings.busy_window_seconds)
     return Runtime.open(settings, engine=engine, llm=model, embedder=embedder, index=index, busy=busy)
+
+
+@contextmanager
+def live_api(root: Path) -> Iterator[LiveServer]:
+    """The HTTP API of a fresh SQLite store under `root`, served live without a model (the
+    scripted server embeds), with the tokens of `TOKENS`."""
+    settings = online_settings(Settings(_env_file=None, data_dir=root / "data"))
+    engine = db.make_engine(f"sqlite:///{root / 'store.db'}")
+    db.upgrade(engine)
+    with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
+        rt = online_runtime(settings, engine, scripted, EdgeIndex(root / "edge", EMBED_DIM), llm=False)
+        try:
+            with LiveServer(create_app(rt)) as server:
+                yield server
+        finally:
+            rt.close()
+            engine.dispose()
 
 
 def chat(*texts: str) -> list[dict]:

@@ -5,34 +5,18 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from dreamkit import EMBED_DIM
-from onlinekit import ALICE_READER, ALICE_WRITER, LiveServer, chat, free_port, online_runtime, online_settings
+from onlinekit import ALICE_READER, ALICE_WRITER, chat, free_port, live_api
 
 from dreamer.client import ApiDenied, ApiError, ApiUnavailable, AsyncClient, Client
 from dreamer.core.errors import DreamerError, Retryable
-from dreamer.core.settings import Settings
-from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import ScriptedServer
-from dreamer.online.api import create_app
-from dreamer.store import db
 
 FACT = "The user prefers trains over planes."
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    root = tmp_path_factory.mktemp("client")
-    settings = online_settings(Settings(_env_file=None, data_dir=root / "data"))
-    engine = db.make_engine(f"sqlite:///{root / 'store.db'}")
-    db.upgrade(engine)
-    with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
-        rt = online_runtime(settings, engine, scripted, EdgeIndex(root / "edge", EMBED_DIM), llm=False)
-        try:
-            with LiveServer(create_app(rt)) as server:
-                yield server
-        finally:
-            rt.close()
-            engine.dispose()
+    with live_api(tmp_path_factory.mktemp("client")) as server:
+        yield server
 
 
 def test_the_agent_loop(live):

@@ -14,17 +14,10 @@ import httpx
 import httpx2
 import pytest
 from clikit import run
-from dreamkit import EMBED_DIM
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer, online_runtime, online_settings
-
-from dreamer.core.settings import Settings
-from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import ScriptedServer
-from dreamer.online.api import create_app
-from dreamer.store import db
+from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, bearer, live_api
 
 READ_TOOLS = ["search_memories", "get_context", "get_memory", "list_memories", "trace"]
 ALL_TOOLS = READ_TOOLS + ["add_memory", "forget_memory", "record_messages"]
@@ -132,18 +125,8 @@ def test_stdio_read_only(tmp_path):
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mcp")
-    settings = online_settings(Settings(_env_file=None, data_dir=root / "data"))
-    engine = db.make_engine(f"sqlite:///{root / 'store.db'}")
-    db.upgrade(engine)
-    with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
-        rt = online_runtime(settings, engine, scripted, EdgeIndex(root / "edge", EMBED_DIM), llm=False)
-        try:
-            with LiveServer(create_app(rt)) as server:
-                yield server
-        finally:
-            rt.close()
-            engine.dispose()
+    with live_api(tmp_path_factory.mktemp("mcp")) as server:
+        yield server
 
 
 async def over_http(url: str, token: str, check) -> None:

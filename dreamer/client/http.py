@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar, cast
 
 import httpx
 
@@ -27,13 +28,38 @@ from dreamer.client.calls import (
 
 DEFAULT_TIMEOUT = 30.0
 
+H = TypeVar("H", httpx.Client, httpx.AsyncClient)
+
 
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-class Client:
-    """Sync client of one server, acting with one bearer token (its scope and role)."""
+def _request(call: Call, headers: dict[str, str]) -> dict[str, Any]:
+    """The arguments of `httpx.Client.request` (and of its async twin) for `call`."""
+    return {
+        "method": call.method,
+        "url": call.path,
+        "params": call.params or None,
+        "json": call.body,
+        "headers": headers,
+    }
+
+
+@contextmanager
+def _reaching(call: Call) -> Iterator[None]:
+    """A transport failure while sending `call` as `ApiUnavailable`."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        raise unreachable(call, exc) from exc
+
+
+class _Endpoint(Generic[H]):
+    """What both clients hold: their HTTP client (closed by them only when they made it) and the
+    token's headers."""
+
+    _http_type: type[H]
 
     def __init__(
         self,
@@ -41,19 +67,21 @@ class Client:
         token: str | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        http: httpx.Client | None = None,
+        http: H | None = None,
     ) -> None:
         self._owned = http is None
-        self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
+        self.http: H = http or self._http_type(base_url=base_url, timeout=timeout)
         self.headers = _headers(token)
 
+
+class Client(_Endpoint[httpx.Client]):
+    """Sync client of one server, acting with one bearer token (its scope and role)."""
+
+    _http_type = httpx.Client
+
     def _send(self, call: Call) -> Any:
-        try:
-            response = self.http.request(
-                call.method, call.path, params=call.params or None, json=call.body, headers=self.headers
-            )
-        except httpx.TransportError as exc:
-            raise unreachable(call, exc) from exc
+        with _reaching(call):
+            response = self.http.request(**_request(call, self.headers))
         return answer(call, response)
 
     def append(
@@ -110,28 +138,14 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(_Endpoint[httpx.AsyncClient]):
     """`Client`'s methods, awaited (over `httpx.AsyncClient`)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        token: str | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        http: httpx.AsyncClient | None = None,
-    ) -> None:
-        self._owned = http is None
-        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
-        self.headers = _headers(token)
+    _http_type = httpx.AsyncClient
 
     async def _send(self, call: Call) -> Any:
-        try:
-            response = await self.http.request(
-                call.method, call.path, params=call.params or None, json=call.body, headers=self.headers
-            )
-        except httpx.TransportError as exc:
-            raise unreachable(call, exc) from exc
+        with _reaching(call):
+            response = await self.http.request(**_request(call, self.headers))
         return answer(call, response)
 
     async def append(

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from dreamer.core.errors import ConfigError, os_reason
-from dreamer.core.models import CURRENT_STATUSES, Memory, Message, Session
+from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Session
 from dreamer.core.redact import clean_for_model
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
@@ -75,11 +75,22 @@ class EvalOptions:
 
 
 @dataclass
-class Totals:
-    memories: int = 0
+class Tokens:
+    """What the dream passes of an eval spent on the model."""
+
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    def add(self, run: DreamRun) -> None:
+        self.llm_calls += run.llm_calls
+        self.prompt_tokens += run.prompt_tokens
+        self.completion_tokens += run.completion_tokens
+
+
+@dataclass
+class Totals(Tokens):
+    memories: int = 0
     dialogue_tokens: int = 0
     rows: list[Scored] = field(default_factory=list)
 
@@ -207,10 +218,7 @@ def _remember_and_score(
         stack.callback(index.close)
         if opts.memories == "observations":
             rt = _observation_runtime(stack, st, engine, conv, embedder, index, dmap, lines)
-            run = dream_pass(rt, trigger="eval", force=True)
-            totals.llm_calls += run.llm_calls
-            totals.prompt_tokens += run.prompt_tokens
-            totals.completion_tokens += run.completion_tokens
+            totals.add(dream_pass(rt, trigger="eval", force=True))
         else:
             rt = Runtime.open(st, engine=engine, llm=None, embedder=embedder, index=index, busy=AlwaysIdle())
             remember_turns(engine, conv.sample_id)

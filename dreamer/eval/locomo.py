@@ -80,8 +80,9 @@ def load_conversations(path: Path, only: Sequence[str] | None = None) -> list[Co
     return chosen
 
 
-def read_document(path: Path) -> list[Any]:
-    """The file's list of entries; unreadable, empty, not JSON or no entry at all is `IngestError`."""
+def read_document(path: Path, entry: str = "conversation") -> list[Any]:
+    """The file's list of entries; unreadable, empty, not JSON or no entry at all is `IngestError`
+    (naming what an `entry` is: a conversation, a profile)."""
     data = read_bytes(path)
     if not data.strip():
         raise IngestError(f"{path}: the file is empty")
@@ -90,7 +91,7 @@ def read_document(path: Path) -> list[Any]:
     except LineRejected as exc:
         raise IngestError(f"{path}: {exc}") from exc
     if not items:
-        raise IngestError(f"{path}: no conversation in the file")
+        raise IngestError(f"{path}: no {entry} in the file")
     return items
 
 

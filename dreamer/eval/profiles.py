@@ -24,8 +24,7 @@ from typing import Any
 
 from dreamer.core.consolidate import normalise
 from dreamer.core.errors import IngestError
-from dreamer.ingest.base import LineRejected, read_bytes
-from dreamer.ingest.locomo import load_document
+from dreamer.eval.locomo import read_document
 
 CATEGORIES = (
     "simple_recall",
@@ -159,15 +158,7 @@ class Matcher:
 def load_profiles(path: Path) -> list[Profile]:
     """Every profile of the file, checked whole before anything runs: any entry the harness
     cannot read refuses the file with `IngestError` naming the entry and what is wrong."""
-    data = read_bytes(path)
-    if not data.strip():
-        raise IngestError(f"{path}: the file is empty")
-    try:
-        items = load_document(data)
-    except LineRejected as exc:
-        raise IngestError(f"{path}: {exc}") from exc
-    if not items:
-        raise IngestError(f"{path}: no profile in the file")
+    items = read_document(path, entry="profile")
     profiles: list[Profile] = []
     seen: set[str] = set()
     for index, item in enumerate(items, start=1):

@@ -33,7 +33,7 @@ from dreamer.engine.extract import Extractor
 from dreamer.engine.judge import Judge, LLMJudge
 from dreamer.engine.rules import RulesExtractor
 from dreamer.engine.runtime import Runtime
-from dreamer.eval.harness import UNLIMITED, fresh_dir, prepare_work_dir
+from dreamer.eval.harness import UNLIMITED, Tokens, fresh_dir, prepare_work_dir
 from dreamer.eval.profiles import Profile, load_profiles
 from dreamer.eval.profiles_oracle import CountingJudge, OracleJudge, ReplayExtractor
 from dreamer.eval.profiles_score import Scores, StoredMemory, count_noise, score_test, score_updates
@@ -57,18 +57,6 @@ class ProfilesOptions:
     extractor: ExtractorName = "replay"
     judge: JudgeName = "none"
     work_dir: Path | None = None  # kept for inspection when given; a temp folder otherwise
-
-
-@dataclass
-class Tokens:
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add(self, run: DreamRun) -> None:
-        self.llm_calls += run.llm_calls
-        self.prompt_tokens += run.prompt_tokens
-        self.completion_tokens += run.completion_tokens
 
 
 def default_judge(settings: Settings) -> JudgeName:
