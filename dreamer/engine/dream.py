@@ -44,15 +44,9 @@ def dream_pass(
     extractor: Extractor | None = None,
     judge: Judge | None | Unset = UNSET,
 ) -> DreamRun:
-    """Run one pass and return its `dream_runs` row; `NoSpace`, before anything is written, when
-    the data folder's disk has less than `min_free_mb` free. `force` takes sessions still waiting
-    to be quiet (short ones too) at once, and skips the busy check. `stop()` is asked between
-    sessions, and (unless `force`) whether a session's owner is busy: at the start (every due
-    session's owner busy skips the pass), unless the caller has just checked at `now`
-    (`busy_checked`), and before each group of one owner's sessions and between them (a busy
-    owner's sessions are left due, the others dreamed). `extractor`: what reads the sessions
-    (default: the model, else the rules); `judge`: what judges routed pairs (default: the model,
-    else none)."""
+    """Run one pass and return its `dream_runs` row (`NoSpace` first when the disk is short). `force`
+    takes quiet-pending and short sessions at once, busy or not; else a busy owner's sessions are
+    left due (`_Watch`). `extractor`/`judge` default to the model's, else rules and no judge."""
     check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before anything is written, a run row too
     started = utcnow()
     at = now or started

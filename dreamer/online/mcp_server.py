@@ -26,13 +26,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import col, select
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
-from dreamer.core.errors import DreamerError, NotFound, validation_summary
-from dreamer.core.models import CURRENT_STATUSES, KINDS, Memory
+from dreamer.core.errors import DreamerError, validation_summary
+from dreamer.core.models import KINDS
 from dreamer.core.scope import Scope
 from dreamer.core.settings import MAX_CONTEXT_BUDGET, MAX_RECALL_K
 from dreamer.engine.runtime import Runtime
@@ -41,11 +40,11 @@ from dreamer.online.agent_writes import AGENT_WRITE_KINDS, forget_memory, rememb
 from dreamer.online.auth import Auth, Grant
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
+from dreamer.online.mcp_reads import Answer, listed_memories, owned_memory, traced
 from dreamer.online.recall import context, recall
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
-from dreamer.online.trace import trace
-from dreamer.store.db import database_problem, session_scope
+from dreamer.store.db import database_problem
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,6 @@ INSTRUCTIONS = (
 T = TypeVar("T")
 AgentKind = Literal[AGENT_WRITE_KINDS]  # type: ignore[valid-type]
 AnyKind = Literal[KINDS]  # type: ignore[valid-type]
-Answer = dict[str, Any]
 
 
 class Grants:
@@ -288,7 +286,7 @@ class Tools:
     ) -> Answer:
         """One memory by its id, with its status (a forgotten or superseded one too) and the sessions
         it rests on. Returns {"memory_id", "text", "kind", "status", "source", "evidence", ...}."""
-        return self._call(lambda: memory_json(_owned_memory(self.rt, self.scope_of(ctx), memory_id)))
+        return self._call(lambda: memory_json(owned_memory(self.rt, self.scope_of(ctx), memory_id)))
 
     def list_memories(
         self,
@@ -299,7 +297,7 @@ class Tools:
     ) -> Answer:
         """The user's memories, most recently updated first, without searching. Use it to review
         what is remembered; use search_memories to find something. Returns {"memories": [...]}."""
-        return self._call(lambda: {"memories": _list(self.rt, self.scope_of(ctx), kind, include_all, limit)})
+        return self._call(lambda: {"memories": listed_memories(self.rt, self.scope_of(ctx), kind, include_all, limit)})
 
     def trace(
         self,
@@ -309,7 +307,7 @@ class Tools:
         """Follow one fact: the messages that said it, the memories it became, whether they are
         indexed, at which rank recall finds them and whether the context block carries them. Use it
         to explain why something is or is not remembered. Returns {"said", "memories", "hops", ...}."""
-        return self._call(lambda: _jsonable(_trace(self.rt, fact, self.scope_of(ctx))))
+        return self._call(lambda: _jsonable(traced(self.rt, fact, self.scope_of(ctx))))
 
     # -- writing
 
@@ -389,31 +387,6 @@ class Tools:
             return answer
 
         return self._call(run)
-
-
-def _owned_memory(rt: Runtime, scope: Scope, memory_id: str) -> Memory:
-    with session_scope(rt.engine) as s:
-        m = s.get(Memory, memory_id)
-    if m is None or not scope.matches(m):
-        raise NotFound(f"no memory {memory_id}")
-    return m
-
-
-def _list(rt: Runtime, scope: Scope, kind: str | None, include_all: bool, limit: int) -> list[Answer]:
-    q = scope.where(select(Memory), Memory)
-    if kind is not None:
-        q = q.where(Memory.kind == kind)
-    if not include_all:
-        q = q.where(col(Memory.status).in_(CURRENT_STATUSES))
-    with session_scope(rt.engine) as s:
-        rows = s.exec(q.order_by(col(Memory.updated_at).desc(), col(Memory.id)).limit(limit)).all()
-    return [memory_json(m) for m in rows]
-
-
-def _trace(rt: Runtime, fact: str, scope: Scope) -> Answer:
-    found = trace(rt, fact, scope.user_id, scope=scope)
-    data = found.as_json()
-    return {key: data[key] for key in ("fact", "said", "memories", "hops", "recall_mode", "recall_k")}
 
 
 __all__ = ["INSTRUCTIONS", "MCP_PATH", "WRITE_TOOLS", "Grants", "HttpEndpoint", "Tools", "build_mcp"]
