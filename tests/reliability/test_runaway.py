@@ -141,7 +141,8 @@ def test_a_pass_stops_when_the_agent_turns_busy(settings, sqlite_engine, server,
             "3 session(s) left due: their owner is busy (1 request(s) in flight)",
         )
         assert [kit.cursor(rt.engine, i).processed_seq for i in ids] == [8, 0, 0, 0]
-        assert len(kit.chat_bodies(server)) == 1
+        extractions = [b for b in kit.chat_bodies(server) if b["response_format"]["json_schema"]["name"] == "memories"]
+        assert len(extractions) == 1  # the first session's; its candidates may also be judged together
     finally:
         signal.end(USER_KEY)
         rt.close()

@@ -241,7 +241,7 @@ def _formatted(record: logging.LogRecord) -> str:
 
 def gullible(body: dict) -> Reply:
     """A model that keeps every line: each becomes a memory (extraction) or a daily note (flush)."""
-    if "daily notes" not in body["messages"][0]["content"]:
+    if body["response_format"]["json_schema"]["name"] != "daily_notes":
         return echo_model(body)
     notes = []
     for raw in body["messages"][1]["content"].splitlines():
