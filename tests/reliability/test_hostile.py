@@ -358,7 +358,8 @@ def test_fuzzed_files_take_the_clean_path(fmt, db_url, tmp_path, figures):
     assert total >= examples
 
 
-def test_a_conversation_at_the_end_of_the_calendar_goes_in(sqlite_engine, tmp_path):
+def test_a_conversation_at_the_end_of_the_calendar_is_refused_turn_by_turn(sqlite_engine, tmp_path):
+    """Its day cannot be told in every time zone: each turn is refused with the reason, none stored."""
     turns = [{"speaker": "A" if i % 2 == 0 else "B", "text": f"turn {i}"} for i in range(90)]
     doc = [
         {
@@ -374,4 +375,9 @@ def test_a_conversation_at_the_end_of_the_calendar_goes_in(sqlite_engine, tmp_pa
     path = tmp_path / "edge.json"
     path.write_text(json.dumps(doc))
     report = ingest_file(sqlite_engine, path, fmt="locomo", user_id=None)
-    assert report.added == 90 and report.rejections == []
+    assert (report.added, len(report.rejections)) == (0, 90)
+    assert report.rejections[0].reason == (
+        "conversation 1 (edge) session_1 turn 1: its time 9999-12-31T23:59:00+00:00 is too close to the "
+        "calendar's edge: its day cannot be told in every time zone (times from 0001-01-02 to 9999-12-30 "
+        "UTC are kept)"
+    )
