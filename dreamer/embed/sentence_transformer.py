@@ -34,7 +34,7 @@ def set_torch_threads(threads: int) -> int | None:
 
     if threads > 0:
         torch.set_num_threads(threads)
-    return torch.get_num_threads()
+    return int(torch.get_num_threads())
 
 
 class SentenceTransformerEmbedder:
