@@ -65,6 +65,27 @@ def test_routing_is_capped_per_candidate():
     assert d.routed == ("m0", "m1", "m2")
 
 
+def test_a_candidate_that_announces_a_change_is_judged_with_a_farther_neighbour():
+    neighbours = [n("old", "The user eats meat every day.", 0.42)]
+    changed = decide("The user is vegetarian now.", "profile", neighbours, T, can_judge=True)
+    assert (changed.action, changed.routed) == ("judge", ("old",))
+    plain = decide("The user is vegetarian.", "profile", neighbours, T, can_judge=True)
+    assert plain == Decision("add", reason="nearest 0.42")
+    below = decide("The user is vegetarian now.", "profile", [n("old", "x", 0.29)], T, can_judge=True)
+    assert below.action == "add"
+
+
+def test_in_a_crowd_only_a_neighbour_that_stands_out_is_judged():
+    band = Thresholds(dup=0.90, ambiguous_low=0.5, max_pairs=3, margin=0.15)
+    crowd = [n(f"c{i}", f"talk {i}", s) for i, s in enumerate((0.62, 0.60, 0.58, 0.56, 0.55))]
+    assert decide("a b c", "preference", crowd, band, can_judge=True) == Decision("add", reason="nearest 0.62")
+    # the crowd's level is the fourth nearest (0.56), so the bar is 0.71
+    d = decide("a b c", "preference", [n("out", "x y z", 0.80), *crowd[1:]], band, can_judge=True)
+    assert (d.action, d.routed) == ("judge", ("out",))
+    few = decide("a b c", "preference", crowd[:3], band, can_judge=True)
+    assert few.routed == ("c0", "c1", "c2")
+
+
 def test_without_a_judge_a_newer_single_valued_value_supersedes():
     neighbours = [
         n("old", "The user lives in Boston.", 0.2, topic="home_city"),
@@ -90,6 +111,7 @@ def test_without_a_judge_a_many_valued_slot_keeps_both():
         ("The user eats meat.", "The user no longer eats meat."),
         ("The review is on Monday.", "The review is on Friday."),
         ("The user works at Initech.", "The user works at Globex."),
+        ("The user runs half marathons.", "The user now runs full marathons."),
     ],
 )
 def test_a_near_duplicate_that_differs_materially_is_never_merged_unjudged(old, new):
@@ -105,6 +127,7 @@ def test_a_near_duplicate_that_differs_materially_is_never_merged_unjudged(old, 
         ("The user prefers short answers.", "The user likes short answers."),
         ("Alice prefers tea in the morning.", "Alice prefers tea in the mornings."),
         ("The user lives in Denver.", "Currently, the user lives in Denver."),
+        ("The user uses Neovim.", "The user uses Neovim now."),
     ],
 )
 def test_a_restatement_merges(old, new):

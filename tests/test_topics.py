@@ -3,7 +3,9 @@ import pytest
 from dreamer.core.topics import (
     SINGLE_VALUED,
     Topic,
+    announces_change,
     cardinality_of,
+    change_words,
     describes_present,
     infer_topic,
     normalise_topic,
@@ -99,3 +101,19 @@ def test_present_states():
     assert describes_present("The user currently lives in Denver.", "profile")
     assert describes_present("Ship the beta.", "focus")
     assert not describes_present("The user was born in Lyon.", "profile")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("The user moved to Denver.", {"moved"}),
+        ("The user no longer eats meat.", {"no longer"}),
+        ("These days the user writes in Obsidian instead.", {"these days", "instead"}),
+        ("The user accepted a new job at a startup.", {"accepted", "new job"}),
+        ("The user lives in Denver.", set()),
+        ("The user knows a nowhere man.", set()),
+    ],
+)
+def test_change_words(text, words):
+    assert change_words(text) == words
+    assert announces_change(text) is bool(words)

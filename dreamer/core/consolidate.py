@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Literal
 
-from dreamer.core.topics import Topic
+from dreamer.core.topics import Topic, announces_change, change_words
 
 Action = Literal["add", "merge", "supersede", "reject", "judge"]
 Verdict = Literal["same", "update", "contradicts", "new"]
@@ -70,6 +70,11 @@ class Thresholds:
     dup: float = 0.90
     ambiguous_low: float = 0.5  # a neighbour at or above it goes to the judge
     max_pairs: int = 3  # judge pairs per candidate at most
+    change_low: float = 0.3  # the band's floor for a candidate that announces a change
+    margin: float = 0.15  # a band neighbour stands this far above the crowd of related memories
+
+
+CROWD_RANK = 4  # the crowd's level: the similarity of the fourth nearest related memory
 
 
 def same_family(kind_a: str, kind_b: str) -> bool:
@@ -121,11 +126,23 @@ def decide(
 def route(text: str, related: list[Neighbour], thresholds: Thresholds, topic: Topic | None) -> list[Neighbour]:
     """What the judge sees a candidate with, at most `max_pairs`: every neighbour filling its
     slot first (whatever their similarity), then the near-duplicates that differ materially,
-    then the rest at or above `ambiguous_low`, nearest first."""
+    then the band: the rest at or above `ambiguous_low` (`change_low` for a candidate that
+    announces a change, being worded away from what it replaces), nearest first. In a crowd of
+    alike memories only a band neighbour standing `margin` above the crowd's level is judged:
+    a neighbour no nearer than many others is no more likely to be the one replaced."""
     slot = [n for n in related if topic is not None and n.topic == topic.key]
     near = [n for n in related if n not in slot and n.similarity >= thresholds.dup]
-    band = [n for n in related if n not in slot and thresholds.ambiguous_low <= n.similarity < thresholds.dup]
+    low = min(thresholds.ambiguous_low, thresholds.change_low) if announces_change(text) else thresholds.ambiguous_low
+    low = max(low, _crowd(related) + thresholds.margin)
+    band = [n for n in related if n not in slot and low <= n.similarity < thresholds.dup]
     return (slot + near + band)[: thresholds.max_pairs]
+
+
+def _crowd(related: list[Neighbour]) -> float:
+    """The similarity of the `CROWD_RANK`-th nearest related memory; 0 with fewer of them."""
+    if len(related) < CROWD_RANK:
+        return 0.0
+    return sorted((n.similarity for n in related), reverse=True)[CROWD_RANK - 1]
 
 
 def _why(n: Neighbour, topic: Topic | None) -> str:
@@ -190,7 +207,9 @@ _NOT_NAMES = frozenset(
 def material_difference(a: str, b: str) -> bool:
     """Whether two similar statements differ in what they claim: a number, a date, a negation
     ("not", "no longer", "never") or a name. Such a pair is never merged unjudged: "the code is
-    1234" and "the code is 9876" are two claims, however alike their words."""
+    1234" and "the code is 9876" are two claims, however alike their words. So is a pair one of
+    which announces a change in other words ("now runs full marathons" against "runs half
+    marathons")."""
     a, b = (
         unicodedata.normalize("NFKC", a).replace("\u2019", "'"),
         unicodedata.normalize("NFKC", b).replace("\u2019", "'"),
@@ -201,7 +220,18 @@ def material_difference(a: str, b: str) -> bool:
         return True
     if _words(_DATE_WORDS, a) != _words(_DATE_WORDS, b):
         return True
-    return _names(a) != _names(b)
+    if _names(a) != _names(b):
+        return True
+    return _changed_words(a, b)
+
+
+def _changed_words(a: str, b: str) -> bool:
+    """One of the two announces a change and, its change words aside, they say different words."""
+    if not (announces_change(a) or announces_change(b)):
+        return False
+    words_a = set(normalise(a).split()) - {w for c in change_words(a) for w in c.split()}
+    words_b = set(normalise(b).split()) - {w for c in change_words(b) for w in c.split()}
+    return words_a != words_b
 
 
 def _words(pattern: re.Pattern[str], text: str) -> set[str]:

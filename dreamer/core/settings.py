@@ -120,6 +120,15 @@ class Settings(BaseSettings):
     dup_threshold: float = Field(0.90, ge=0, le=1)
     # neighbours from this similarity go to the judge; at most dup_threshold (_not_above_dup_threshold)
     ambiguous_low: float = Field(0.5, ge=0, le=1)
+    change_low: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Judge band's floor for a candidate that announces a change (moved, now, no longer)",
+    )
+    route_margin: float = Field(
+        0.15, ge=0, le=1, description="How far above the crowd of related memories a band neighbour must stand"
+    )
     neighbours: int = Field(5, ge=1, le=1000)
     route_max_pairs: int = Field(3, ge=1, le=50)  # judge pairs per candidate at most
     guard_share: float = Field(

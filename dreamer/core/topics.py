@@ -311,3 +311,24 @@ def describes_present(text: str, kind: str) -> bool:
     """A statement of a present state (a goal, "these days", "currently", "now"): true until
     told otherwise, so it is shown with the date it was last confirmed."""
     return kind == "focus" or bool(_PRESENT.search(text))
+
+
+_CHANGE = re.compile(
+    r"\b(?:now|no longer|any ?more|these days|nowadays|instead|switched|switching|changed|moved|moving|"
+    r"relocated|sold|quit|left|stopped|gave up|given up|dropped|replaced|upgraded|downgraded|accepted|"
+    r"promoted|became|become|new (?:job|role|position|team|employer|home|place|city|apartment|flat|house|"
+    r"car|phone|laptop|editor|app|diet|deadline|date))\b",
+    re.I,
+)
+
+
+def change_words(text: str) -> set[str]:
+    """The words by which a statement announces a change ("now", "switched", "no longer" ...)."""
+    return {w.casefold() for w in _CHANGE.findall(text)}
+
+
+def announces_change(text: str) -> bool:
+    """Whether a statement says that something changed: "moved to Denver", "no longer eats meat",
+    "uses Neovim now". Such a statement is worded away from what it replaces, so it is routed to
+    the judge with nearer neighbours than other statements are."""
+    return bool(_CHANGE.search(text))

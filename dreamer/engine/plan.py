@@ -88,7 +88,7 @@ def plan_candidates(
     with session_scope(rt.engine) as s:
         known = cabinet.known_hashes(s, user_id, hashes, owner=owner)
         slots = cabinet.current_by_topic(s, user_id, {t.key for t in topics if t}, owner=owner)
-    thresholds = Thresholds(st.dup_threshold, st.ambiguous_low, st.route_max_pairs)
+    thresholds = Thresholds(st.dup_threshold, st.ambiguous_low, st.route_max_pairs, st.change_low, st.route_margin)
     sims = _similarities(vectors)
     planned: list[Planned] = []
     found = find_neighbours(rt, scope, texts, vectors, exact=exact)
