@@ -46,3 +46,12 @@ def test_bench_cli_times_the_help_page(tmp_path):
     result = json.loads(proc.stdout)
     assert (result["bench"], result["command"], result["runs"]) == ("cli", "dreamer --help", 3)
     assert 0 < result["min_ms"] <= result["p50_ms"] <= result["max_ms"]
+
+
+def test_argument_help_names_the_argument_not_its_python_type(tmp_path):
+    proc = run(tmp_path, "recall", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "recall [OPTIONS] {QUERY}\n" in proc.stdout
+    rows = proc.stdout.split("Arguments:")[1].split("Options:")[0].split()
+    assert rows[:4] == ["QUERY", "What", "to", "look"]
+    assert "<str>" not in proc.stdout

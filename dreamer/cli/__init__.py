@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
+from typer.models import CommandFunctionType
 
 if TYPE_CHECKING:
     from sqlalchemy.exc import SQLAlchemyError
@@ -18,7 +21,37 @@ if TYPE_CHECKING:
 
 ID_MAX = 2**63 - 1  # the largest SQL integer: ids, limits and budgets above it cannot be stored or asked for
 
-app = typer.Typer(
+
+class PlainCommand(TyperCommand):
+    """A command whose help lists an argument by its name (`QUERY`, `WHICH`), never its Python
+    type, as options show their metavar."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args: list[tuple[str, str]] = []
+        opts: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append(((param.metavar or param.name or "").upper(), record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class PlainTyper(typer.Typer):
+    """A Typer whose commands are `PlainCommand`s."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        kwargs.setdefault("cls", PlainCommand)
+        return super().command(*args, **kwargs)
+
+
+app = PlainTyper(
     name="dreamer",
     no_args_is_help=True,
     add_completion=False,
@@ -28,10 +61,10 @@ app = typer.Typer(
 )
 
 
-def command_group(name: str, help: str) -> typer.Typer:
+def command_group(name: str, help: str) -> PlainTyper:
     """A group of subcommands under `app`. Help is plain text: options show a metavar
     (`ID`, `USER`, `PATH`), never a Python type, and no rich panels are loaded to print it."""
-    group = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None, help=help)
+    group = PlainTyper(no_args_is_help=True, add_completion=False, rich_markup_mode=None, help=help)
     app.add_typer(group, name=name)
     return group
 

@@ -117,7 +117,7 @@ def _hosted_scheduler(rt: Runtime) -> DreamScheduler:
 @app.command("recall")
 def recall_cmd(
     ctx: typer.Context,
-    query: str = typer.Argument(..., help="What to look for."),
+    query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     user: str = typer.Option(..., "--user", metavar="USER"),
     k: int = typer.Option(
         None, "--k", min=1, callback=recall_depth, metavar="K", help="How many hits (default: recall_k)."
@@ -205,7 +205,7 @@ def flush_cmd(
 @app.command("trace")
 def trace_cmd(
     ctx: typer.Context,
-    fact: str = typer.Argument(..., help="The fact, as it was said or stored."),
+    fact: str = typer.Argument(..., metavar="FACT", help="The fact, as it was said or stored."),
     user: str = typer.Option(..., "--user", metavar="USER"),
     k: int = typer.Option(
         None, "--k", min=1, callback=recall_depth, metavar="K", help="Recall depth (default: recall_k)."
