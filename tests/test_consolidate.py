@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from dreamer.core.consolidate import (
@@ -84,6 +86,25 @@ def test_in_a_crowd_only_a_neighbour_that_stands_out_is_judged():
     assert (d.action, d.routed) == ("judge", ("out",))
     few = decide("a b c", "preference", crowd[:3], band, can_judge=True)
     assert few.routed == ("c0", "c1", "c2")
+
+
+def test_in_a_crowd_a_change_is_still_judged_with_its_nearest():
+    band = Thresholds(dup=0.90, ambiguous_low=0.5, max_pairs=3, margin=0.15)
+    crowd = [n(f"c{i}", f"talk {i}", s) for i, s in enumerate((0.45, 0.40, 0.38, 0.36, 0.35))]
+    d = decide("The user writes Go at work now.", "profile", crowd, band, can_judge=True)
+    assert (d.action, d.routed) == ("judge", ("c0",))
+    assert decide("The user writes Go at work.", "profile", crowd, band, can_judge=True).action == "add"
+
+
+def test_a_statement_extracted_beside_the_candidate_is_judged_only_as_a_near_duplicate_or_by_slot():
+    beside = Neighbour("pending:0", "Mel paints lakes.", "profile", content_hash("Mel paints lakes."), 0.8, beside=True)
+    assert decide("Mel paints to relax.", "profile", [beside], T, can_judge=True).action == "add"
+    slot = replace(beside, topic="home_city", similarity=0.2)
+    d = decide("The user moved to Denver.", "profile", [slot], T, topic=CITY, can_judge=True)
+    assert (d.action, d.routed) == ("judge", ("pending:0",))
+    twin = replace(beside, text="The user lives in Oslo.", content_hash=content_hash("x"), similarity=0.95)
+    d = decide("The user lives in Bergen.", "profile", [twin], T, can_judge=True)
+    assert (d.action, d.routed) == ("judge", ("pending:0",))
 
 
 def test_without_a_judge_a_newer_single_valued_value_supersedes():

@@ -128,10 +128,11 @@ NOTEPAD = {
 def test_replay_with_the_oracle_on_the_tiny_file(tmp_path):
     r = _tiny(tmp_path, "replay", "oracle")
     assert (r["extractor"], r["profiles"], r["sessions"], r["memories"]) == ("replay", 2, 5, 5)
-    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.5}  # Lyon -> Grenoble by its slot
-    assert r["judge"] == {"name": "oracle", "pairs": 1, "pairs_per_memory": 0.2}
-    assert r["tests"] == {"n": 3, "hit_at_5": HITS, "stale_current": 0.5, "stale_n": 2}
-    assert r["unrouted"] == [NOTEPAD | {"old_stored": ["The user writes in Notepad++."]}]
+    # Lyon -> Grenoble by its slot; Notepad++ -> Kate as a switch, whose band starts at 0.3
+    assert r["updates"] == {"annotated": 2, "routed": 1.0, "resolved": 1.0}
+    assert r["judge"] == {"name": "oracle", "pairs": 2, "pairs_per_memory": 0.4}
+    assert r["tests"] == {"n": 3, "hit_at_5": HITS, "stale_current": 0.0, "stale_n": 2}
+    assert r["unrouted"] == []
     assert (r["noise"], r["tokens"]) == (
         {"stored": None, "share": None},
         {"llm_calls": 0, "prompt": 0, "completion": 0},

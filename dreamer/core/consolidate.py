@@ -52,6 +52,7 @@ class Neighbour:
     status: str = "candidate"
     topic: str | None = None  # the slot it fills (`dreamer.core.topics`)
     said: date | None = None  # when it was stated (its validity start)
+    beside: bool = False  # extracted with the candidate from one session's talk: meant as another fact
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,23 @@ def route(text: str, related: list[Neighbour], thresholds: Thresholds, topic: To
     then the band: the rest at or above `ambiguous_low` (`change_low` for a candidate that
     announces a change, being worded away from what it replaces), nearest first. In a crowd of
     alike memories only a band neighbour standing `margin` above the crowd's level is judged:
-    a neighbour no nearer than many others is no more likely to be the one replaced."""
+    a neighbour no nearer than many others is no more likely to be the one replaced. A statement
+    extracted `beside` the candidate from the same session is not in the band: the extractor
+    already read both and gave them as two facts."""
     slot = [n for n in related if topic is not None and n.topic == topic.key]
     near = [n for n in related if n not in slot and n.similarity >= thresholds.dup]
-    low = min(thresholds.ambiguous_low, thresholds.change_low) if announces_change(text) else thresholds.ambiguous_low
-    low = max(low, _crowd(related) + thresholds.margin)
-    band = [n for n in related if n not in slot and low <= n.similarity < thresholds.dup]
+    change = announces_change(text)
+    low = min(thresholds.ambiguous_low, thresholds.change_low) if change else thresholds.ambiguous_low
+    bar = max(low, _crowd(related) + thresholds.margin)
+    nearest = related[0] if change and related else None  # what a change replaces is most often its nearest
+    band = [
+        n
+        for n in related
+        if n not in slot
+        and not n.beside
+        and n.similarity < thresholds.dup
+        and (n.similarity >= bar or (n is nearest and n.similarity >= low))
+    ]
     return (slot + near + band)[: thresholds.max_pairs]
 
 

@@ -45,6 +45,7 @@ class Planned:
     topic: Topic | None = None  # the slot it fills, as stated or inferred from its phrasing
     said: date | None = None  # the day it was stated, when known
     seen: dict[str, Neighbour] = field(default_factory=dict)  # the neighbours it was decided against
+    origin: int | None = None  # which session of the batch it was extracted from
 
 
 def owner_scope(sess: Session) -> Scope:
@@ -57,7 +58,10 @@ def plan_session(rt: Runtime, work: Work, candidates: list[Candidate], judge: Ju
     sess = work.session
     days = _days(work)
     said = [_said(c, days) for c in candidates]
-    return plan_candidates(rt, owner_scope(sess), sess.user_id, candidates, judge, exact=True, said=said)
+    origins = [0] * len(candidates)
+    return plan_candidates(
+        rt, owner_scope(sess), sess.user_id, candidates, judge, exact=True, said=said, origins=origins
+    )
 
 
 def plan_candidates(
@@ -69,10 +73,12 @@ def plan_candidates(
     *,
     exact: bool = False,
     said: Sequence[date | None] | None = None,
+    origins: Sequence[int] | None = None,
 ) -> list[Planned]:
     """Decide each candidate against its current neighbours in `scope`: its nearest ones and
     every one filling the same slot (the routed pairs judged in one batch). `said`: the day
-    each candidate was stated, shown to the judge.
+    each candidate was stated, shown to the judge; `origins`: the session of the batch each was
+    extracted from (candidates of one session are `beside` each other).
 
     With `exact`, a neighbour must be owned by exactly `scope` (None there means no agent,
     project or team, not any): a session never merges into or supersedes another scope's memory.
@@ -93,21 +99,17 @@ def plan_candidates(
     planned: list[Planned] = []
     found = find_neighbours(rt, scope, texts, vectors, exact=exact)
     days = list(said) if said is not None else [None] * len(candidates)
-    for cand, digest, stored, topic, day in zip(candidates, hashes, found, topics, days):
+    sources: list[int | None] = list(origins) if origins is not None else [None] * len(candidates)
+    for cand, digest, stored, topic, day, origin in zip(candidates, hashes, found, topics, days, sources):
         same_slot = [_known(m, 0.0) for m in slots.get(topic.key, [])] if topic else []
         same_text = [_known(known.current[digest], 1.0)] if digest in known.current else []
-        neighbours = _union(stored, same_slot) + _pending(planned, cand, sims, hashes) + same_text
-        can_judge = judge is not None
+        neighbours = _union(stored, same_slot) + _pending(planned, cand, origin, sims, hashes) + same_text
+        forgotten, can_judge = known.forgotten, judge is not None
         d = decide(
-            cand.text,
-            cand.kind,
-            neighbours,
-            thresholds,
-            topic=topic,
-            forgotten_hashes=known.forgotten,
-            can_judge=can_judge,
+            cand.text, cand.kind, neighbours, thresholds, topic=topic, forgotten_hashes=forgotten, can_judge=can_judge
         )
-        planned.append(Planned(cand, d, topic=topic, said=day, seen={n.memory_id: n for n in neighbours}))
+        seen = {n.memory_id: n for n in neighbours}
+        planned.append(Planned(cand, d, topic=topic, said=day, seen=seen, origin=origin))
     _judge(judge, planned)
     return planned
 
@@ -185,8 +187,11 @@ def _similarities(vectors: Sequence[Vector | None]) -> np.ndarray | None:
     return matrix @ matrix.T
 
 
-def _pending(planned: list[Planned], cand: Candidate, sims: np.ndarray | None, hashes: list[str]) -> list[Neighbour]:
-    """Candidates added earlier in this session count as neighbours too."""
+def _pending(
+    planned: list[Planned], cand: Candidate, origin: int | None, sims: np.ndarray | None, hashes: list[str]
+) -> list[Neighbour]:
+    """Candidates added earlier in this batch count as neighbours too; those extracted from the
+    same session as this one are `beside` it."""
     out = []
     i = len(planned)
     for j, p in enumerate(planned):
@@ -195,7 +200,16 @@ def _pending(planned: list[Planned], cand: Candidate, sims: np.ndarray | None, h
         sim = float(sims[i, j]) if sims is not None else token_similarity(cand.text, p.candidate.text)
         topic = p.topic.key if p.topic else None
         out.append(
-            Neighbour(f"pending:{j}", p.candidate.text, p.candidate.kind, hashes[j], sim, topic=topic, said=p.said)
+            Neighbour(
+                f"pending:{j}",
+                p.candidate.text,
+                p.candidate.kind,
+                hashes[j],
+                sim,
+                topic=topic,
+                said=p.said,
+                beside=origin is not None and p.origin == origin,
+            )
         )
     return out
 
@@ -232,7 +246,8 @@ def plan_group(rt: Runtime, works: list[Work], candidates: list[list[Candidate]]
     sess = works[0].session
     flat = [c for found in candidates for c in found]
     said = [_said(c, _days(w)) for w, found in zip(works, candidates) for c in found]
-    return plan_candidates(rt, owner_scope(sess), sess.user_id, flat, judge, exact=True, said=said)
+    origins = [i for i, found in enumerate(candidates) for _ in found]
+    return plan_candidates(rt, owner_scope(sess), sess.user_id, flat, judge, exact=True, said=said, origins=origins)
 
 
 def session_plan(batch: list[Planned], start: int, end: int) -> list[Planned]:
