@@ -77,6 +77,11 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("Sam is allergic to penicillin.", "profile", Topic("allergies", "many")),
         ("The user speaks Portuguese.", "profile", Topic("languages", "many")),
         ("I took up pottery.", "profile", Topic("hobbies", "many")),
+        ("The user reads email in Outlook.", "preference", Topic("email_client", "one")),
+        ("The user's phone is a Pixel 6.", "profile", Topic("phone", "one")),
+        ("The user's car is a 2012 Honda Civic.", "profile", Topic("car", "one")),
+        ("The user sold their car and got an e-bike.", "profile", Topic("car", "one")),
+        ("The user drives a Golf.", "profile", Topic("car", "one")),
     ],
 )
 def test_infer_topic_from_clear_phrasing(text, kind, topic):
@@ -90,6 +95,7 @@ def test_infer_topic_from_clear_phrasing(text, kind, topic):
         ("Maybe I should move to Denver?", "profile"),
         ("I'm thinking about moving to Lisbon.", "profile"),
         ("The cache lives in Redis.", "design_decision"),
+        ("The user washed the car.", "profile"),
     ],
 )
 def test_no_topic_without_clear_phrasing(text, kind):

@@ -191,16 +191,19 @@ def topic_of(raw: str | None, cardinality: str | None = None) -> Topic | None:
 
 # --------------------------------------------------------------------------- inference from phrasing
 
-_EDITORS = r"vs ?code|visual studio code|vim|neovim|nvim|emacs|sublime(?: text)?|intellij|pycharm|webstorm|zed|helix|xcode|cursor"
-_NOTE_APPS = (
-    r"notion|obsidian|evernote|onenote|apple notes|logseq|roam(?: research)?|joplin|simplenote|google keep|bear"
-)
+# Products by name: a statement naming one is about the slot the product fills.
+EDITORS = r"vs ?code|visual studio code|vim|neovim|nvim|emacs|sublime(?: text)?|intellij|pycharm|webstorm|zed|helix|xcode|cursor"
+NOTE_APPS = r"notion|obsidian|evernote|onenote|apple notes|logseq|roam(?: research)?|joplin|simplenote|google keep|bear"
 _TITLES = (
     r"engineer|developer|designer|manager|analyst|scientist|teacher|nurse|doctor|consultant|architect|"
     r"director|researcher|writer|accountant|lawyer|product owner|cto|ceo|founder|intern|programmer"
 )
-_EMAIL_CLIENTS = r"outlook|thunderbird|gmail|apple mail|fastmail|proton ?mail|spark|superhuman|mutt"
-_PHONES = r"iphone(?: \d+)?|pixel \d+|galaxy s\d+|oneplus|android phone|fairphone"
+EMAIL_CLIENTS = r"outlook|thunderbird|gmail|apple mail|fastmail|proton ?mail|spark|superhuman|mutt"
+PHONES = r"iphone(?: \d+)?|pixel \d+[a-z]?|galaxy s\d+|oneplus(?: \d+)?|android phone|fairphone(?: \d)?"
+CARS = (
+    r"honda|toyota|ford|chevy|chevrolet|bmw|audi|volkswagen|vw|tesla|kia|hyundai|mazda|subaru|nissan|volvo|"
+    r"mercedes|peugeot|renault|fiat|skoda|jeep|lexus|porsche|dacia|prius|civic|corolla|camry|rav4|outback"
+)
 _SWITCH = r"\b(?:switched|switching|moved|migrated|went|gone|going|changed|uses?|using|no longer uses?)\b"
 _DEADLINE_THINGS = (
     re.compile(
@@ -251,19 +254,24 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "editor",
             rf"\b(?:editor|ide)\b|\b(?:use|uses|using|switched to|prefer|prefers|moved to|code in|codes in)"
-            rf" (?:\w+ )?(?:{_EDITORS})\b",
+            rf" (?:\w+ )?(?:{EDITORS})\b",
         ),
-        ("editor", rf"{_SWITCH}.*\b(?:{_EDITORS})\b"),
+        ("editor", rf"{_SWITCH}.*\b(?:{EDITORS})\b"),
         (
             "email_client",
-            rf"\b(?:e-?mail|mail client)\b.*\b(?:{_EMAIL_CLIENTS})\b|{_SWITCH}.*\b(?:{_EMAIL_CLIENTS})\b"
-            rf"|\b(?:{_EMAIL_CLIENTS})\b.*\be-?mail\b",
+            rf"\b(?:e-?mail|mail client)\b.*\b(?:{EMAIL_CLIENTS})\b|{_SWITCH}.*\b(?:{EMAIL_CLIENTS})\b"
+            rf"|\b(?:{EMAIL_CLIENTS})\b.*\be-?mail\b",
         ),
-        ("phone", rf"\b(?:{_PHONES})\b"),
-        ("note_app", rf"{_SWITCH}.*\b(?:{_NOTE_APPS})\b"),
+        ("phone", rf"\b(?:{PHONES})\b"),
+        (
+            "car",
+            rf"\b(?:{CARS})\b|\b(?:drives?|driving) (?:an?|the) |\b(?:user's|their|my) car is\b"
+            r"|\b(?:sold|bought|has|have|got) (?:an?|the|their|my) (?:new |old |used )?car\b",
+        ),
+        ("note_app", rf"{_SWITCH}.*\b(?:{NOTE_APPS})\b"),
         (
             "note_app",
-            rf"\bnotes? app\b|\bnote-taking\b|\b(?:{_NOTE_APPS})\b.*\bnotes?\b|\bnotes?\b.*\b(?:{_NOTE_APPS})\b",
+            rf"\bnotes? app\b|\bnote-taking\b|\b(?:{NOTE_APPS})\b.*\bnotes?\b|\bnotes?\b.*\b(?:{NOTE_APPS})\b",
         ),
     )
 )

@@ -261,6 +261,11 @@ TALK_RULES: list[TalkRule] = [
         _say("The user's {t} is on {d}."),
     ),
     _rule(
+        "profile",
+        rf"\bI (?:just )?sold (?P<a>{_VALUE}) and (?:got|bought) (?P<b>(?:an?|the|my) {_VALUE}){_END}",
+        _say("The user sold {a} and got {b}."),
+    ),
+    _rule(
         "profile", rf"\bI (?:just )?(?P<verb>sold|bought|got a new) (?P<v>{_VALUE}){_END}", _say("The user {verb} {v}.")
     ),
 ]
@@ -289,11 +294,14 @@ def move_without_destination(text: str, blocked: list[tuple[int, int]]) -> tuple
     return (f"The user is moving to {place}." if future else f"The user lives in {place}."), move.start()
 
 
-def talk_matches(text: str, blocked: list[tuple[int, int]]) -> list[tuple[Kind, str, int, int]]:
+def talk_matches(
+    text: str, blocked: list[tuple[int, int]], rules: list[TalkRule] | None = None
+) -> list[tuple[Kind, str, int, int]]:
     """(kind, sentence about the user, start, end) for each statement of state or change outside
-    the blocked clauses, earlier rules first; overlapping matches are left to the first."""
+    the blocked clauses, by `rules` (`TALK_RULES` when none), earlier rules first; overlapping
+    matches are left to the first."""
     found: list[tuple[Kind, str, int, int]] = []
-    for rule in TALK_RULES:
+    for rule in TALK_RULES if rules is None else rules:
         for m in rule.pattern.finditer(text):
             if _inside(m.start(), blocked) or any(m.start() < e and s < m.end() for _, _, s, e in found):
                 continue
