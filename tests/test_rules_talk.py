@@ -62,6 +62,10 @@ HEARD = [
         "I sold my car and got an e-bike, way nicer",
         [("profile", "The user sold their car and got an e-bike.")],
     ),
+    ("my boss pushed the deadline back, it's 30 April now", [("focus", "The user's deadline is now on 30 April.")]),
+    ("they extended the grant deadline to 3 May", [("focus", "The user's grant deadline is now on 3 May.")]),
+    ("we're launching the app on 1 June", [("focus", "The user's app launch is on 1 June.")]),
+    ("I'm submitting my thesis by 12 June", [("focus", "The user's thesis submission is on 12 June.")]),
 ]
 
 NEAR_MISSES = [
@@ -84,6 +88,9 @@ NEAR_MISSES = [
     "is my Pixel 6 worth repairing?",
     "I do my budget on Sundays",
     "if I drive a Tesla, can I charge at home?",
+    "are we launching the app on 1 June?",
+    "my brother is launching his app on 1 June",
+    "if they pushed the deadline back to 3 May I'd be fine",
 ]
 
 

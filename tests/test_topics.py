@@ -9,6 +9,7 @@ from dreamer.core.topics import (
     describes_present,
     infer_topic,
     normalise_topic,
+    same_deadline,
     topic_of,
 )
 
@@ -82,6 +83,9 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("The user's car is a 2012 Honda Civic.", "profile", Topic("car", "one")),
         ("The user sold their car and got an e-bike.", "profile", Topic("car", "one")),
         ("The user drives a Golf.", "profile", Topic("car", "one")),
+        ("The user's deadline is now on 30 April.", "focus", Topic("deadline", "one")),
+        ("The user's submission date is on 20 May.", "focus", Topic("deadline", "one")),
+        ("The user's exam is now on 14 January.", "focus", Topic("deadline:exam", "one")),
     ],
 )
 def test_infer_topic_from_clear_phrasing(text, kind, topic):
@@ -123,3 +127,21 @@ def test_present_states():
 def test_change_words(text, words):
     assert change_words(text) == words
     assert announces_change(text) is bool(words)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("deadline:exam", "deadline:spanish_exam", True),
+        ("deadline:app_launch", "deadline:launch", True),
+        ("deadline", "deadline:thesis", True),
+        ("deadline:thesis", "deadline:thesis", True),
+        ("deadline:q3_report", "deadline:annual_report", False),
+        ("deadline:launch", "deadline:exam", False),
+        ("deadline", "home_city", False),
+        ("employer", "employer", True),
+    ],
+)
+def test_a_deadline_said_in_fewer_words_may_be_the_same_one(a, b, same):
+    assert same_deadline(a, b) is same
+    assert same_deadline(b, a) is same

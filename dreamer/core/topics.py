@@ -50,6 +50,7 @@ SINGLE_VALUED = frozenset(
         "commute",
         "team",
         "email_client",
+        "deadline",
     }
 )
 # Slots whose values accumulate: a new value is kept beside the others.
@@ -224,6 +225,8 @@ _DEADLINE_THINGS = (
         re.I,
     ),
 )
+DEADLINE = "deadline"  # the key of a deadline said without what it is for
+_NO_THING = frozenset({"deadline", "due_date", "submission_date", "date", "submission", "due"})
 _NOT_A_THING = frozenset(
     "i we you they he she it the my our a an this that so think new next final hard user s".split()
 )
@@ -288,7 +291,7 @@ def infer_topic(text: str, kind: str) -> Topic | None:
     if kind not in ("preference", "profile", "focus") or _NOT_A_STATE.search(text):
         return None
     if (thing := _deadline_thing(text)) is not None:
-        return Topic(f"deadline:{thing}"[:MAX_TOPIC_CHARS], "one")
+        return Topic(f"deadline:{thing}"[:MAX_TOPIC_CHARS] if thing else DEADLINE, "one")
     if m := _FAVOURITE.search(text):
         return Topic(f"favourite_{_snake(m.group('x'))}", "one")
     for key, pattern in _RULES:
@@ -305,8 +308,22 @@ def _deadline_thing(text: str) -> str | None:
             while words and words[0].casefold() in _NOT_A_THING:
                 words = words[1:]
             if words:
-                return _snake(" ".join(words))
+                thing = _snake(" ".join(words))
+                return "" if thing in _NO_THING else thing
     return None
+
+
+def same_deadline(a: str, b: str) -> bool:
+    """Whether two deadline keys may name one deadline, said in fewer words once it is known:
+    a bare deadline ("the deadline moved to May") and any one, or "deadline:exam" and
+    "deadline:spanish_exam" (the words of one among the other's). Not two different keys of
+    as many words ("deadline:q3_report", "deadline:annual_report")."""
+    if a == b or not (a.startswith(DEADLINE) and b.startswith(DEADLINE)):
+        return a == b
+    if DEADLINE in (a, b):
+        return True
+    words_a, words_b = set(a.removeprefix("deadline:").split("_")), set(b.removeprefix("deadline:").split("_"))
+    return words_a < words_b or words_b < words_a
 
 
 _PRESENT = re.compile(

@@ -116,6 +116,14 @@ def _these_days(m: re.Match[str]) -> str:
     return f"The user {conjugate(m.group('verb').lower())} {_their(_value(m.group('v')))} these days."
 
 
+_EVENTS = {"launching": "launch", "releasing": "release", "submitting": "submission", "presenting": "presentation"}
+
+
+def _event(m: re.Match[str]) -> str:
+    """ "we're launching the app on 1 June": the user's app launch is on 1 June."""
+    return f"The user's {_their(_value(m.group('t')))} {_EVENTS[m.group('verb').lower()]} is on {m.group('d')}."
+
+
 def conjugate(verb: str) -> str:
     """The third person singular of a present-tense verb ("use" -> "uses")."""
     low = verb.lower()
@@ -254,6 +262,18 @@ TALK_RULES: list[TalkRule] = [
         rf"(?:moved|pushed(?: back)?|postponed|delayed|slipped|rescheduled|brought forward|changed) (?:back )?"
         rf"to (?P<d>{_DATE})",
         _say("The user's {t} is now on {d}."),
+    ),
+    _rule(
+        "focus",
+        rf"\b(?:pushed|moved|extended|postponed|changed) (?:my|our|the) (?P<t>(?:[\w-]+ )?(?:deadline|due date))"
+        rf"(?: back| out)?(?: to | until | till |, it's |, it is |, now )(?:on )?(?P<d>{_DATE})",
+        _say("The user's {t} is now on {d}."),
+    ),
+    _rule(
+        "focus",
+        rf"\b(?:I'm|I am|we're|we are) (?P<verb>launching|releasing|submitting|presenting) (?:my |our |the )?"
+        rf"(?P<t>[\w -]{{2,30}}?) (?:on |by )(?P<d>{_DATE})",
+        _event,
     ),
     _rule(
         "focus",
