@@ -66,6 +66,12 @@ HEARD = [
     ("they extended the grant deadline to 3 May", [("focus", "The user's grant deadline is now on 3 May.")]),
     ("we're launching the app on 1 June", [("focus", "The user's app launch is on 1 June.")]),
     ("I'm submitting my thesis by 12 June", [("focus", "The user's thesis submission is on 12 June.")]),
+    ("I go to the gym three times a week", [("preference", "The user goes to the gym three times a week.")]),
+    ("I usually go to yoga every Monday, it helps", [("preference", "The user goes to yoga every Monday.")]),
+    (
+        "I quit the gym, I'm doing bouldering now",
+        [("preference", "The user quit the gym."), ("focus", "The user is doing bouldering now.")],
+    ),
 ]
 
 NEAR_MISSES = [
@@ -91,6 +97,9 @@ NEAR_MISSES = [
     "are we launching the app on 1 June?",
     "my brother is launching his app on 1 June",
     "if they pushed the deadline back to 3 May I'd be fine",
+    "should I go to the gym every day?",
+    "my wife goes to the gym daily",
+    "I go to bed at 11",
 ]
 
 

@@ -49,6 +49,7 @@ def test_cardinality_of_known_and_prefixed_slots():
     assert {cardinality_of(k) for k in SINGLE_VALUED} == {"one"}
     assert cardinality_of("deadline:launch") == "one"
     assert cardinality_of("favourite_band") == "one"
+    assert cardinality_of("habit:gym") == "one"
     assert cardinality_of("hobbies") == "many"
     assert cardinality_of("coffee_order") is None
     assert cardinality_of(None) is None
@@ -86,6 +87,11 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("The user's deadline is now on 30 April.", "focus", Topic("deadline", "one")),
         ("The user's submission date is on 20 May.", "focus", Topic("deadline", "one")),
         ("The user's exam is now on 14 January.", "focus", Topic("deadline:exam", "one")),
+        ("The user goes to the gym three times a week.", "preference", Topic("habit:gym", "one")),
+        ("The user quit the gym.", "preference", Topic("habit:gym", "one")),
+        ("The user has started smoking.", "preference", Topic("habit:smoking", "one")),
+        ("The user stopped going to yoga.", "preference", Topic("habit:yoga", "one")),
+        ("The user has started eating fish.", "preference", Topic("diet", "one")),
     ],
 )
 def test_infer_topic_from_clear_phrasing(text, kind, topic):
@@ -100,6 +106,8 @@ def test_infer_topic_from_clear_phrasing(text, kind, topic):
         ("I'm thinking about moving to Lisbon.", "profile"),
         ("The cache lives in Redis.", "design_decision"),
         ("The user washed the car.", "profile"),
+        ("The user quit it.", "preference"),
+        ("The user has started a new chapter.", "preference"),
     ],
 )
 def test_no_topic_without_clear_phrasing(text, kind):

@@ -55,8 +55,8 @@ SINGLE_VALUED = frozenset(
 )
 # Slots whose values accumulate: a new value is kept beside the others.
 MANY_VALUED = frozenset({"hobbies", "allergies", "languages", "pets", "children", "skills", "interests"})
-# Prefixed keys (`deadline:<thing>`, `favourite_<thing>`) are single-valued too.
-SINGLE_PREFIXES = ("deadline:", "favourite_")
+# Prefixed keys (`deadline:<thing>`, `favourite_<thing>`, `habit:<thing>`) are single-valued too.
+SINGLE_PREFIXES = ("deadline:", "favourite_", "habit:")
 
 ALIASES: dict[str, str] = {
     **dict.fromkeys(
@@ -231,6 +231,13 @@ _NOT_A_THING = frozenset(
     "i we you they he she it the my our a an this that so think new next final hard user s".split()
 )
 _FAVOURITE = re.compile(r"\bfavou?rite (?P<x>[a-z]+(?: [a-z]+)?) (?:is|are|was|has become|became|now)\b", re.I)
+# Something done, started or stopped: "goes to the gym three times a week", "quit the gym",
+# "has started smoking": the later of them is how things stand.
+_HABIT = re.compile(
+    r"\b(?:goes to|go to|quit|quits|stopped(?: going to)?|gave up|given up|(?:has )?started(?: going to)?) "
+    r"(?:the |their |my )?(?P<x>[a-z]+)\b(?! [a-z]+ing\b)",
+    re.I,
+)
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.I))
     for key, pattern in (
@@ -297,6 +304,8 @@ def infer_topic(text: str, kind: str) -> Topic | None:
     for key, pattern in _RULES:
         if pattern.search(text):
             return Topic(key, "many" if key in MANY_VALUED else "one")
+    if (m := _HABIT.search(text)) and m.group("x").casefold() not in _NOT_A_THING:
+        return Topic(f"habit:{m.group('x').casefold()}", "one")
     return None
 
 

@@ -148,6 +148,11 @@ def _rule(kind: Kind, pattern: str, render: Render) -> TalkRule:
     return TalkRule(kind, re.compile(pattern, re.I), render)
 
 
+_OFTEN = (
+    r"(?:once|twice|(?:three|four|five|six|\d) times) (?:a|per|every) (?:day|week|month)"
+    r"|every (?:day|morning|evening|night|week|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+    r"|on (?:weekdays|weekends|(?:mon|tues|wednes|thurs|fri|satur|sun)days)|daily|weekly"
+)
 _I_HAVE = r"\bI(?:'ve| have)? "
 _I_AM = r"\bI(?:'m| am) "
 _USE_VERBS = r"(?P<verb>use|run|eat|drink|write|code in|work in|play|listen to|read|take|drive|ride)"
@@ -240,6 +245,11 @@ TALK_RULES: list[TalkRule] = [
         _has_started,
     ),
     _rule("preference", rf"\bI (?:don't|do not|never) eat (?P<v>{_VALUE}){_END}", _say("The user doesn't eat {v}.")),
+    _rule(
+        "preference",
+        rf"\bI (?:usually |still |now )?go to (?P<v>(?:the |my )?[\w -]{{2,30}}?) (?P<f>{_OFTEN}){_PEND}",
+        _say("The user goes to {v} {f}."),
+    ),
     _rule(
         "focus",
         rf"{_I_AM}(?:now )?(?P<v>(?:doing|playing|learning|studying) {_VALUE}) (?:now|these days|nowadays){_END}",
