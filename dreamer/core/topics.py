@@ -250,6 +250,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\b(?:live|lives|living|reside|resides|based|moved|moving|relocated|relocating|settled)"
             r" (?:now )?(?:in|to|out of)\b|\bhome is (?:now )?in\b",
         ),
+        (  # a role at a named employer goes stale with the employer: "works as a nurse at Riverside General"
+            "employer",
+            rf"\b(?:works? as|working as|is an?) [\w -]{{0,40}}\b(?:{_TITLES}) (?:at|for|with) (?:(?-i:[A-Z])|an? |the )",
+        ),
         ("job_title", rf"\b(?:works? as|working as|job title|promoted to|became|new role as)\b.*\b(?:{_TITLES})\b"),
         (
             "employer",
