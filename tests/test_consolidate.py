@@ -117,6 +117,24 @@ def test_without_a_judge_a_newer_single_valued_value_supersedes():
     assert d.reason == "newer value of home_city (single-valued, no judgement)"
 
 
+def test_without_a_judge_a_deadline_said_in_fewer_words_supersedes_the_one_it_may_name():
+    exam = Topic("deadline:exam", "one")
+    neighbours = [
+        n("es", "The user's Spanish exam is on 10 December.", 0.8, kind="focus", topic="deadline:spanish_exam")
+    ]
+    d = decide("The user's exam is now on 14 January.", "focus", neighbours, T, topic=exam)
+    assert (d.action, d.target) == ("supersede", "es")
+    two = [
+        *neighbours,
+        n("ms", "The user's maths exam is on 3 December.", 0.8, kind="focus", topic="deadline:maths_exam"),
+    ]
+    d = decide("The user's exam is now on 14 January.", "focus", two, T, topic=exam)
+    assert d.action == "add"  # which of the two exams moved is not said
+    other = [n("q3", "The Q3 report is due on 1 May.", 0.8, kind="focus", topic="deadline:q3_report")]
+    d = decide("The user's exam is now on 14 January.", "focus", other, T, topic=exam)
+    assert d.action == "add"
+
+
 def test_without_a_judge_a_many_valued_slot_keeps_both():
     neighbours = [n("old", "The user plays chess.", 0.3, topic="hobbies")]
     d = decide("The user took up pottery.", "profile", neighbours, T, topic=HOBBIES)

@@ -25,9 +25,9 @@ def test_rules_extract_explicit_user_statements_in_third_person():
     )
     result = RulesExtractor(limit=5).extract(chunk, "agent")
     got = [(c.kind, c.text, c.seqs) for c in result.candidates]
-    assert got == [
-        ("preference", "The user prefers quiet boutique hotels.", [1]),
+    assert got == [  # in the order said
         ("profile", "The user's name is Dana.", [1]),
+        ("preference", "The user prefers quiet boutique hotels.", [1]),
         ("preference", "The user asks to always give prices in euros.", [3]),
     ]
     assert all(c.seqs != [2] for c in result.candidates), "assistant lines are not the user's statements"

@@ -51,6 +51,27 @@ HEARD = [
         "I switched from my Pixel to an iPhone, how do I move my photos?",
         [("preference", "The user switched from their Pixel to an iPhone.")],
     ),
+    ("I read email in Outlook and search is slow", [("preference", "The user reads email in Outlook.")]),
+    ("I take my notes in Apple Notes", [("preference", "The user takes their notes in Apple Notes.")]),
+    ("I mostly code in vim", [("preference", "The user codes in vim.")]),
+    ("my Pixel 7 keeps dropping wifi, any fix?", [("profile", "The user's phone is a Pixel 7.")]),
+    ("my new iPhone 15 won't charge", [("profile", "The user's phone is an iPhone 15.")]),
+    ("my 2014 Toyota Corolla is making a noise", [("profile", "The user's car is a 2014 Toyota Corolla.")]),
+    ("I drive an old Volvo estate", [("profile", "The user drives an old Volvo estate.")]),
+    (
+        "I sold my car and got an e-bike, way nicer",
+        [("profile", "The user sold their car and got an e-bike.")],
+    ),
+    ("my boss pushed the deadline back, it's 30 April now", [("focus", "The user's deadline is now on 30 April.")]),
+    ("they extended the grant deadline to 3 May", [("focus", "The user's grant deadline is now on 3 May.")]),
+    ("we're launching the app on 1 June", [("focus", "The user's app launch is on 1 June.")]),
+    ("I'm submitting my thesis by 12 June", [("focus", "The user's thesis submission is on 12 June.")]),
+    ("I go to the gym three times a week", [("preference", "The user goes to the gym three times a week.")]),
+    ("I usually go to yoga every Monday, it helps", [("preference", "The user goes to yoga every Monday.")]),
+    (
+        "I quit the gym, I'm doing bouldering now",
+        [("preference", "The user quit the gym."), ("focus", "The user is doing bouldering now.")],
+    ),
 ]
 
 NEAR_MISSES = [
@@ -67,6 +88,18 @@ NEAR_MISSES = [
     "would you recommend I go with Postgres?",
     "My sister's thesis is due on 3 April",
     "I use it every day",
+    "should I read email in Outlook or Gmail?",
+    "my dad's Honda broke down",
+    "my border collie Pixel loves the beach",
+    "is my Pixel 6 worth repairing?",
+    "I do my budget on Sundays",
+    "if I drive a Tesla, can I charge at home?",
+    "are we launching the app on 1 June?",
+    "my brother is launching his app on 1 June",
+    "if they pushed the deadline back to 3 May I'd be fine",
+    "should I go to the gym every day?",
+    "my wife goes to the gym daily",
+    "I go to bed at 11",
 ]
 
 
@@ -80,6 +113,17 @@ def test_questions_suppositions_and_other_peoples_news_yield_nothing(said):
     assert rule_matches(said, "agent") == []
 
 
+def test_statements_come_in_the_order_said_so_the_later_value_is_the_newer():
+    assert rule_matches("I no longer use Outlook, I've gone with Thunderbird", "agent") == [
+        ("preference", "The user no longer uses Outlook."),
+        ("preference", "The user went with Thunderbird."),
+    ]
+    assert rule_matches("I'm vegetarian and I live in Leeds", "agent") == [
+        ("profile", "The user is vegetarian."),
+        ("profile", "The user lives in Leeds."),
+    ]
+
+
 def test_the_extractor_reads_the_users_lines_only():
     lines = [
         Line(1, "user", None, "Big news: I just accepted an offer at a startup in Denver, I'm moving next month"),
@@ -91,7 +135,7 @@ def test_the_extractor_reads_the_users_lines_only():
     assert got == [
         ("profile", "The user accepted a job at a startup in Denver.", [1]),
         ("profile", "The user is moving to Denver.", [1]),
-        ("preference", "The user went with Thunderbird.", [4]),
         ("preference", "The user no longer uses Outlook.", [4]),
+        ("preference", "The user went with Thunderbird.", [4]),
     ]
     assert RulesExtractor.name == "rules"

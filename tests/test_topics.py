@@ -9,6 +9,7 @@ from dreamer.core.topics import (
     describes_present,
     infer_topic,
     normalise_topic,
+    same_deadline,
     topic_of,
 )
 
@@ -48,6 +49,7 @@ def test_cardinality_of_known_and_prefixed_slots():
     assert {cardinality_of(k) for k in SINGLE_VALUED} == {"one"}
     assert cardinality_of("deadline:launch") == "one"
     assert cardinality_of("favourite_band") == "one"
+    assert cardinality_of("habit:gym") == "one"
     assert cardinality_of("hobbies") == "many"
     assert cardinality_of("coffee_order") is None
     assert cardinality_of(None) is None
@@ -68,6 +70,10 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("The user works at Initech.", "profile", Topic("employer", "one")),
         ("Big news: I accepted a new job at Globex.", "profile", Topic("employer", "one")),
         ("She was promoted to senior engineer.", "profile", Topic("job_title", "one")),
+        ("The user works as a designer.", "profile", Topic("job_title", "one")),
+        ("The user works as a night-shift nurse at Riverside General.", "profile", Topic("employer", "one")),
+        ("The user is a junior data analyst at Northwind Insurance.", "profile", Topic("employer", "one")),
+        ("The user works as an engineer for a bank.", "profile", Topic("employer", "one")),
         ("The user is vegetarian now.", "preference", Topic("diet", "one")),
         ("These days I use Neovim for everything.", "preference", Topic("editor", "one")),
         ("The user keeps their notes in Obsidian.", "preference", Topic("note_app", "one")),
@@ -77,6 +83,19 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("Sam is allergic to penicillin.", "profile", Topic("allergies", "many")),
         ("The user speaks Portuguese.", "profile", Topic("languages", "many")),
         ("I took up pottery.", "profile", Topic("hobbies", "many")),
+        ("The user reads email in Outlook.", "preference", Topic("email_client", "one")),
+        ("The user's phone is a Pixel 6.", "profile", Topic("phone", "one")),
+        ("The user's car is a 2012 Honda Civic.", "profile", Topic("car", "one")),
+        ("The user sold their car and got an e-bike.", "profile", Topic("car", "one")),
+        ("The user drives a Golf.", "profile", Topic("car", "one")),
+        ("The user's deadline is now on 30 April.", "focus", Topic("deadline", "one")),
+        ("The user's submission date is on 20 May.", "focus", Topic("deadline", "one")),
+        ("The user's exam is now on 14 January.", "focus", Topic("deadline:exam", "one")),
+        ("The user goes to the gym three times a week.", "preference", Topic("habit:gym", "one")),
+        ("The user quit the gym.", "preference", Topic("habit:gym", "one")),
+        ("The user has started smoking.", "preference", Topic("habit:smoking", "one")),
+        ("The user stopped going to yoga.", "preference", Topic("habit:yoga", "one")),
+        ("The user has started eating fish.", "preference", Topic("diet", "one")),
     ],
 )
 def test_infer_topic_from_clear_phrasing(text, kind, topic):
@@ -90,6 +109,9 @@ def test_infer_topic_from_clear_phrasing(text, kind, topic):
         ("Maybe I should move to Denver?", "profile"),
         ("I'm thinking about moving to Lisbon.", "profile"),
         ("The cache lives in Redis.", "design_decision"),
+        ("The user washed the car.", "profile"),
+        ("The user quit it.", "preference"),
+        ("The user has started a new chapter.", "preference"),
     ],
 )
 def test_no_topic_without_clear_phrasing(text, kind):
@@ -117,3 +139,21 @@ def test_present_states():
 def test_change_words(text, words):
     assert change_words(text) == words
     assert announces_change(text) is bool(words)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("deadline:exam", "deadline:spanish_exam", True),
+        ("deadline:app_launch", "deadline:launch", True),
+        ("deadline", "deadline:thesis", True),
+        ("deadline:thesis", "deadline:thesis", True),
+        ("deadline:q3_report", "deadline:annual_report", False),
+        ("deadline:launch", "deadline:exam", False),
+        ("deadline", "home_city", False),
+        ("employer", "employer", True),
+    ],
+)
+def test_a_deadline_said_in_fewer_words_may_be_the_same_one(a, b, same):
+    assert same_deadline(a, b) is same
+    assert same_deadline(b, a) is same

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Literal
 
-from dreamer.core.topics import Topic, announces_change, change_words
+from dreamer.core.topics import Topic, announces_change, change_words, same_deadline
 
 Action = Literal["add", "merge", "supersede", "reject", "judge"]
 Verdict = Literal["same", "update", "contradicts", "new"]
@@ -162,8 +162,13 @@ def _why(n: Neighbour, topic: Topic | None) -> str:
 
 
 def _unjudged(routed: list[Neighbour], best: Neighbour | None, topic: Topic | None) -> Decision:
-    """Without a verdict: a single-valued slot takes the newer value, anything else is kept beside."""
+    """Without a verdict: a single-valued slot takes the newer value, anything else is kept beside.
+    A deadline said in fewer words ("the exam", "the deadline") takes the one routed deadline it
+    may name (`same_deadline`), when there is exactly one."""
     slot = [n.memory_id for n in routed if topic is not None and n.topic == topic.key]
+    if not slot and topic is not None:
+        kin = [n.memory_id for n in routed if n.topic is not None and same_deadline(n.topic, topic.key)]
+        slot = kin if len(kin) == 1 else []
     if topic is not None and topic.cardinality == "one" and slot:
         reason = f"newer value of {topic.key} (single-valued, no judgement)"
         return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=tuple(slot[1:]))

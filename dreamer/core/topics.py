@@ -50,12 +50,13 @@ SINGLE_VALUED = frozenset(
         "commute",
         "team",
         "email_client",
+        "deadline",
     }
 )
 # Slots whose values accumulate: a new value is kept beside the others.
 MANY_VALUED = frozenset({"hobbies", "allergies", "languages", "pets", "children", "skills", "interests"})
-# Prefixed keys (`deadline:<thing>`, `favourite_<thing>`) are single-valued too.
-SINGLE_PREFIXES = ("deadline:", "favourite_")
+# Prefixed keys (`deadline:<thing>`, `favourite_<thing>`, `habit:<thing>`) are single-valued too.
+SINGLE_PREFIXES = ("deadline:", "favourite_", "habit:")
 
 ALIASES: dict[str, str] = {
     **dict.fromkeys(
@@ -191,16 +192,19 @@ def topic_of(raw: str | None, cardinality: str | None = None) -> Topic | None:
 
 # --------------------------------------------------------------------------- inference from phrasing
 
-_EDITORS = r"vs ?code|visual studio code|vim|neovim|nvim|emacs|sublime(?: text)?|intellij|pycharm|webstorm|zed|helix|xcode|cursor"
-_NOTE_APPS = (
-    r"notion|obsidian|evernote|onenote|apple notes|logseq|roam(?: research)?|joplin|simplenote|google keep|bear"
-)
+# Products by name: a statement naming one is about the slot the product fills.
+EDITORS = r"vs ?code|visual studio code|vim|neovim|nvim|emacs|sublime(?: text)?|intellij|pycharm|webstorm|zed|helix|xcode|cursor"
+NOTE_APPS = r"notion|obsidian|evernote|onenote|apple notes|logseq|roam(?: research)?|joplin|simplenote|google keep|bear"
 _TITLES = (
     r"engineer|developer|designer|manager|analyst|scientist|teacher|nurse|doctor|consultant|architect|"
     r"director|researcher|writer|accountant|lawyer|product owner|cto|ceo|founder|intern|programmer"
 )
-_EMAIL_CLIENTS = r"outlook|thunderbird|gmail|apple mail|fastmail|proton ?mail|spark|superhuman|mutt"
-_PHONES = r"iphone(?: \d+)?|pixel \d+|galaxy s\d+|oneplus|android phone|fairphone"
+EMAIL_CLIENTS = r"outlook|thunderbird|gmail|apple mail|fastmail|proton ?mail|spark|superhuman|mutt"
+PHONES = r"iphone(?: \d+)?|pixel \d+[a-z]?|galaxy s\d+|oneplus(?: \d+)?|android phone|fairphone(?: \d)?"
+CARS = (
+    r"honda|toyota|ford|chevy|chevrolet|bmw|audi|volkswagen|vw|tesla|kia|hyundai|mazda|subaru|nissan|volvo|"
+    r"mercedes|peugeot|renault|fiat|skoda|jeep|lexus|porsche|dacia|prius|civic|corolla|camry|rav4|outback"
+)
 _SWITCH = r"\b(?:switched|switching|moved|migrated|went|gone|going|changed|uses?|using|no longer uses?)\b"
 _DEADLINE_THINGS = (
     re.compile(
@@ -221,10 +225,19 @@ _DEADLINE_THINGS = (
         re.I,
     ),
 )
+DEADLINE = "deadline"  # the key of a deadline said without what it is for
+_NO_THING = frozenset({"deadline", "due_date", "submission_date", "date", "submission", "due"})
 _NOT_A_THING = frozenset(
     "i we you they he she it the my our a an this that so think new next final hard user s".split()
 )
 _FAVOURITE = re.compile(r"\bfavou?rite (?P<x>[a-z]+(?: [a-z]+)?) (?:is|are|was|has become|became|now)\b", re.I)
+# Something done, started or stopped: "goes to the gym three times a week", "quit the gym",
+# "has started smoking": the later of them is how things stand.
+_HABIT = re.compile(
+    r"\b(?:goes to|go to|quit|quits|stopped(?: going to)?|gave up|given up|(?:has )?started(?: going to)?) "
+    r"(?:the |their |my )?(?P<x>[a-z]+)\b(?! [a-z]+ing\b)",
+    re.I,
+)
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.I))
     for key, pattern in (
@@ -236,6 +249,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "home_city",
             r"\b(?:live|lives|living|reside|resides|based|moved|moving|relocated|relocating|settled)"
             r" (?:now )?(?:in|to|out of)\b|\bhome is (?:now )?in\b",
+        ),
+        (  # a role at a named employer goes stale with the employer: "works as a nurse at Riverside General"
+            "employer",
+            rf"\b(?:works? as|working as|is an?) [\w -]{{0,40}}\b(?:{_TITLES}) (?:at|for|with) (?:(?-i:[A-Z])|an? |the )",
         ),
         ("job_title", rf"\b(?:works? as|working as|job title|promoted to|became|new role as)\b.*\b(?:{_TITLES})\b"),
         (
@@ -251,19 +268,24 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "editor",
             rf"\b(?:editor|ide)\b|\b(?:use|uses|using|switched to|prefer|prefers|moved to|code in|codes in)"
-            rf" (?:\w+ )?(?:{_EDITORS})\b",
+            rf" (?:\w+ )?(?:{EDITORS})\b",
         ),
-        ("editor", rf"{_SWITCH}.*\b(?:{_EDITORS})\b"),
+        ("editor", rf"{_SWITCH}.*\b(?:{EDITORS})\b"),
         (
             "email_client",
-            rf"\b(?:e-?mail|mail client)\b.*\b(?:{_EMAIL_CLIENTS})\b|{_SWITCH}.*\b(?:{_EMAIL_CLIENTS})\b"
-            rf"|\b(?:{_EMAIL_CLIENTS})\b.*\be-?mail\b",
+            rf"\b(?:e-?mail|mail client)\b.*\b(?:{EMAIL_CLIENTS})\b|{_SWITCH}.*\b(?:{EMAIL_CLIENTS})\b"
+            rf"|\b(?:{EMAIL_CLIENTS})\b.*\be-?mail\b",
         ),
-        ("phone", rf"\b(?:{_PHONES})\b"),
-        ("note_app", rf"{_SWITCH}.*\b(?:{_NOTE_APPS})\b"),
+        ("phone", rf"\b(?:{PHONES})\b"),
+        (
+            "car",
+            rf"\b(?:{CARS})\b|\b(?:drives?|driving) (?:an?|the) |\b(?:user's|their|my) car is\b"
+            r"|\b(?:sold|bought|has|have|got) (?:an?|the|their|my) (?:new |old |used )?car\b",
+        ),
+        ("note_app", rf"{_SWITCH}.*\b(?:{NOTE_APPS})\b"),
         (
             "note_app",
-            rf"\bnotes? app\b|\bnote-taking\b|\b(?:{_NOTE_APPS})\b.*\bnotes?\b|\bnotes?\b.*\b(?:{_NOTE_APPS})\b",
+            rf"\bnotes? app\b|\bnote-taking\b|\b(?:{NOTE_APPS})\b.*\bnotes?\b|\bnotes?\b.*\b(?:{NOTE_APPS})\b",
         ),
     )
 )
@@ -280,12 +302,14 @@ def infer_topic(text: str, kind: str) -> Topic | None:
     if kind not in ("preference", "profile", "focus") or _NOT_A_STATE.search(text):
         return None
     if (thing := _deadline_thing(text)) is not None:
-        return Topic(f"deadline:{thing}"[:MAX_TOPIC_CHARS], "one")
+        return Topic(f"deadline:{thing}"[:MAX_TOPIC_CHARS] if thing else DEADLINE, "one")
     if m := _FAVOURITE.search(text):
         return Topic(f"favourite_{_snake(m.group('x'))}", "one")
     for key, pattern in _RULES:
         if pattern.search(text):
             return Topic(key, "many" if key in MANY_VALUED else "one")
+    if (m := _HABIT.search(text)) and m.group("x").casefold() not in _NOT_A_THING:
+        return Topic(f"habit:{m.group('x').casefold()}", "one")
     return None
 
 
@@ -297,8 +321,22 @@ def _deadline_thing(text: str) -> str | None:
             while words and words[0].casefold() in _NOT_A_THING:
                 words = words[1:]
             if words:
-                return _snake(" ".join(words))
+                thing = _snake(" ".join(words))
+                return "" if thing in _NO_THING else thing
     return None
+
+
+def same_deadline(a: str, b: str) -> bool:
+    """Whether two deadline keys may name one deadline, said in fewer words once it is known:
+    a bare deadline ("the deadline moved to May") and any one, or "deadline:exam" and
+    "deadline:spanish_exam" (the words of one among the other's). Not two different keys of
+    as many words ("deadline:q3_report", "deadline:annual_report")."""
+    if a == b or not (a.startswith(DEADLINE) and b.startswith(DEADLINE)):
+        return a == b
+    if DEADLINE in (a, b):
+        return True
+    words_a, words_b = set(a.removeprefix("deadline:").split("_")), set(b.removeprefix("deadline:").split("_"))
+    return words_a < words_b or words_b < words_a
 
 
 _PRESENT = re.compile(

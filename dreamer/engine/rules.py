@@ -8,7 +8,8 @@ import re
 
 from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
-from dreamer.engine.rules_talk import blocked_spans, conjugate, talk_matches
+from dreamer.engine.rules_own import OWN_RULES
+from dreamer.engine.rules_talk import TALK_RULES, blocked_spans, conjugate, talk_matches
 from dreamer.engine.transcript import Chunk, Line
 
 _S = r"(?:(?!,? (?:and|but|so) I\b|, (?:but|so) )[^.!?\n]){3,200}"
@@ -48,6 +49,7 @@ _CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]
+_TALK = TALK_RULES + OWN_RULES  # a change ("switched from my Pixel to ...") before what is owned
 _ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
 _I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
 _PERSON = [
@@ -73,15 +75,16 @@ def _third_person(sentence: str) -> str:
 
 def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
     """(kind, statement as one sentence about the user, or the project's in code mode) for each
-    statement in `text`: statements of state and change first, then the explicit ones; in agent
+    statement in `text`, in the order said (a later value of a slot is the newer one): statements
+    of state and change are read before the explicit ones and win where both match; in agent
     mode, none in a question, a supposition or reported speech."""
     blocked = blocked_spans(text) if mode != "code" else []
-    found: list[tuple[Kind, str]] = []
+    found: list[tuple[int, Kind, str]] = []
     taken: list[tuple[int, int]] = []
     if mode != "code":
-        for kind, sentence, start, end in talk_matches(text, blocked):
+        for kind, sentence, start, end in talk_matches(text, blocked, _TALK):
             taken.append((start, end))
-            found.append((kind, sentence))
+            found.append((start, kind, sentence))
     for kind, pattern in _CODE_RULES if mode == "code" else _AGENT_RULES:
         for m in pattern.finditer(text):
             if any(m.start() < e and s < m.end() for s, e in taken) or any(s <= m.start() < e for s, e in blocked):
@@ -89,8 +92,8 @@ def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
             end = min([m.end()] + [s for s, _ in blocked if m.start() < s < m.end()])  # not into a question
             taken.append((m.start(), end))
             said = text[m.start() : end]
-            found.append((kind, _sentence(said) if mode == "code" else _third_person(said)))
-    return found
+            found.append((m.start(), kind, _sentence(said) if mode == "code" else _third_person(said)))
+    return [(kind, sentence) for _, kind, sentence in sorted(found, key=lambda f: f[0])]
 
 
 class RulesExtractor:

@@ -116,6 +116,14 @@ def _these_days(m: re.Match[str]) -> str:
     return f"The user {conjugate(m.group('verb').lower())} {_their(_value(m.group('v')))} these days."
 
 
+_EVENTS = {"launching": "launch", "releasing": "release", "submitting": "submission", "presenting": "presentation"}
+
+
+def _event(m: re.Match[str]) -> str:
+    """ "we're launching the app on 1 June": the user's app launch is on 1 June."""
+    return f"The user's {_their(_value(m.group('t')))} {_EVENTS[m.group('verb').lower()]} is on {m.group('d')}."
+
+
 def conjugate(verb: str) -> str:
     """The third person singular of a present-tense verb ("use" -> "uses")."""
     low = verb.lower()
@@ -140,6 +148,11 @@ def _rule(kind: Kind, pattern: str, render: Render) -> TalkRule:
     return TalkRule(kind, re.compile(pattern, re.I), render)
 
 
+_OFTEN = (
+    r"(?:once|twice|(?:three|four|five|six|\d) times) (?:a|per|every) (?:day|week|month)"
+    r"|every (?:day|morning|evening|night|week|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+    r"|on (?:weekdays|weekends|(?:mon|tues|wednes|thurs|fri|satur|sun)days)|daily|weekly"
+)
 _I_HAVE = r"\bI(?:'ve| have)? "
 _I_AM = r"\bI(?:'m| am) "
 _USE_VERBS = r"(?P<verb>use|run|eat|drink|write|code in|work in|play|listen to|read|take|drive|ride)"
@@ -233,6 +246,11 @@ TALK_RULES: list[TalkRule] = [
     ),
     _rule("preference", rf"\bI (?:don't|do not|never) eat (?P<v>{_VALUE}){_END}", _say("The user doesn't eat {v}.")),
     _rule(
+        "preference",
+        rf"\bI (?:usually |still |now )?go to (?P<v>(?:the |my )?[\w -]{{2,30}}?) (?P<f>{_OFTEN}){_PEND}",
+        _say("The user goes to {v} {f}."),
+    ),
+    _rule(
         "focus",
         rf"{_I_AM}(?:now )?(?P<v>(?:doing|playing|learning|studying) {_VALUE}) (?:now|these days|nowadays){_END}",
         _say("The user is {v} now."),
@@ -257,8 +275,25 @@ TALK_RULES: list[TalkRule] = [
     ),
     _rule(
         "focus",
+        rf"\b(?:pushed|moved|extended|postponed|changed) (?:my|our|the) (?P<t>(?:[\w-]+ )?(?:deadline|due date))"
+        rf"(?: back| out)?(?: to | until | till |, it's |, it is |, now )(?:on )?(?P<d>{_DATE})",
+        _say("The user's {t} is now on {d}."),
+    ),
+    _rule(
+        "focus",
+        rf"\b(?:I'm|I am|we're|we are) (?P<verb>launching|releasing|submitting|presenting) (?:my |our |the )?"
+        rf"(?P<t>[\w -]{{2,30}}?) (?:on |by )(?P<d>{_DATE})",
+        _event,
+    ),
+    _rule(
+        "focus",
         rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:is|are) (?:now )?(?:on |for |set for |scheduled for )?(?P<d>{_DATE})",
         _say("The user's {t} is on {d}."),
+    ),
+    _rule(
+        "profile",
+        rf"\bI (?:just )?sold (?P<a>{_VALUE}) and (?:got|bought) (?P<b>(?:an?|the|my) {_VALUE}){_END}",
+        _say("The user sold {a} and got {b}."),
     ),
     _rule(
         "profile", rf"\bI (?:just )?(?P<verb>sold|bought|got a new) (?P<v>{_VALUE}){_END}", _say("The user {verb} {v}.")
@@ -289,11 +324,14 @@ def move_without_destination(text: str, blocked: list[tuple[int, int]]) -> tuple
     return (f"The user is moving to {place}." if future else f"The user lives in {place}."), move.start()
 
 
-def talk_matches(text: str, blocked: list[tuple[int, int]]) -> list[tuple[Kind, str, int, int]]:
+def talk_matches(
+    text: str, blocked: list[tuple[int, int]], rules: list[TalkRule] | None = None
+) -> list[tuple[Kind, str, int, int]]:
     """(kind, sentence about the user, start, end) for each statement of state or change outside
-    the blocked clauses, earlier rules first; overlapping matches are left to the first."""
+    the blocked clauses, by `rules` (`TALK_RULES` when none), earlier rules first; overlapping
+    matches are left to the first."""
     found: list[tuple[Kind, str, int, int]] = []
-    for rule in TALK_RULES:
+    for rule in TALK_RULES if rules is None else rules:
         for m in rule.pattern.finditer(text):
             if _inside(m.start(), blocked) or any(m.start() < e and s < m.end() for _, _, s, e in found):
                 continue

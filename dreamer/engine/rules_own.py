@@ -1,0 +1,67 @@
+"""Rules for what the user uses and owns, said in passing: the app a task is done in ("I read
+email in Outlook", "I take notes in Notion"), the editor code is written in, and a phone or a
+car called theirs ("my Pixel 6 keeps dropping wifi", "my 2012 Honda Civic is making a noise",
+"I drive a Golf"). Each is written as one sentence about the user; the slot it fills is named
+by `dreamer.core.topics`."""
+
+from __future__ import annotations
+
+import re
+
+from dreamer.core.topics import CARS, EDITORS, EMAIL_CLIENTS, NOTE_APPS, PHONES
+from dreamer.engine.rules_talk import (
+    _END,
+    _NOT_PLACE,
+    _PEND,
+    _VALUE,
+    Render,
+    TalkRule,
+    _rule,
+    _say,
+    _value,
+    conjugate,
+)
+
+# A product by name: capitalised ("Outlook", "Apple Notes"), or one known by its lowercase name.
+_NOT_A_NAME = r"(?!(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|weekends?\b|english\b)"
+_NAME = (
+    rf"(?:{_NOT_PLACE}{_NOT_A_NAME}(?-i:[A-Z][\w.+'’-]*(?: [A-Z0-9][\w.+'’-]*){{0,2}})"
+    rf"|(?:{EMAIL_CLIENTS}|{NOTE_APPS}|{EDITORS})){_PEND}"
+)
+_TASK_VERBS = r"read|check|do|write|take|keep|send|manage|track"
+_TASKS = r"e-?mails?|mail|notes|to-?dos?|tasks|journal|calendar|budget|finances|passwords|documents|docs"
+_YEAR = r"(?:(?:19|20)\d\d )?"
+_CAR = rf"{_YEAR}(?:{CARS})(?-i: [A-Z0-9][\w-]*){{0,2}}"
+
+
+def _a(noun: str) -> str:
+    """The noun with its indefinite article ("an iPhone 15", "a Pixel 6")."""
+    vowel = noun[:1].lower() in "aeiou" and not noun.lower().startswith(("one", "use", "uni"))
+    return f"{'an' if vowel else 'a'} {noun}"
+
+
+def _task(m: re.Match[str]) -> str:
+    their = "their " if m.group("my") else ""
+    return f"The user {conjugate(m.group('verb').lower())} {their}{m.group('a').lower()} in {_value(m.group('v'))}."
+
+
+def _owns(thing: str) -> Render:
+    return lambda m: f"The user's {thing} is {_a(_value(m.group('v')))}."
+
+
+OWN_RULES: list[TalkRule] = [
+    _rule(
+        "preference",
+        rf"\bI (?:mostly |mainly |only |usually |always )?(?P<verb>{_TASK_VERBS}) (?:all )?(?:of )?(?P<my>my |our )?"
+        rf"(?P<a>{_TASKS}) (?:in|on|with|through|using|via) (?P<v>{_NAME})",
+        _task,
+    ),
+    _rule(
+        "preference",
+        rf"\bI (?:mostly |mainly |only |usually )?(?:code|program|write code|write my code) in (?P<v>{_NAME})",
+        _say("The user codes in {v}."),
+    ),
+    _rule("profile", rf"\bmy (?:new |old |current )?(?P<v>(?:{PHONES})){_PEND}", _owns("phone")),
+    _rule("profile", rf"\bmy (?:new |old |current )?(?P<v>{_CAR}){_PEND}", _owns("car")),
+    _rule("profile", rf"\bI (?:now )?drive (?P<v>(?:an?|the) {_VALUE}){_END}", _say("The user drives {v}.")),
+]
