@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dreamer.engine.rules import RulesExtractor, rule_matches
+from dreamer.engine.rules_casual import formal, recase
 from dreamer.engine.transcript import Chunk, Line
 
 HEARD = [
@@ -139,3 +140,111 @@ def test_the_extractor_reads_the_users_lines_only():
         ("preference", "The user went with Thunderbird.", [4]),
     ]
     assert RulesExtractor.name == "rules"
+
+
+# --------------------------------------------------------------------------- casual talk
+
+CASUAL_HEARD = [
+    ("im an icu nurse", [("profile", "The user is an icu nurse.")]),
+    ("i moved to lisbon last week", [("profile", "The user lives in Lisbon.")]),
+    ("im based in cape town now", [("profile", "The user lives in Cape Town.")]),
+    ("just moved to denver!!", [("profile", "The user lives in Denver.")]),
+    ("ive switched to obsidian, evernote was too slow", [("preference", "The user switched to Obsidian.")]),
+    ("i work at globex as a designer", [("profile", "The user works at Globex as a designer.")]),
+    (
+        "hey, i work as a nurse at riverside general and im wiped",
+        [("profile", "The user works as a nurse at Riverside General.")],
+    ),
+    ("im vegetarian and allergic to peanuts", [("profile", "The user is vegetarian.")]),
+    ("i dont eat pork btw", [("preference", "The user doesn't eat pork.")]),
+    ("ive started eating fish again", [("preference", "The user has started eating fish.")]),
+    ("my boss pushed the deadline back, its 30 april now", [("focus", "The user's deadline is now on 30 April.")]),
+    ("were launching the app on 1 june", [("focus", "The user's app launch is on 1 June.")]),
+    ("i moved again, im in porto now. rent in lisbon was too much", [("profile", "The user lives in Porto.")]),
+    (
+        "i just accepted an offer at a startup in denver, im moving next month",
+        [("profile", "The user accepted a job at a startup in Denver."), ("profile", "The user is moving to Denver.")],
+    ),
+    ("first week at my new job at shopwise!", [("profile", "The user has a new job at Shopwise.")]),
+    ("my 2012 honda civic is making a noise", [("profile", "The user's car is a 2012 Honda Civic.")]),
+    ("my iphone 13 wont charge", [("profile", "The user's phone is an iPhone 13.")]),
+    (
+        "i no longer use outlook, ive gone with thunderbird",
+        [
+            ("preference", "The user no longer uses Outlook."),
+            ("preference", "The user went with Thunderbird."),
+        ],
+    ),
+    ("im from toronto originally", [("profile", "The user is from Toronto originally.")]),
+    ("I’m vegan now", [("profile", "The user is vegan.")]),
+]
+
+CASUAL_NEAR_MISSES = [
+    "my sister is moving to denver",
+    "my coworker got promoted",
+    "my mom moved to florida last year",
+    "my sisters thesis is due on 3 april",
+    "thinking about moving to lisbon",
+    "if someone wanted to move to berlin what would they need",
+    "should i switch to neovim?",
+    "were thinking of moving to portland",
+    "id love to live in tokyo someday",
+    "would i need a visa if i moved to canada",
+    "whats the weather in paris",
+    "lol thats hilarious, u rock",
+    "can u help me pls",
+    "im in a meeting rn",
+    "im moving next month to be closer to family",
+    "i moved in with my boyfriend",
+]
+
+
+@pytest.mark.parametrize(("said", "heard"), CASUAL_HEARD)
+def test_casual_lowercase_statements_are_heard(said, heard):
+    assert rule_matches(said, "agent") == heard
+
+
+@pytest.mark.parametrize("said", CASUAL_NEAR_MISSES + [s.casefold().replace("'", "") for s in NEAR_MISSES])
+def test_casual_questions_suppositions_and_other_peoples_news_yield_nothing(said):
+    assert rule_matches(said, "agent") == []
+
+
+@pytest.mark.parametrize(
+    ("said", "written"),
+    [
+        ("im sure ive seen it, dont worry", "I'm sure I've seen it, don't worry"),
+        ("i'd say thats fine, u know", "I'd say that's fine, you know"),
+        ("id like it pls", "I'd like it please"),
+        ("the user id is 4, i.e. mine", "the user id is 4, i.e. mine"),
+        ("cant and wont, isnt it", "can't and won't, isn't it"),
+        ("pushed back, its 30 april now. its battery died", "pushed back, it's 30 april now. it's battery died"),
+        ("so were moving. we were there", "so we're moving. we were there"),
+        ("just moved to austin", "I just moved to austin"),
+        ("my brother just moved", "my brother just moved"),
+        ("my sisters thesis. my sisters are here", "my sister's thesis. my sisters are here"),
+    ],
+)
+def test_casual_writing_is_read_with_its_apostrophes_and_capital_i(said, written):
+    assert formal(said) == written
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        ("I moved to san diego last week", "I moved to San Diego last week"),
+        ("I moved to town on monday", "I moved to town on Monday"),
+        (
+            "I work as a nurse at riverside general and I'm tired",
+            "I work as a nurse at Riverside General and I'm tired",
+        ),
+        ("I work at a bank", "I work at a bank"),
+        ("an offer in denver, I'm moving. rent in lisbon", "an offer in Denver, I'm moving. rent in Lisbon"),
+        ("I'm in a meeting in denver", "I'm in a meeting in denver"),
+        ("due on 3 april, may I ask", "due on 3 April, may I ask"),
+        ("my vs code and my honda", "my VS Code and my Honda"),
+        ("I moved to Lisbon and my friend to porto", "I moved to Lisbon and my friend to porto"),
+        ("Moved to denver. Love it", "Moved to Denver. Love it"),
+    ],
+)
+def test_a_lowercase_message_gives_names_their_capitals(said, read):
+    assert recase(said) == read

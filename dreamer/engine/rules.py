@@ -8,6 +8,7 @@ import re
 
 from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
+from dreamer.engine.rules_casual import read_casual
 from dreamer.engine.rules_own import OWN_RULES
 from dreamer.engine.rules_talk import TALK_RULES, blocked_spans, conjugate, talk_matches
 from dreamer.engine.transcript import Chunk, Line
@@ -77,7 +78,10 @@ def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
     """(kind, statement as one sentence about the user, or the project's in code mode) for each
     statement in `text`, in the order said (a later value of a slot is the newer one): statements
     of state and change are read before the explicit ones and win where both match; in agent
-    mode, none in a question, a supposition or reported speech."""
+    mode, none in a question, a supposition or reported speech, and casual lowercase talk is
+    read as if written out (`read_casual`)."""
+    if mode != "code":
+        text = read_casual(text)
     blocked = blocked_spans(text) if mode != "code" else []
     found: list[tuple[int, Kind, str]] = []
     taken: list[tuple[int, int]] = []
