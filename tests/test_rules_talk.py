@@ -248,3 +248,58 @@ def test_casual_writing_is_read_with_its_apostrophes_and_capital_i(said, written
 )
 def test_a_lowercase_message_gives_names_their_capitals(said, read):
     assert recase(said) == read
+
+
+# --------------------------------------------------------------------------- news said in passing
+
+PASSING_HEARD = [
+    (
+        "handed in my notice at acme today. globex starts monday!!",
+        [
+            ("profile", "The user handed in their notice at Acme."),
+            ("profile", "The user starts a new job at Globex on Monday."),
+        ],
+    ),
+    (
+        "Handed in my notice at Acme today. Globex starts Monday!!",
+        [
+            ("profile", "The user handed in their notice at Acme."),
+            ("profile", "The user starts a new job at Globex on Monday."),
+        ],
+    ),
+    ("i quit! initech starts next week", [("profile", "The user starts a new job at Initech next week.")]),
+    ("ok first week in sacramento survived", [("profile", "The user lives in Sacramento.")]),
+    ("My first month in New York, wow", [("profile", "The user lives in New York.")]),
+    ("vegetarian btw", [("profile", "The user is vegetarian.")]),
+    ("oh and im vegan now btw", [("profile", "The user is vegan.")]),
+    ("just started at initech, first day tomorrow", [("profile", "The user works at Initech.")]),
+    ("I just started at Initech", [("profile", "The user works at Initech.")]),
+    ("quit smoking 3 weeks ago", [("preference", "The user quit smoking.")]),
+]
+
+PASSING_NEAR_MISSES = [
+    "my friend handed in her notice. acme starts monday for her",
+    "my brother handed in his notice",
+    "should i hand in my notice?",
+    "thinking about handing in my notice at acme",
+    "what if i handed in my notice, globex starts monday",
+    "school starts monday",
+    "i quit. school starts monday",
+    "his first week in boston went fine",
+    "my sisters first week in denver went ok",
+    "my first week in the new job",
+    "my wife is vegan btw",
+    "is this vegetarian btw?",
+    "vegetarian recipes btw",
+    "my bf just started at google",
+]
+
+
+@pytest.mark.parametrize(("said", "heard"), PASSING_HEARD)
+def test_news_said_in_passing_is_heard(said, heard):
+    assert rule_matches(said, "agent") == heard
+
+
+@pytest.mark.parametrize("said", PASSING_NEAR_MISSES)
+def test_someone_elses_news_and_what_is_not_news_yield_nothing(said):
+    assert rule_matches(said, "agent") == []

@@ -9,6 +9,7 @@ import re
 from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
 from dreamer.engine.rules_casual import read_casual
+from dreamer.engine.rules_life import LIFE_RULES, new_employer
 from dreamer.engine.rules_own import OWN_RULES
 from dreamer.engine.rules_talk import TALK_RULES, blocked_spans, conjugate, talk_matches
 from dreamer.engine.transcript import Chunk, Line
@@ -50,7 +51,7 @@ _CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]
-_TALK = TALK_RULES + OWN_RULES  # a change ("switched from my Pixel to ...") before what is owned
+_TALK = TALK_RULES + OWN_RULES + LIFE_RULES  # a change ("switched from my Pixel to ...") before what is owned
 _ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
 _I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
 _PERSON = [
@@ -86,7 +87,7 @@ def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
     found: list[tuple[int, Kind, str]] = []
     taken: list[tuple[int, int]] = []
     if mode != "code":
-        for kind, sentence, start, end in talk_matches(text, blocked, _TALK):
+        for kind, sentence, start, end in talk_matches(text, blocked, _TALK) + new_employer(text, blocked):
             taken.append((start, end))
             found.append((start, kind, sentence))
     for kind, pattern in _CODE_RULES if mode == "code" else _AGENT_RULES:

@@ -34,7 +34,8 @@ _END = r"(?=\s*(?:[,.;:!?\n)]|$|\s(?:and|but|so|because|since|as of|which|where)
 _ADV = r"(?:(?:just|finally|recently|already|officially|now) )?"
 _TRAILING = re.compile(
     r"\s+(?:in the end|at last|last \w+|this \w+|for now|now|these days|nowadays|today|yesterday|again|"
-    r"instead(?: of .*)?|as well|too|anymore|any more|btw|lol|haha|though|tho|I think|obviously)$",
+    r"instead(?: of .*)?|as well|too|anymore|any more|btw|lol|haha|though|tho|I think|obviously"
+    r"|(?:\d+|an?|two|three|a few|a couple of) \w+ ago)$",
     re.I,
 )
 
