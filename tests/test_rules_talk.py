@@ -303,3 +303,22 @@ def test_news_said_in_passing_is_heard(said, heard):
 @pytest.mark.parametrize("said", PASSING_NEAR_MISSES)
 def test_someone_elses_news_and_what_is_not_news_yield_nothing(said):
     assert rule_matches(said, "agent") == []
+
+
+@pytest.mark.parametrize(
+    ("said", "heard"),
+    [
+        ("my vs code keeps freezing", [("preference", "The user uses VS Code.")]),
+        ("My Obsidian vault is a mess", [("preference", "The user uses Obsidian.")]),
+        ("my gmail inbox is full", [("preference", "The user uses Gmail.")]),
+    ],
+)
+def test_an_app_called_theirs_is_the_app_used(said, heard):
+    assert rule_matches(said, "agent") == heard
+
+
+@pytest.mark.parametrize(
+    "said", ["my cursor keeps jumping", "my outlook is bleak", "is my vs code config broken?", "my dad's vim config"]
+)
+def test_an_app_name_that_is_a_word_or_someone_elses_app_yields_nothing(said):
+    assert rule_matches(said, "agent") == []

@@ -96,6 +96,10 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("The user has started smoking.", "preference", Topic("habit:smoking", "one")),
         ("The user stopped going to yoga.", "preference", Topic("habit:yoga", "one")),
         ("The user has started eating fish.", "preference", Topic("diet", "one")),
+        ("The user is an icu nurse.", "profile", Topic("job_title", "one")),
+        ("The user is now a senior data analyst.", "profile", Topic("job_title", "one")),
+        ("The user starts a new job at Globex on Monday.", "profile", Topic("employer", "one")),
+        ("The user uses VS Code.", "preference", Topic("editor", "one")),
     ],
 )
 def test_infer_topic_from_clear_phrasing(text, kind, topic):
@@ -112,6 +116,9 @@ def test_infer_topic_from_clear_phrasing(text, kind, topic):
         ("The user washed the car.", "profile"),
         ("The user quit it.", "preference"),
         ("The user has started a new chapter.", "preference"),
+        ("The user is a big fan of nurses.", "profile"),
+        ("The user is a manager's worst nightmare.", "profile"),
+        ("The user handed in their notice at Acme.", "profile"),
     ],
 )
 def test_no_topic_without_clear_phrasing(text, kind):

@@ -255,6 +255,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"\b(?:works? as|working as|is an?) [\w -]{{0,40}}\b(?:{_TITLES}) (?:at|for|with) (?:(?-i:[A-Z])|an? |the )",
         ),
         ("job_title", rf"\b(?:works? as|working as|job title|promoted to|became|new role as)\b.*\b(?:{_TITLES})\b"),
+        ("job_title", rf"\b(?:is|am) (?:now )?an? (?:(?!of\b|for\b)[\w-]+ ){{0,3}}(?:{_TITLES})\.?$"),
         (
             "employer",
             r"\b(?:works?|working|worked) (?:at|for)\b|\b(?:new )?(?:job|position|offer|role) (?:at|with)\b"

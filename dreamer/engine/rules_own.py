@@ -1,8 +1,8 @@
 """Rules for what the user uses and owns, said in passing: the app a task is done in ("I read
-email in Outlook", "I take notes in Notion"), the editor code is written in, and a phone or a
-car called theirs ("my Pixel 6 keeps dropping wifi", "my 2012 Honda Civic is making a noise",
-"I drive a Golf"). Each is written as one sentence about the user; the slot it fills is named
-by `dreamer.core.topics`."""
+email in Outlook", "I take notes in Notion"), the editor code is written in, a phone or a car
+called theirs ("my Pixel 6 keeps dropping wifi", "my 2012 Honda Civic is making a noise",
+"I drive a Golf") and an app called theirs ("my vs code keeps freezing"). Each is written as
+one sentence about the user; the slot it fills is named by `dreamer.core.topics`."""
 
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ _NAME = (
 _TASK_VERBS = r"read|check|do|write|take|keep|send|manage|track"
 _TASKS = r"e-?mails?|mail|notes|to-?dos?|tasks|journal|calendar|budget|finances|passwords|documents|docs"
 _YEAR = r"(?:(?:19|20)\d\d )?"
+# Apps whose name is no ordinary word, so "my <app>" said of a fault or a setting names the app used.
+_APP = (
+    r"vs ?code|visual studio code|neovim|nvim|vim|emacs|sublime(?: text)?|intellij|pycharm|webstorm|xcode|"
+    r"notion|obsidian|evernote|onenote|logseq|joplin|thunderbird|gmail|fastmail|proton ?mail"
+)
+_APP_TALK = (
+    r"keeps|won't|doesn't|isn't|is|just|crashes|crashed|froze|freezes|hangs|stopped|broke|lags|config|setup|"
+    r"settings|extensions?|plugins?|vault|workspace|inbox|theme"
+)
 _CAR = rf"{_YEAR}(?:{CARS})(?-i: [A-Z0-9][\w-]*){{0,2}}"
 
 
@@ -63,5 +72,10 @@ OWN_RULES: list[TalkRule] = [
     ),
     _rule("profile", rf"\bmy (?:new |old |current )?(?P<v>(?:{PHONES})){_PEND}", _owns("phone")),
     _rule("profile", rf"\bmy (?:new |old |current )?(?P<v>{_CAR}){_PEND}", _owns("car")),
+    _rule(
+        "preference",
+        rf"\bmy (?:new |old |current )?(?P<v>{_APP}){_PEND}(?= (?:{_APP_TALK})\b)",
+        _say("The user uses {v}."),
+    ),
     _rule("profile", rf"\bI (?:now )?drive (?P<v>(?:an?|the) {_VALUE}){_END}", _say("The user drives {v}.")),
 ]
