@@ -197,7 +197,8 @@ EDITORS = r"vs ?code|visual studio code|vim|neovim|nvim|emacs|sublime(?: text)?|
 NOTE_APPS = r"notion|obsidian|evernote|onenote|apple notes|logseq|roam(?: research)?|joplin|simplenote|google keep|bear"
 _TITLES = (
     r"engineer|developer|designer|manager|analyst|scientist|teacher|nurse|doctor|consultant|architect|"
-    r"director|researcher|writer|accountant|lawyer|product owner|cto|ceo|founder|intern|programmer"
+    r"director|researcher|writer|accountant|lawyer|product owner|cto|ceo|founder|intern|programmer|"
+    r"freelancer|cook|chef|barista|cashier|mechanic|pharmacist|electrician|paramedic"
 )
 EMAIL_CLIENTS = r"outlook|thunderbird|gmail|apple mail|fastmail|proton ?mail|spark|superhuman|mutt"
 PHONES = r"iphone(?: \d+)?|pixel \d+[a-z]?|galaxy s\d+|oneplus(?: \d+)?|android phone|fairphone(?: \d)?"
@@ -245,6 +246,11 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("languages", r"\b(?:speaks?|speaking|fluent in|native speaker of|languages? (?:i|they|he|she) speak)\b"),
         ("hobbies", r"\b(?:hobby|hobbies|pastime|took up|taken up|picked up)\b"),
         ("team", r"\b(?:on|in|joined|moved to|part of) the [\w -]{2,40} team\b"),
+        (
+            "partner",
+            r"\b(?:user's|their) (?:girlfriend|boyfriend|wife|husband|partner|fianc[eé]e?) is\b"
+            r"|\bthe user (?:married|got married|got engaged)\b",
+        ),
         (
             "home_city",
             r"\b(?:live|lives|living|reside|resides|based|moved|moving|relocated|relocating|settled)"

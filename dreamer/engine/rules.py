@@ -9,12 +9,13 @@ import re
 from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
 from dreamer.engine.rules_casual import read_casual
+from dreamer.engine.rules_chat import CHAT_RULES
 from dreamer.engine.rules_life import LIFE_RULES, new_employer
 from dreamer.engine.rules_own import OWN_RULES
 from dreamer.engine.rules_talk import TALK_RULES, blocked_spans, conjugate, talk_matches
 from dreamer.engine.transcript import Chunk, Line
 
-_S = r"(?:(?!,? (?:and|but|so) I\b|, (?:but|so) )[^.!?\n]){3,200}"
+_S = r"(?:(?!,? (?:and|but|so) I\b|, (?:but|so) |, I\b|,? (?:so|because|bc|cause|since) |,? here in\b)[^.!?\n]){3,200}"
 _AGENT_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     (
         "preference",
@@ -33,7 +34,12 @@ _AGENT_RULES: list[tuple[Kind, re.Pattern[str]]] = [
         "profile",
         re.compile(rf"\b(?:call me|I live in|I work (?:as|at|for|on)|I'm from|I am from|I grew up in){_S}", re.I),
     ),
-    ("profile", re.compile(rf"\bI(?:'m| am) an? (?!bit\b|little\b|lot\b)[a-z]{_S}", re.I)),
+    (
+        "profile",
+        re.compile(
+            rf"\bI(?:'m| am) (?:just |only |now |still |currently )?an? (?!bit\b|little\b|lot\b)[a-z]{_S}", re.I
+        ),
+    ),
     (
         "profile",
         re.compile(r"\bI(?:'m| am) (?:vegetarian|vegan|pescatarian|lactose intolerant|allergic to [\w -]{2,60})", re.I),
@@ -51,7 +57,9 @@ _CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]
-_TALK = TALK_RULES + OWN_RULES + LIFE_RULES  # a change ("switched from my Pixel to ...") before what is owned
+_TALK = (
+    TALK_RULES + OWN_RULES + LIFE_RULES + CHAT_RULES
+)  # a change ("switched from my Pixel to ...") before what is owned
 _ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
 _I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
 _PERSON = [
@@ -66,6 +74,7 @@ _PERSON = [
 
 def _third_person(sentence: str) -> str:
     sentence = re.sub(r"^(?:please )?(always|never)\b", r"the user asks to \1", sentence.strip(), flags=re.I)
+    sentence = re.sub(r"\b(I(?:'m| am)) (?:just|only|still|currently) (?=an? )", r"\1 ", sentence)
     sentence = _I_VERB.sub(lambda m: f"the user {m.group(1)}{conjugate(m.group(2))}", sentence)
     for pattern, repl in _PERSON:
         sentence = pattern.sub(repl, sentence)

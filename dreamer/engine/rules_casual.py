@@ -78,12 +78,12 @@ _NOT_A_NAME = frozenset(
     family friends parents mum mom dad kids partner time advance person general total fact case touch charge
     love trouble pain mind public private order progress line traffic fact theory practice short particular
     starts says said sucks pays wants needs went feels felt looks seems originally actually currently basically honestly apparently eventually permanently temporarily though tho
-    be is are was were been being have has had do does did get got go going went""".split()
+    be is are was were been being have has had do does did get got go going went done till until code""".split()
 )
 _WORD = r"[a-z][\w'&-]*(?:\.[a-z]+)*"
 _PLACE_CUE = (
     r"\b(?:(?:moved|moving|relocated|relocating|move|relocate)(?: back| over| out| away)? to"
-    r"|(?:live|lives|living|based|settled|staying|stuck|grew up|born and raised|raised) in"
+    r"|(?:live|lives|living|based|settled|staying|stuck|grew up|born and raised|raised|here) in"
     r"|first (?:week|month|day|night|weekend)s? in|from)\s"
 )
 _ORG_CUE = (
@@ -97,6 +97,8 @@ _MONTH_BY_DAY = re.compile(
     rf"(?<=\d )(?:{_MONTHS})\b|(?<=\d(?:st|nd|rd|th) )(?:{_MONTHS})\b|(?<=of )(?:{_MONTHS})(?= \d)"
     rf"|\b(?:{_MONTHS})(?= \d{{1,2}}(?:st|nd|rd|th)?\b)"
 )
+_SHORT_MONTH = {m[:3]: m for m in _MONTHS.split("|")} | {"sept": "september"}
+_MONTH_SHORT = re.compile(r"\b(jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.?(?= \d{1,2}(?:st|nd|rd|th)?\b)")
 _WEEKDAY = re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b")
 _KNOWN = {
     **{name: name.capitalize() for name in CARS.split("|")},
@@ -143,6 +145,7 @@ def recase(text: str) -> str:
         return text
     text = _KNOWN_NAME.sub(lambda m: _KNOWN[m.group(0)] or m.group(0).upper(), text)
     text = _WEEKDAY.sub(lambda m: m.group(0).capitalize(), text)
+    text = _MONTH_SHORT.sub(lambda m: _SHORT_MONTH[m.group(1)], text)
     text = _MONTH_BY_DAY.sub(lambda m: m.group(0).capitalize(), text)
     cues = [_PLACE_CUE, _ORG_CUE] + ([r"\bin\s"] if _MOVE.search(text) else [])
     for cue in cues:

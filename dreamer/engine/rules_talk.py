@@ -33,7 +33,7 @@ _VALUE = r"[^,.;:!?\n]{2,80}?"
 _END = r"(?=\s*(?:[,.;:!?\n)]|$|\s(?:and|but|so|because|since|as of|which|where)\b))"
 _ADV = r"(?:(?:just|finally|recently|already|officially|now) )?"
 _TRAILING = re.compile(
-    r"\s+(?:in the end|at last|last \w+|this \w+|for now|now|these days|nowadays|today|yesterday|again|"
+    r"\s+(?:in the end|at last|over the weekend|last \w+|this \w+|for now|now|these days|nowadays|today|yesterday|again|"
     r"instead(?: of .*)?|as well|too|anymore|any more|btw|lol|haha|though|tho|I think|obviously"
     r"|(?:\d+|an?|two|three|a few|a couple of) \w+ ago)$",
     re.I,
@@ -125,10 +125,15 @@ def _event(m: re.Match[str]) -> str:
     return f"The user's {_their(_value(m.group('t')))} {_EVENTS[m.group('verb').lower()]} is on {m.group('d')}."
 
 
+_MODALS = frozenset("can could will would shall should may might must".split())
+
+
 def conjugate(verb: str) -> str:
     """The third person singular of a present-tense verb ("use" -> "uses")."""
     low = verb.lower()
     irregular = {"have": "has", "do": "does", "am": "is", "go": "goes", "was": "was", "can't": "can't"}
+    if low in _MODALS:
+        return verb
     if low in irregular:
         return irregular[low]
     if low.endswith(("s", "sh", "ch", "x", "o", "z")):
