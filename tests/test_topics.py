@@ -75,6 +75,9 @@ def test_a_known_slot_keeps_its_cardinality_and_an_unknown_one_defaults_to_many(
         ("The user is a junior data analyst at Northwind Insurance.", "profile", Topic("employer", "one")),
         ("The user works as an engineer for a bank.", "profile", Topic("employer", "one")),
         ("The user is vegetarian now.", "preference", Topic("diet", "one")),
+        ("Dana has no dietary restrictions.", "profile", Topic("diet", "one")),
+        ("Dana eats gluten-free since the diagnosis.", "preference", Topic("diet", "one")),
+        ("Dana teaches middle school maths.", "profile", Topic("job_title", "one")),
         ("These days I use Neovim for everything.", "preference", Topic("editor", "one")),
         ("The user keeps their notes in Obsidian.", "preference", Topic("note_app", "one")),
         ("The deadline for the Q3 report moved to Friday.", "focus", Topic("deadline:q3_report", "one")),
@@ -119,6 +122,7 @@ def test_infer_topic_from_clear_phrasing(text, kind, topic):
         ("The user is a big fan of nurses.", "profile"),
         ("The user is a manager's worst nightmare.", "profile"),
         ("The user handed in their notice at Acme.", "profile"),
+        ("The user teaches her son to ride a bike.", "profile"),
     ],
 )
 def test_no_topic_without_clear_phrasing(text, kind):

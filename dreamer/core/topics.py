@@ -261,6 +261,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"\b(?:works? as|working as|is an?) [\w -]{{0,40}}\b(?:{_TITLES}) (?:at|for|with) (?:(?-i:[A-Z])|an? |the )",
         ),
         ("job_title", rf"\b(?:works? as|working as|job title|promoted to|became|new role as)\b.*\b(?:{_TITLES})\b"),
+        ("job_title", r"\bteach(?:es)? (?:at|high school|middle school|primary school|college|university)\b"),
         ("job_title", rf"\b(?:is|am) (?:now )?an? (?:(?!of\b|for\b)[\w-]+ ){{0,3}}(?:{_TITLES})\.?$"),
         (
             "employer",
@@ -269,7 +270,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "diet",
-            r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant-based|diet)\b"
+            r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant-based|diet|dietary|gluten-free|"
+            r"dairy-free|lactose-free|celiac|coeliac|halal|kosher)\b"
             r"|\b(?:eats?|eating|ate|eat) (?:meat|fish|seafood|pork|beef|chicken|dairy|eggs)\b",
         ),
         (
