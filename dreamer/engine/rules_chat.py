@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import re
 
-from dreamer.engine.rules_talk import _DATE, _END, _PEND, _PLACE, _VALUE, TalkRule, _no_longer, _rule, _say, _value
+from dreamer.engine.rules_talk import (
+    DATE,
+    END,
+    PEND,
+    PLACE,
+    VALUE,
+    TalkRule,
+    clean_value,
+    no_longer_said,
+    say,
+    talk_rule,
+)
 
 # Where a clause opens: the start, after punctuation, or after "I" and a filler word.
 _CLAUSE = r"(?:^|(?<=[.,;:!?(])\s*|(?<=\n))(?:(?:ok|so|also|and|oh|but|well|finally|just|btw|honestly),? )*"
@@ -45,79 +56,79 @@ def _married(m: re.Match[str]) -> str:
 
 def _job(m: re.Match[str]) -> str:
     article = "an" if m.group("v")[:1].casefold() in "aeiou" else "a"
-    return f"The user is now {article} {_value(m.group('v'))}."
+    return f"The user is now {article} {clean_value(m.group('v'))}."
 
 
 CHAT_RULES: list[TalkRule] = [
-    _rule(
+    talk_rule(
         "profile",
-        rf"\b(?<!visiting )(?<!trip )here in (?P<v>{_PLACE}){_PEND}(?! for (?:a|the|two|three|\d+) )",
-        _say("The user lives in {v}."),
+        rf"\b(?<!visiting )(?<!trip )here in (?P<v>{PLACE}){PEND}(?! for (?:a|the|two|three|\d+) )",
+        say("The user lives in {v}."),
     ),
-    _rule(
+    talk_rule(
         "profile",
-        rf"\b(?:part|parts|perks?|joys?) of living in (?P<v>{_PLACE}){_PEND}",
-        _say("The user lives in {v}."),
+        rf"\b(?:part|parts|perks?|joys?) of living in (?P<v>{PLACE}){PEND}",
+        say("The user lives in {v}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"(?:{_CLAUSE}|\bI (?:(?:just|finally|also) )?){_SWAP_VERB} (?:my |the |our )?(?P<a>{_VALUE}) for "
-        rf"(?:an? )?(?P<b>{_VALUE}){_END}",
-        _say("The user switched to {b}."),
+        rf"(?:{_CLAUSE}|\bI (?:(?:just|finally|also) )?){_SWAP_VERB} (?:my |the |our )?(?P<a>{VALUE}) for "
+        rf"(?:an? )?(?P<b>{VALUE}){END}",
+        say("The user switched to {b}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
         rf"(?:{_CLAUSE}|\bI (?:(?:just|finally|also) )?)moved (?:everything|all (?:of )?my [\w ]{{2,20}}?) "
-        rf"(?:out of|from|off) (?P<a>{_VALUE}) (?:into|to|onto) (?P<b>{_VALUE}){_END}",
-        _say("The user switched to {b}."),
+        rf"(?:out of|from|off) (?P<a>{VALUE}) (?:into|to|onto) (?P<b>{VALUE}){END}",
+        say("The user switched to {b}."),
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"{_CLAUSE}(?:(?:my|the) )?(?:first|1st) (?:day|week|month|shift|year) as an? (?P<v>[a-z][\w -]{{1,40}}?)"
         r"(?: (?:done|over|complete|finished|in the books)\b|(?=[,.;:!]|$))",
         _job,
     ),
-    _rule(
+    talk_rule(
         "profile",
         r"\bI (?:just |have just |'ve just )?started as an? (?P<v>[a-z][\w -]{1,40}?)(?= at\b|[,.;:!]|$)",
         _job,
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"\b{_NOT_A_PERSON}(?P<n>[a-z]+) \(my (?P<r>{'|'.join(_PARTNERS)})\)",
         _partner,
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"{_CLAUSE}{_NOT_A_PERSON}(?P<n>[a-z]+) and I (?:finally |just |officially )?got (?P<w>married|engaged)\b",
         _married,
     ),
-    _rule(
+    talk_rule(
         "focus",
-        rf"{_CLAUSE}(?:the |my |our )?(?!(?:his|her|their|its|it|that|this|he|she)\b)(?P<t>[a-z]+(?: [a-z]+)?) is (?:now )?(?:on )?(?P<d>{_DATE}) now\b",
-        _say("The user's {t} is now on {d}."),
+        rf"{_CLAUSE}(?:the |my |our )?(?!(?:his|her|their|its|it|that|this|he|she)\b)(?P<t>[a-z]+(?: [a-z]+)?) is (?:now )?(?:on )?(?P<d>{DATE}) now\b",
+        say("The user's {t} is now on {d}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
-        rf"\b(?:got|get|given|gave (?:me|us)) an extension(?: to| until| till|,| —| -|:)? (?P<d>{_DATE})",
-        _say("The user got an extension: the deadline is now on {d}."),
+        rf"\b(?:got|get|given|gave (?:me|us)) an extension(?: to| until| till|,| —| -|:)? (?P<d>{DATE})",
+        say("The user got an extension: the deadline is now on {d}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
         rf"(?:{_CLAUSE}|\bmy )(?P<t>draft|thesis|paper|essay|report|assignment|application|proposal) (?:is )?due "
-        rf"(?:to (?:my|the) \w+ )?(?:on |by )?(?P<d>{_DATE})",
-        _say("The user's {t} is due on {d}."),
+        rf"(?:to (?:my|the) \w+ )?(?:on |by )?(?P<d>{DATE})",
+        say("The user's {t} is due on {d}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
         rf"\b(?:pushed|moved|extended|postponed) (?:my|our|the) (?P<t>draft|thesis|paper|essay|report|exam|launch"
         rf"|interview|presentation|review|release|surgery|wedding|race|trip)(?: back| out)? (?:to|until|till) "
-        rf"(?:on )?(?P<d>{_DATE})",
-        _say("The user's {t} is now on {d}."),
+        rf"(?:on )?(?P<d>{DATE})",
+        say("The user's {t} is now on {d}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"\bI (?:don't|do not) (?P<v>(?:drink|eat|use|play|smoke|run|watch|do) {_VALUE}) (?:anymore|any more){_END}",
-        _no_longer,
+        rf"\bI (?:don't|do not) (?P<v>(?:drink|eat|use|play|smoke|run|watch|do) {VALUE}) (?:anymore|any more){END}",
+        no_longer_said,
     ),
 ]

@@ -8,35 +8,35 @@ from __future__ import annotations
 import re
 
 from dreamer.engine.extract import Kind
-from dreamer.engine.rules_talk import _ORG, _PEND, _PLACE, TalkRule, _rule, _say, _value
+from dreamer.engine.rules_talk import ORG, PEND, PLACE, TalkRule, clean_value, say, talk_rule
 
 _OPENS = r"(?:^|(?<=[.,;:!?(-])|(?<=[.,;:!?(-] )|(?<=\bmy )|(?<=\bour )|(?<=\bok )|(?<=\bso )|(?<=\band ))"
 _DIETS = r"vegetarian|vegan|pescatarian|gluten-free|lactose intolerant|dairy-free"
 _ASIDE = r"btw|fyi|by the way|now|these days|nowadays|if that matters|if it matters"
 
 LIFE_RULES: list[TalkRule] = [
-    _rule(
+    talk_rule(
         "profile",
-        rf"\b(?:I )?(?:just )?(?:handed in|gave|put in|turned in|handing in) (?:my )?notice(?: at (?P<v>{_ORG}))?",
-        lambda m: f"The user handed in their notice{' at ' + _value(m.group('v')) if m.group('v') else ''}.",
+        rf"\b(?:I )?(?:just )?(?:handed in|gave|put in|turned in|handing in) (?:my )?notice(?: at (?P<v>{ORG}))?",
+        lambda m: f"The user handed in their notice{' at ' + clean_value(m.group('v')) if m.group('v') else ''}.",
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"{_OPENS}\s*(?:(?:survived|done with|finished|loving|enjoying) )?(?:my |our |the )?(?:first|1st) "
-        rf"(?:week|month|weekend|night|day)s? (?:living |back )?in (?P<v>{_PLACE}){_PEND}(?! (?:of|at|on|with)\b)",
-        _say("The user lives in {v}."),
+        rf"(?:week|month|weekend|night|day)s? (?:living |back )?in (?P<v>{PLACE}){PEND}(?! (?:of|at|on|with)\b)",
+        say("The user lives in {v}."),
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"{_OPENS}\s*(?:(?:also|oh|and|fyi|btw|ps),? )*(?:I'm |I am )?(?:(?:fully|strictly|now|mostly) )?"
-        rf"(?P<v>{_DIETS})(?: now| these days)?,? (?:{_ASIDE}){_PEND}",
-        _say("The user is {v}."),
+        rf"(?P<v>{_DIETS})(?: now| these days)?,? (?:{_ASIDE}){PEND}",
+        say("The user is {v}."),
     ),
-    _rule(
+    talk_rule(
         "profile",
         r"\bI(?:'ve| have)? (?:just |finally |officially )?started at (?P<v>(?-i:[A-Z][\w&'.-]*(?: [A-Z][\w&'.-]*){0,2}))"
-        rf"{_PEND}",
-        _say("The user works at {v}."),
+        rf"{PEND}",
+        say("The user works at {v}."),
     ),
 ]
 

@@ -10,23 +10,23 @@ import re
 
 from dreamer.core.topics import CARS, EDITORS, EMAIL_CLIENTS, NOTE_APPS, PHONES
 from dreamer.engine.rules_talk import (
-    _END,
-    _NOT_PLACE,
-    _PEND,
-    _VALUE,
+    END,
+    NOT_PLACE,
+    PEND,
+    VALUE,
     Render,
     TalkRule,
-    _rule,
-    _say,
-    _value,
+    clean_value,
     conjugate,
+    say,
+    talk_rule,
 )
 
 # A product by name: capitalised ("Outlook", "Apple Notes"), or one known by its lowercase name.
 _NOT_A_NAME = r"(?!(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|weekends?\b|english\b)"
 _NAME = (
-    rf"(?:{_NOT_PLACE}{_NOT_A_NAME}(?-i:[A-Z][\w.+'’-]*(?: [A-Z0-9][\w.+'’-]*){{0,2}})"
-    rf"|(?:{EMAIL_CLIENTS}|{NOTE_APPS}|{EDITORS})){_PEND}"
+    rf"(?:{NOT_PLACE}{_NOT_A_NAME}(?-i:[A-Z][\w.+'’-]*(?: [A-Z0-9][\w.+'’-]*){{0,2}})"
+    rf"|(?:{EMAIL_CLIENTS}|{NOTE_APPS}|{EDITORS})){PEND}"
 )
 _TASK_VERBS = r"read|check|do|write|take|keep|send|manage|track"
 _TASKS = r"e-?mails?|mail|notes|to-?dos?|tasks|journal|calendar|budget|finances|passwords|documents|docs"
@@ -51,31 +51,33 @@ def _a(noun: str) -> str:
 
 def _task(m: re.Match[str]) -> str:
     their = "their " if m.group("my") else ""
-    return f"The user {conjugate(m.group('verb').lower())} {their}{m.group('a').lower()} in {_value(m.group('v'))}."
+    return (
+        f"The user {conjugate(m.group('verb').lower())} {their}{m.group('a').lower()} in {clean_value(m.group('v'))}."
+    )
 
 
 def _owns(thing: str) -> Render:
-    return lambda m: f"The user's {thing} is {_a(_value(m.group('v')))}."
+    return lambda m: f"The user's {thing} is {_a(clean_value(m.group('v')))}."
 
 
 OWN_RULES: list[TalkRule] = [
-    _rule(
+    talk_rule(
         "preference",
         rf"\bI (?:mostly |mainly |only |usually |always )?(?P<verb>{_TASK_VERBS}) (?:all )?(?:of )?(?P<my>my |our )?"
         rf"(?P<a>{_TASKS}) (?:in|on|with|through|using|via) (?P<v>{_NAME})",
         _task,
     ),
-    _rule(
+    talk_rule(
         "preference",
         rf"\bI (?:mostly |mainly |only |usually )?(?:code|program|write code|write my code) in (?P<v>{_NAME})",
-        _say("The user codes in {v}."),
+        say("The user codes in {v}."),
     ),
-    _rule("profile", rf"\bmy (?:new |old |current )?(?P<v>(?:{PHONES})){_PEND}", _owns("phone")),
-    _rule("profile", rf"\bmy (?:new |old |current )?(?P<v>{_CAR}){_PEND}", _owns("car")),
-    _rule(
+    talk_rule("profile", rf"\bmy (?:new |old |current )?(?P<v>(?:{PHONES})){PEND}", _owns("phone")),
+    talk_rule("profile", rf"\bmy (?:new |old |current )?(?P<v>{_CAR}){PEND}", _owns("car")),
+    talk_rule(
         "preference",
-        rf"\bmy (?:new |old |current )?(?P<v>{_APP}){_PEND}(?= (?:{_APP_TALK})\b)",
-        _say("The user uses {v}."),
+        rf"\bmy (?:new |old |current )?(?P<v>{_APP}){PEND}(?= (?:{_APP_TALK})\b)",
+        say("The user uses {v}."),
     ),
-    _rule("profile", rf"\bI (?:now )?drive (?P<v>(?:an?|the) {_VALUE}){_END}", _say("The user drives {v}.")),
+    talk_rule("profile", rf"\bI (?:now )?drive (?P<v>(?:an?|the) {VALUE}){END}", say("The user drives {v}.")),
 ]

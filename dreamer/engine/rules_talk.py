@@ -14,23 +14,23 @@ from dreamer.engine.extract import Kind
 Render = Callable[[re.Match[str]], str]
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
-_DATE = (
+DATE = (
     rf"(?:\d{{1,2}}(?:st|nd|rd|th)?(?: of)? {_MONTH}(?: \d{{4}})?|{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?"
     r"|\d{4}-\d{2}-\d{2}|(?:next|this) (?:week|month|monday|tuesday|wednesday|thursday|friday)"
     r"|(?:the )?end of (?:the )?\w+)"
 )
-_NOT_PLACE = (
+NOT_PLACE = (
     r"(?!(?:January|February|March|April|May|June|July|August|September|October|November|December|Monday|Tuesday|"
     r"Wednesday|Thursday|Friday|Saturday|Sunday|I|The|My|Our|A|An)\b)"
 )
-_PLACE = _NOT_PLACE + r"(?-i:[A-Z][\w'’-]+(?: (?:[A-Z][\w'’-]+|de|do|da|del|la|upon|on)){0,3})"
-_PEND = r"(?![\w'’-])"  # a place or a name ends where its words do
-_ORG = (
-    rf"(?:(?-i:[A-Z][\w&'’.-]*(?: (?:[A-Z][\w&'’.-]*|of|and|&))*){_PEND}"
-    rf"|(?:an?|the) [a-z][\w' -]{{1,40}}? in {_PLACE}{_PEND}|(?:an?|the) [a-z][\w' -]{{1,40}}?(?=[,.;:!?\n]|$))"
+PLACE = NOT_PLACE + r"(?-i:[A-Z][\w'’-]+(?: (?:[A-Z][\w'’-]+|de|do|da|del|la|upon|on)){0,3})"
+PEND = r"(?![\w'’-])"  # a place or a name ends where its words do
+ORG = (
+    rf"(?:(?-i:[A-Z][\w&'’.-]*(?: (?:[A-Z][\w&'’.-]*|of|and|&))*){PEND}"
+    rf"|(?:an?|the) [a-z][\w' -]{{1,40}}? in {PLACE}{PEND}|(?:an?|the) [a-z][\w' -]{{1,40}}?(?=[,.;:!?\n]|$))"
 )
-_VALUE = r"[^,.;:!?\n]{2,80}?"
-_END = r"(?=\s*(?:[,.;:!?\n)]|$|\s(?:and|but|so|because|since|as of|which|where)\b))"
+VALUE = r"[^,.;:!?\n]{2,80}?"
+END = r"(?=\s*(?:[,.;:!?\n)]|$|\s(?:and|but|so|because|since|as of|which|where)\b))"
 _ADV = r"(?:(?:just|finally|recently|already|officially|now) )?"
 _TRAILING = re.compile(
     r"\s+(?:in the end|at last|over the weekend|last \w+|this \w+|for now|now|these days|nowadays|today|yesterday|again|"
@@ -76,7 +76,7 @@ def blocked_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _value(text: str) -> str:
+def clean_value(text: str) -> str:
     """A captured value without the time words said after it ("Obsidian in the end" -> "Obsidian")."""
     value = text.strip(" '\".")
     while (trimmed := _TRAILING.sub("", value)) != value:
@@ -97,24 +97,24 @@ def _their(value: str) -> str:
     return value
 
 
-def _say(template: str) -> Render:
+def say(template: str) -> Render:
     """A renderer filling `template` with the match's named groups, each trimmed and said of the user."""
-    return lambda m: template.format(**{k: _their(_value(v or "")) for k, v in m.groupdict().items()})
+    return lambda m: template.format(**{k: _their(clean_value(v or "")) for k, v in m.groupdict().items()})
 
 
-def _no_longer(m: re.Match[str]) -> str:
+def no_longer_said(m: re.Match[str]) -> str:
     verb, _, rest = m.group("v").partition(" ")
-    return f"The user no longer {conjugate(verb)}{' ' + _their(_value(rest)) if rest else ''}."
+    return f"The user no longer {conjugate(verb)}{' ' + _their(clean_value(rest)) if rest else ''}."
 
 
 def _has_started(m: re.Match[str]) -> str:
     has = "has " if m.group("have") else ""
     how = m.group("how").lower().replace("gave up", "given up" if has else "gave up")
-    return f"The user {has}{how} {_their(_value(m.group('v')))}."
+    return f"The user {has}{how} {_their(clean_value(m.group('v')))}."
 
 
 def _these_days(m: re.Match[str]) -> str:
-    return f"The user {conjugate(m.group('verb').lower())} {_their(_value(m.group('v')))} these days."
+    return f"The user {conjugate(m.group('verb').lower())} {_their(clean_value(m.group('v')))} these days."
 
 
 _EVENTS = {"launching": "launch", "releasing": "release", "submitting": "submission", "presenting": "presentation"}
@@ -122,7 +122,7 @@ _EVENTS = {"launching": "launch", "releasing": "release", "submitting": "submiss
 
 def _event(m: re.Match[str]) -> str:
     """ "we're launching the app on 1 June": the user's app launch is on 1 June."""
-    return f"The user's {_their(_value(m.group('t')))} {_EVENTS[m.group('verb').lower()]} is on {m.group('d')}."
+    return f"The user's {_their(clean_value(m.group('t')))} {_EVENTS[m.group('verb').lower()]} is on {m.group('d')}."
 
 
 _MODALS = frozenset("can could will would shall should may might must".split())
@@ -150,7 +150,7 @@ class TalkRule:
     render: Render
 
 
-def _rule(kind: Kind, pattern: str, render: Render) -> TalkRule:
+def talk_rule(kind: Kind, pattern: str, render: Render) -> TalkRule:
     return TalkRule(kind, re.compile(pattern, re.I), render)
 
 
@@ -163,153 +163,153 @@ _I_HAVE = r"\bI(?:'ve| have)? "
 _I_AM = r"\bI(?:'m| am) "
 _USE_VERBS = r"(?P<verb>use|run|eat|drink|write|code in|work in|play|listen to|read|take|drive|ride)"
 TALK_RULES: list[TalkRule] = [
-    _rule(
+    talk_rule(
         "profile",
         rf"{_I_HAVE}{_ADV}(?:moved|transferred|switched) to the (?P<v>[\w -]{{2,40}}?) team\b",
-        _say("The user is on the {v} team."),
+        say("The user is on the {v} team."),
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"{_I_AM}(?:now )?(?:on|in|part of) the (?P<v>[\w -]{{2,40}}?) team\b",
-        _say("The user is on the {v} team."),
+        say("The user is on the {v} team."),
     ),
-    _rule(
+    talk_rule(
         "profile",
-        rf"\b(?:I|we)(?:'ve| have)? {_ADV}(?:moved|relocated)(?: back)? to (?P<v>{_PLACE}){_PEND}",
-        _say("The user lives in {v}."),
+        rf"\b(?:I|we)(?:'ve| have)? {_ADV}(?:moved|relocated)(?: back)? to (?P<v>{PLACE}){PEND}",
+        say("The user lives in {v}."),
     ),
-    _rule(
-        "profile", rf"{_I_AM}{_ADV}(?:moving|relocating) to (?P<v>{_PLACE}){_PEND}", _say("The user is moving to {v}.")
+    talk_rule(
+        "profile", rf"{_I_AM}{_ADV}(?:moving|relocating) to (?P<v>{PLACE}){PEND}", say("The user is moving to {v}.")
     ),
-    _rule(
+    talk_rule(
         "profile",
-        rf"{_I_AM}(?:now )?(?:based|living|settled) in (?P<v>{_PLACE}){_PEND}",
-        _say("The user lives in {v}."),
+        rf"{_I_AM}(?:now )?(?:based|living|settled) in (?P<v>{PLACE}){PEND}",
+        say("The user lives in {v}."),
     ),
-    _rule(
+    talk_rule(
         "profile",
         rf"\bI {_ADV}(?:accepted|took|got|signed) (?:an?|the|their) (?:job )?(?:offer|job|position|role) "
-        rf"(?:at|from|with) (?P<v>{_ORG})",
-        _say("The user accepted a job at {v}."),
+        rf"(?:at|from|with) (?P<v>{ORG})",
+        say("The user accepted a job at {v}."),
     ),
-    _rule(
-        "profile", rf"\bmy new (?:job|role|position) (?:at|with) (?P<v>{_ORG})", _say("The user has a new job at {v}.")
+    talk_rule(
+        "profile", rf"\bmy new (?:job|role|position) (?:at|with) (?P<v>{ORG})", say("The user has a new job at {v}.")
     ),
-    _rule(
+    talk_rule(
         "profile",
-        rf"{_I_HAVE}{_ADV}(?:started|begun|began) (?:a new job|working|to work) (?:at|for|with) (?P<v>{_ORG})",
-        _say("The user works at {v}."),
+        rf"{_I_HAVE}{_ADV}(?:started|begun|began) (?:a new job|working|to work) (?:at|for|with) (?P<v>{ORG})",
+        say("The user works at {v}."),
     ),
-    _rule("profile", rf"{_I_HAVE}{_ADV}joined (?P<v>{_ORG})", _say("The user joined {v}.")),
-    _rule(
+    talk_rule("profile", rf"{_I_HAVE}{_ADV}joined (?P<v>{ORG})", say("The user joined {v}.")),
+    talk_rule(
         "profile",
-        rf"\bI(?:'ve| have)? (?:just )?(?:got|been) promoted to (?P<v>{_VALUE}){_END}",
-        _say("The user was promoted to {v}."),
+        rf"\bI(?:'ve| have)? (?:just )?(?:got|been) promoted to (?P<v>{VALUE}){END}",
+        say("The user was promoted to {v}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"{_I_HAVE}{_ADV}(?:switched|moved|migrated|changed|gone) (?:over )?from (?P<a>{_VALUE}) "
-        rf"to (?P<b>{_VALUE}){_END}",
-        _say("The user switched from {a} to {b}."),
+        rf"{_I_HAVE}{_ADV}(?:switched|moved|migrated|changed|gone) (?:over )?from (?P<a>{VALUE}) "
+        rf"to (?P<b>{VALUE}){END}",
+        say("The user switched from {a} to {b}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"{_I_HAVE}{_ADV}(?:switched|migrated|moved over|changed over) to (?P<v>{_VALUE}){_END}",
-        _say("The user switched to {v}."),
+        rf"{_I_HAVE}{_ADV}(?:switched|migrated|moved over|changed over) to (?P<v>{VALUE}){END}",
+        say("The user switched to {v}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
         rf"\b(?:I|we)(?:'ve| have)? {_ADV}(?:went|gone|going|decided to go|settled) (?:with|on) "
-        rf"(?P<v>{_VALUE}){_END}",
-        _say("The user went with {v}."),
+        rf"(?P<v>{VALUE}){END}",
+        say("The user went with {v}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"\b(?:these days|nowadays),? I (?:mostly |mainly |only )?{_USE_VERBS} (?P<v>{_VALUE}){_END}",
+        rf"\b(?:these days|nowadays),? I (?:mostly |mainly |only )?{_USE_VERBS} (?P<v>{VALUE}){END}",
         _these_days,
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"\bI (?:mostly |mainly |only )?{_USE_VERBS} (?P<v>{_VALUE}) (?:these days|nowadays){_END}",
+        rf"\bI (?:mostly |mainly |only )?{_USE_VERBS} (?P<v>{VALUE}) (?:these days|nowadays){END}",
         _these_days,
     ),
-    _rule("preference", rf"\bI now {_USE_VERBS} (?P<v>{_VALUE}){_END}", _these_days),
-    _rule("preference", rf"\bI no longer (?P<v>{_VALUE}){_END}", _no_longer),
-    _rule(
+    talk_rule("preference", rf"\bI now {_USE_VERBS} (?P<v>{VALUE}){END}", _these_days),
+    talk_rule("preference", rf"\bI no longer (?P<v>{VALUE}){END}", no_longer_said),
+    talk_rule(
         "preference",
-        rf"\bI (?:mostly |mainly |only |always )?use (?!it\b|this\b|that\b|them\b)(?P<v>{_VALUE}){_END}",
-        _say("The user uses {v}."),
+        rf"\bI (?:mostly |mainly |only |always )?use (?!it\b|this\b|that\b|them\b)(?P<v>{VALUE}){END}",
+        say("The user uses {v}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"\bI keep (?:all )?my (?P<a>[\w -]{{2,30}}?) in (?P<v>{_VALUE}){_END}",
-        _say("The user keeps their {a} in {v}."),
+        rf"\bI keep (?:all )?my (?P<a>[\w -]{{2,30}}?) in (?P<v>{VALUE}){END}",
+        say("The user keeps their {a} in {v}."),
     ),
-    _rule(
+    talk_rule(
         "preference",
-        rf"\bI(?P<have>'ve| have)? (?P<how>started|stopped|quit|given up|gave up) (?P<v>{_VALUE}){_END}",
+        rf"\bI(?P<have>'ve| have)? (?P<how>started|stopped|quit|given up|gave up) (?P<v>{VALUE}){END}",
         _has_started,
     ),
-    _rule("preference", rf"\bI (?:don't|do not|never) eat (?P<v>{_VALUE}){_END}", _say("The user doesn't eat {v}.")),
-    _rule(
+    talk_rule("preference", rf"\bI (?:don't|do not|never) eat (?P<v>{VALUE}){END}", say("The user doesn't eat {v}.")),
+    talk_rule(
         "preference",
-        rf"\bI (?:usually |still |now )?go to (?P<v>(?:the |my )?[\w -]{{2,30}}?) (?P<f>{_OFTEN}){_PEND}",
-        _say("The user goes to {v} {f}."),
+        rf"\bI (?:usually |still |now )?go to (?P<v>(?:the |my )?[\w -]{{2,30}}?) (?P<f>{_OFTEN}){PEND}",
+        say("The user goes to {v} {f}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
-        rf"{_I_AM}(?:now )?(?P<v>(?:doing|playing|learning|studying) {_VALUE}) (?:now|these days|nowadays){_END}",
-        _say("The user is {v} now."),
+        rf"{_I_AM}(?:now )?(?P<v>(?:doing|playing|learning|studying) {VALUE}) (?:now|these days|nowadays){END}",
+        say("The user is {v} now."),
     ),
-    _rule("focus", rf"{_I_AM}(?:now )?taking (?P<v>(?:an?|the) {_VALUE}){_END}", _say("The user is taking {v}.")),
-    _rule(
+    talk_rule("focus", rf"{_I_AM}(?:now )?taking (?P<v>(?:an?|the) {VALUE}){END}", say("The user is taking {v}.")),
+    talk_rule(
         "focus",
-        rf"{_I_HAVE}{_ADV}(?:signed up|registered|enrolled) (?:for|in) (?P<v>{_VALUE}){_END}",
-        _say("The user signed up for {v}."),
+        rf"{_I_HAVE}{_ADV}(?:signed up|registered|enrolled) (?:for|in) (?P<v>{VALUE}){END}",
+        say("The user signed up for {v}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
-        rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:is|are) (?:now )?due (?:on |by )?(?P<d>{_DATE})",
-        _say("The user's {t} is due on {d}."),
+        rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:is|are) (?:now )?due (?:on |by )?(?P<d>{DATE})",
+        say("The user's {t} is due on {d}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
         rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:got |has been |have been |was |were |is |has )?"
         rf"(?:moved|pushed(?: back)?|postponed|delayed|slipped|rescheduled|brought forward|changed) (?:back )?"
-        rf"to (?P<d>{_DATE})",
-        _say("The user's {t} is now on {d}."),
+        rf"to (?P<d>{DATE})",
+        say("The user's {t} is now on {d}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
         rf"\b(?:pushed|moved|extended|postponed|changed) (?:my|our|the) (?P<t>(?:[\w-]+ )?(?:deadline|due date))"
-        rf"(?: back| out)?(?: to | until | till |, it's |, it is |, now )(?:on )?(?P<d>{_DATE})",
-        _say("The user's {t} is now on {d}."),
+        rf"(?: back| out)?(?: to | until | till |, it's |, it is |, now )(?:on )?(?P<d>{DATE})",
+        say("The user's {t} is now on {d}."),
     ),
-    _rule(
+    talk_rule(
         "focus",
         rf"\b(?:I'm|I am|we're|we are) (?P<verb>launching|releasing|submitting|presenting) (?:my |our |the )?"
-        rf"(?P<t>[\w -]{{2,30}}?) (?:on |by )(?P<d>{_DATE})",
+        rf"(?P<t>[\w -]{{2,30}}?) (?:on |by )(?P<d>{DATE})",
         _event,
     ),
-    _rule(
+    talk_rule(
         "focus",
-        rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:is|are) (?:now )?(?:on |for |set for |scheduled for )?(?P<d>{_DATE})",
-        _say("The user's {t} is on {d}."),
+        rf"\b(?:my|our|the) (?P<t>[\w -]{{2,40}}?) (?:is|are) (?:now )?(?:on |for |set for |scheduled for )?(?P<d>{DATE})",
+        say("The user's {t} is on {d}."),
     ),
-    _rule(
+    talk_rule(
         "profile",
-        rf"\bI (?:just )?sold (?P<a>{_VALUE}) and (?:got|bought) (?P<b>(?:an?|the|my) {_VALUE}){_END}",
-        _say("The user sold {a} and got {b}."),
+        rf"\bI (?:just )?sold (?P<a>{VALUE}) and (?:got|bought) (?P<b>(?:an?|the|my) {VALUE}){END}",
+        say("The user sold {a} and got {b}."),
     ),
-    _rule(
-        "profile", rf"\bI (?:just )?(?P<verb>sold|bought|got a new) (?P<v>{_VALUE}){_END}", _say("The user {verb} {v}.")
+    talk_rule(
+        "profile", rf"\bI (?:just )?(?P<verb>sold|bought|got a new) (?P<v>{VALUE}){END}", say("The user {verb} {v}.")
     ),
 ]
 
 _MOVE_ONLY = re.compile(
     rf"{_I_HAVE}{_ADV}moved(?: again| house| away)?\b(?! to)|{_I_AM}(?:moving|relocating)\b(?! to)", re.I
 )
-_IN_PLACE = re.compile(rf"\b(?:in|to) (?P<v>{_PLACE}){_PEND}")
+_IN_PLACE = re.compile(rf"\b(?:in|to) (?P<v>{PLACE}){PEND}")
 
 
 def move_without_destination(text: str, blocked: list[tuple[int, int]]) -> tuple[str, int] | None:
@@ -325,7 +325,7 @@ def move_without_destination(text: str, blocked: list[tuple[int, int]]) -> tuple
     sentence_end = next((e.start() for e in re.finditer(r"[.!?\n]", text) if e.start() > move.start()), len(text))
     after = [m for m in places if move.start() < m.start() < sentence_end]
     before = [m for m in places if m.start() < move.start()]
-    place = _value((after[0] if after else before[-1] if before else places[0]).group("v"))
+    place = clean_value((after[0] if after else before[-1] if before else places[0]).group("v"))
     future = move.group(0).lower().split()[-1] in ("moving", "relocating")
     return (f"The user is moving to {place}." if future else f"The user lives in {place}."), move.start()
 
