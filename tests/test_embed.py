@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -340,3 +342,16 @@ def test_set_torch_threads_sets_a_positive_count_with_torch_and_says_none_withou
         assert set_torch_threads(2) == 2 == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def test_set_embedder_threads_limits_numpys_blas_in_this_process():
+    code = (
+        "from threadpoolctl import threadpool_info\n"
+        "from dreamer.embed.threads import set_embedder_threads\n"
+        "default = set_embedder_threads(0)\n"
+        "print(default >= 1, set_embedder_threads(1),"
+        " [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "1", "[1]"]

@@ -33,6 +33,7 @@ def mcp_cmd(
     read_only: bool = typer.Option(False, "--read-only", help="Only the read tools (as DREAMER_LOCAL_ROLE=reader)."),
 ) -> None:
     """Run the MCP server over stdio (for an MCP client that starts it, e.g. in `mcpServers`)."""
+    from dreamer.embed.threads import set_embedder_threads
     from dreamer.engine.shared_index import open_shared_runtime
     from dreamer.online.auth import local_grant
     from dreamer.online.flush_trigger import validate_flush_settings
@@ -41,6 +42,7 @@ def mcp_cmd(
     settings = settings_of(ctx)
     validate_flush_settings(settings)
     grant = local_grant(settings, user=user, agent=agent, team=team, read_only=read_only)
+    set_embedder_threads(settings.serve_torch_threads)  # one query at a time, as a server
     with open_shared_runtime(settings, engine=open_store(settings)) as rt:  # the index in turns, per call
         build_mcp(rt, Grants(local=grant), turns=True).run("stdio")
 

@@ -74,7 +74,7 @@ def serve(
     """Run the HTTP API (the process owns the embedded index while it runs)."""
     import uvicorn
 
-    from dreamer.embed.sentence_transformer import set_torch_threads
+    from dreamer.embed.threads import set_embedder_threads
     from dreamer.engine.runtime import settle
     from dreamer.online.api import create_app
     from dreamer.online.auth import insecure_grant, parse_tokens
@@ -91,7 +91,7 @@ def serve(
         raise typer.Exit(1)
     if insecure_single_user:
         insecure_grant(insecure_single_user)  # a user id no token could name is refused before anything opens
-    set_torch_threads(settings.serve_torch_threads)
+    set_embedder_threads(settings.serve_torch_threads)
     with index_runtime(ctx, "this server") as rt:
         api = create_app(rt, insecure_user=insecure_single_user)
         settle(rt)

@@ -293,7 +293,8 @@ class Settings(BaseSettings):
         1,
         ge=0,
         le=MAX_THREADS,
-        description="Intra-op threads of the local embedder in `dreamer serve` (one query at a time); 0 = torch's default",
+        description="Threads of the local embedder (BLAS, or torch) in `dreamer serve` and `dreamer mcp`, "
+        "which embed one query at a time; 0 = the libraries' defaults",
     )
     repeat_penalty: float = Field(
         0.3, ge=0, description="Taken off a recall candidate whose evidence messages all back a better-ranked one"

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from dreamer.core.models import Memory, new_memory_id, utcnow
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
-from dreamer.embed.sentence_transformer import set_torch_threads
+from dreamer.embed.threads import set_embedder_threads
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.bench_fixtures import BenchResult, fresh_store, local_embedder, percentiles, quiet_timings, sentence
 from dreamer.index.contract import IndexPoint
@@ -65,7 +65,7 @@ def bench_recall(settings: Settings, tmp: Path, sizes: Sequence[int], seed: int,
     return {
         "rows": rows,
         "reference_p95_over_edge_p95": ratios,
-        "torch_threads": threads,
+        "embedder_threads": threads,
         "embedder_runtime": embedder.runtime,
         "goal": "edge p95 <= 25 ms at the largest size",
     }
@@ -73,7 +73,7 @@ def bench_recall(settings: Settings, tmp: Path, sizes: Sequence[int], seed: int,
 
 def _serving_threads(settings: Settings) -> int | None:
     """The threads `dreamer serve` gives the embedder, since recall is what a server does."""
-    return set_torch_threads(settings.serve_torch_threads)
+    return set_embedder_threads(settings.serve_torch_threads)
 
 
 def _ratio(rows: list[BenchResult], n: int) -> float:
