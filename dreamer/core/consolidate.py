@@ -151,10 +151,9 @@ def route(text: str, related: list[Neighbour], thresholds: Thresholds, topic: To
 
 
 def _crowd(related: list[Neighbour]) -> float:
-    """The similarity of the `CROWD_RANK`-th nearest related memory; 0 with fewer of them."""
-    if len(related) < CROWD_RANK:
-        return 0.0
-    return sorted((n.similarity for n in related), reverse=True)[CROWD_RANK - 1]
+    """The similarity of the `CROWD_RANK`-th nearest related memory (`related` is nearest
+    first); 0 with fewer of them."""
+    return related[CROWD_RANK - 1].similarity if len(related) >= CROWD_RANK else 0.0
 
 
 def _why(n: Neighbour, topic: Topic | None) -> str:
@@ -244,10 +243,11 @@ def material_difference(a: str, b: str) -> bool:
 
 def _changed_words(a: str, b: str) -> bool:
     """One of the two announces a change and, its change words aside, they say different words."""
-    if not (announces_change(a) or announces_change(b)):
+    changes_a, changes_b = change_words(a), change_words(b)
+    if not (changes_a or changes_b):
         return False
-    words_a = set(normalise(a).split()) - {w for c in change_words(a) for w in c.split()}
-    words_b = set(normalise(b).split()) - {w for c in change_words(b) for w in c.split()}
+    words_a = set(normalise(a).split()) - {w for c in changes_a for w in c.split()}
+    words_b = set(normalise(b).split()) - {w for c in changes_b for w in c.split()}
     return words_a != words_b
 
 

@@ -340,8 +340,10 @@ def same_deadline(a: str, b: str) -> bool:
     a bare deadline ("the deadline moved to May") and any one, or "deadline:exam" and
     "deadline:spanish_exam" (the words of one among the other's). Not two different keys of
     as many words ("deadline:q3_report", "deadline:annual_report")."""
-    if a == b or not (a.startswith(DEADLINE) and b.startswith(DEADLINE)):
-        return a == b
+    if a == b:
+        return True
+    if not (a.startswith(DEADLINE) and b.startswith(DEADLINE)):
+        return False
     if DEADLINE in (a, b):
         return True
     words_a, words_b = set(a.removeprefix("deadline:").split("_")), set(b.removeprefix("deadline:").split("_"))

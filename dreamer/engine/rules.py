@@ -57,9 +57,8 @@ _CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]
-_TALK = (
-    TALK_RULES + OWN_RULES + LIFE_RULES + CHAT_RULES
-)  # a change ("switched from my Pixel to ...") before what is owned
+# A change ("switched from my Pixel to ...") is read before what is owned, as earlier rules win.
+_TALK = TALK_RULES + OWN_RULES + LIFE_RULES + CHAT_RULES
 _ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
 _I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
 _PERSON = [

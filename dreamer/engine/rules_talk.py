@@ -330,14 +330,11 @@ def move_without_destination(text: str, blocked: list[tuple[int, int]]) -> tuple
     return (f"The user is moving to {place}." if future else f"The user lives in {place}."), move.start()
 
 
-def talk_matches(
-    text: str, blocked: list[tuple[int, int]], rules: list[TalkRule] | None = None
-) -> list[tuple[Kind, str, int, int]]:
+def talk_matches(text: str, blocked: list[tuple[int, int]], rules: list[TalkRule]) -> list[tuple[Kind, str, int, int]]:
     """(kind, sentence about the user, start, end) for each statement of state or change outside
-    the blocked clauses, by `rules` (`TALK_RULES` when none), earlier rules first; overlapping
-    matches are left to the first."""
+    the blocked clauses, by `rules`, earlier rules first; overlapping matches are left to the first."""
     found: list[tuple[Kind, str, int, int]] = []
-    for rule in TALK_RULES if rules is None else rules:
+    for rule in rules:
         for m in rule.pattern.finditer(text):
             if _inside(m.start(), blocked) or any(m.start() < e and s < m.end() for _, _, s, e in found):
                 continue
