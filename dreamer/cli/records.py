@@ -179,6 +179,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
         info.update(_counts(engine))
         info["held_for_review"] = held_runs(engine)
         info.update(scheduler_status(engine))
+        info.update(_llm_status(settings, engine))
     if as_json:
         print_json(info)
         return
@@ -191,6 +192,22 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
             f"(`dreamer runs show {run_id}`, then `runs accept {run_id}` or `runs revert {run_id}`)",
             markup=False,
         )
+
+
+def _llm_status(settings: Settings, engine: Engine) -> dict[str, Any]:
+    """The output mode in use for the configured model, and its window, as learnt."""
+    from dreamer.store.endpoints import learnt
+
+    if not settings.llm_base_url:
+        return {}
+    record = learnt(engine, settings.llm_base_url, settings.llm_model)
+    if settings.llm_output_mode != "auto":
+        mode = f"{settings.llm_output_mode} (forced by DREAMER_LLM_OUTPUT_MODE)"
+    else:
+        mode = record.mode if record and record.mode else "auto (not negotiated yet)"
+    window = settings.llm_context_window or (record.context_window if record else None)
+    source = "setting" if settings.llm_context_window else (record.window_source if record else None)
+    return {"llm_mode": mode, "llm_window": f"{window} tokens (from {source})" if window else "unknown"}
 
 
 def _counts(engine: Engine) -> dict[str, int]:

@@ -86,6 +86,11 @@ class EndpointUnusable(LLMError):
     toward a session's quarantine."""
 
 
+class WindowTooSmall(EndpointUnusable):
+    """A request cannot fit the model's context window with room for its reply (a card too long
+    for the model, or a window set too small): a setting or a model to change."""
+
+
 class TransientLLMError(Retryable, EndpointUnusable):
     """429, 5xx, timeouts and dropped connections."""
 

@@ -242,3 +242,19 @@ class WatchedFile(SQLModel, table=True):
     last_seen_at: datetime = Field(default_factory=utcnow)
     ingested_at: datetime | None = None
     problem: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class LLMEndpoint(SQLModel, table=True):
+    """What was learnt of one model at one endpoint: the structured-output mode it answered in,
+    its context window and where that came from, and what `dreamer llm check` measured."""
+
+    __tablename__ = "llm_endpoints"
+
+    base_url: str = Field(primary_key=True, max_length=512)
+    model: str = Field(primary_key=True, max_length=255)
+    mode: str | None = Field(default=None, max_length=32)
+    context_window: int | None = None
+    window_source: str | None = Field(default=None, max_length=32)
+    checked_seconds: float | None = None  # the latency of `llm check`'s extraction
+    checked_tokens: int | None = None  # the completion tokens of that extraction
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -62,7 +62,13 @@ class Settings(BaseSettings):
     llm_base_url: str = Field("", description="OpenAI-compatible endpoint; empty = rules extractor")
     llm_api_key: str = "none"
     llm_model: str = "gpt-4o-mini"
-    llm_timeout: float = Field(60.0, gt=0, le=CENTURY_SECONDS)
+    llm_timeout: float = Field(
+        0,
+        ge=0,
+        le=CENTURY_SECONDS,
+        description="Seconds one request may take; 0 = what `dreamer llm check` learnt, else 300 for a "
+        "local endpoint and 60 for a remote one",
+    )
     llm_max_retries: int = Field(4, ge=0, le=MAX_RETRIES)
     llm_retry_base: float = Field(1.0, ge=0, le=CENTURY_SECONDS)
     llm_retry_cap: float = Field(30.0, ge=0, le=CENTURY_SECONDS)
@@ -74,7 +80,21 @@ class Settings(BaseSettings):
         le=CENTURY_SECONDS,
         description="Seconds background flushes stop calling the LLM after llm_breaker_threshold failures in a row",
     )
-    llm_json_schema: bool = True
+    llm_output_mode: Literal["auto", "json_schema", "json_object_schema", "json_object", "prompt"] = Field(
+        "auto",
+        description="Structured output: auto = negotiate per endpoint and model (json_schema, then json_object "
+        "with the schema, then json_object, then the schema in the prompt alone) and remember what worked",
+    )
+    llm_context_window: int = Field(
+        0,
+        ge=0,
+        le=MAX_COUNT,
+        description="The model's context window in tokens; 0 = ask the server (/v1/models, /props, /api/show), "
+        "8192 when it does not say",
+    )
+    llm_reply_tokens: int = Field(
+        4_096, ge=64, le=MAX_COUNT, description="Most tokens a reply may take (every request sets max_tokens)"
+    )
 
     # --- embeddings ---------------------------------------------------------
     embedder: Literal["auto", "local", "openai", "none"] = "auto"

@@ -168,7 +168,7 @@ def _openai_client(settings: Settings, base_url: str) -> Any:
     return openai.OpenAI(
         base_url=base_url,
         api_key=settings.embed_api_key or settings.llm_api_key or "none",
-        timeout=settings.llm_timeout,
+        timeout=settings.llm_timeout or 60.0,  # 0: the LLM's own is learnt per endpoint; an embedding is quick
         max_retries=settings.llm_max_retries,
     )
 

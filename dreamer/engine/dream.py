@@ -14,7 +14,7 @@ from dreamer.core.private import check_free_space
 from dreamer.engine import outbox
 from dreamer.engine.busy_scope import all_due_busy, busy_now
 from dreamer.engine.due import DueRules, due_sessions, session_groups
-from dreamer.engine.extract import Extractor, LLMExtractor
+from dreamer.engine.extract import Extractor, LLMExtractor, check_fits
 from dreamer.engine.failures import count_timeouts
 from dreamer.engine.group import dream_apart
 from dreamer.engine.judge import Judge, LLMJudge
@@ -54,7 +54,7 @@ def dream_pass(
         return finish_skipped(rt, trigger, reason)
     leases.sweep_abandoned_runs(rt.engine)
     llm = _guarded(rt)
-    extractor = extractor or _extractor(rt, llm)
+    extractor = _fitted(extractor or _extractor(rt, llm))
     judging = (LLMJudge(llm) if llm is not None else None) if judge is UNSET else judge
     run = start_run(rt, trigger, extractor.name)
     lease = leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)
@@ -168,6 +168,14 @@ def _guarded(rt: Runtime) -> GuardedLLM | None:
         return None
     st = rt.settings
     return GuardedLLM(rt.llm, token_budget=st.llm_pass_token_budget, breaker_threshold=st.llm_breaker_threshold)
+
+
+def _fitted(extractor: Extractor) -> Extractor:
+    """`extractor`, once a model's is known to fit its window: one clear error before any
+    session, never a failure per session."""
+    if isinstance(extractor, LLMExtractor):
+        check_fits(extractor)
+    return extractor
 
 
 def _extractor(rt: Runtime, llm: GuardedLLM | None) -> Extractor:

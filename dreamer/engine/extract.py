@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from dreamer.core.consolidate import content_hash
+from dreamer.core.errors import WindowTooSmall
 from dreamer.core.models import AGENT_KINDS, CODE_KINDS
 from dreamer.core.topics import Cardinality, normalise_topic
 from dreamer.engine.transcript import Chunk, render_transcript
@@ -147,6 +148,16 @@ def extraction_prompt(mode: str, limit: int) -> str:
     return render_card(card, schema, limit=limit)
 
 
+REPLY_BASE = 48  # tokens of an answer's frame
+REPLY_PER_ITEM = 96  # tokens one item takes at most, written out (a sentence, seqs, tags, topic)
+MIN_TRANSCRIPT = 128  # tokens of transcript a call must be able to carry, or the card does not fit
+
+
+def reply_budget(limit: int) -> int:
+    """The reply budget of an extraction call asking for at most `limit` items."""
+    return REPLY_BASE + REPLY_PER_ITEM * max(limit, 1)
+
+
 class LLMExtractor:
     """Structured extraction through an `LLM`."""
 
@@ -155,12 +166,30 @@ class LLMExtractor:
         self.limit = limit
         self.name = f"llm:{llm.name}"
 
+    def chunk_tokens(self, mode: str, wanted: int) -> int:
+        """The transcript tokens one call may carry: `wanted`, or less where the model's window
+        holds less beside the card, its schema and the reply budget of one session's items.
+        Raises `WindowTooSmall` when not even `MIN_TRANSCRIPT` fits."""
+        _, schema = extraction_card(mode)
+        room = self.llm.room(extraction_prompt(mode, self.limit), schema, reply_budget(self.limit))
+        if room < MIN_TRANSCRIPT:
+            raise WindowTooSmall(
+                f"the {mode} extraction card, its schema and a reply of {reply_budget(self.limit)} tokens "
+                f"leave {room} tokens of the model's window for the transcript (at least {MIN_TRANSCRIPT} "
+                "needed): use a model with a larger window, or set DREAMER_LLM_CONTEXT_WINDOW if it has one"
+            )
+        return min(wanted, room)
+
     def extract(self, chunk: Chunk, mode: str) -> ExtractResult:
         limit = self.limit * chunk.sessions
         _, schema = extraction_card(mode)
         user = render_transcript(chunk.lines)
         parsed, usage = self.llm.complete_json(
-            system=extraction_prompt(mode, limit), user=user, schema=schema, name="memories"
+            system=extraction_prompt(mode, limit),
+            user=user,
+            schema=schema,
+            name="memories",
+            reply_tokens=reply_budget(limit),
         )
         allowed = set(CODE_KINDS if mode == "code" else AGENT_KINDS)
         valid_seqs = set(chunk.seqs)
@@ -168,6 +197,12 @@ class LLMExtractor:
         kept = collapse_duplicates([c for c in out if c.seqs])
         ranked = sorted(kept, key=lambda c: -c.importance)  # stable: the answer's order among equals, not its kinds'
         return ExtractResult(candidates=ranked[:limit], usage=usage)
+
+
+def check_fits(extractor: LLMExtractor) -> None:
+    """Raise `WindowTooSmall` unless both extraction cards fit the model's window with a transcript."""
+    for mode in EXTRACTION_CARDS:
+        extractor.chunk_tokens(mode, MIN_TRANSCRIPT)
 
 
 def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:

@@ -96,7 +96,8 @@ def _extract_packed(
     mode = works[0].session.mode
     lines, where = number_lines([w.lines for w in works])
     found: list[Found] = [[] for _ in works]
-    chunks = chunk_lines(lines, st.chunk_tokens)
+    wanted = st.chunk_tokens
+    chunks = chunk_lines(lines, extractor.chunk_tokens(mode, wanted) if isinstance(extractor, LLMExtractor) else wanted)
     openings = _openings(lines, where)
     last = {where[ln.seq][0]: c for c, packed in enumerate(chunks) for ln in packed.lines if not ln.context_only}
     calls = 0

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
 from dreamer.core.consolidate import Verdict
+from dreamer.core.tokens import count_tokens
 from dreamer.llm.cards import render_card
 from dreamer.llm.client import LLM, Usage
 
+T = TypeVar("T")
 VERDICTS: tuple[Verdict, ...] = ("same", "update", "contradicts", "new")
 
 
@@ -97,9 +99,39 @@ class LLMJudge:
         self.name = f"llm:{llm.name}"
 
     def judge(self, pairs: list[JudgePair]) -> JudgeResult:
-        if not pairs:
-            return JudgeResult([])
-        result, usage = self.llm.complete_json(
-            system=JUDGE_SYSTEM, user=render_pairs(pairs), schema=Judgements, name="judgements"
-        )
-        return JudgeResult(verdicts_by_pair(result, len(pairs)), usage)
+        out = JudgeResult([])
+        for batch in self._batches(pairs):
+            result, usage = self.llm.complete_json(
+                system=JUDGE_SYSTEM,
+                user=render_pairs(batch),
+                schema=Judgements,
+                name="judgements",
+                reply_tokens=judge_reply_budget(len(batch)),
+            )
+            out.verdicts += verdicts_by_pair(result, len(batch))
+            out.usage.add(usage)
+        return out
+
+    def _batches(self, pairs: list[JudgePair]) -> list[list[JudgePair]]:
+        """The pairs in batches that each fit the model's window with their reply."""
+        room = self.llm.room(JUDGE_SYSTEM, Judgements, judge_reply_budget(len(pairs)))
+        return fit_batches([count_tokens(render_pairs([p])) + 1 for p in pairs], room, pairs)
+
+
+def judge_reply_budget(pairs: int) -> int:
+    """The reply budget of a judge call over `pairs` pairs (each number filed once)."""
+    return 64 + 8 * max(pairs, 1)
+
+
+def fit_batches(sizes: list[int], room: int, items: list[T]) -> list[list[T]]:
+    """`items` in order, in batches whose `sizes` add up to at most `room` (an item larger than
+    `room` goes alone)."""
+    batches: list[list[T]] = []
+    used = room + 1
+    for size, item in zip(sizes, items):
+        if used + size > room:
+            batches.append([])
+            used = 0
+        batches[-1].append(item)
+        used += size
+    return batches

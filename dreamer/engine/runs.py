@@ -26,6 +26,9 @@ class Rejection(TypedDict):
     reason: str
 
 
+DROPPED = "dropped from the model's reply"
+
+
 @dataclass
 class Tally:
     """What the pass did so far, for its run row."""
@@ -79,6 +82,8 @@ def finish_skipped(rt: Runtime, trigger: str, reason: str) -> DreamRun:
 
 def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -> DreamRun:
     """The run row with its counts and the model's usage, finished; its run lease released."""
+    if llm is not None:  # what the model wrote that could not be read as an item, each with why
+        tally.rejected += [{"session_id": None, "text": d, "reason": DROPPED} for d in llm.usage.dropped]
     run.candidates, run.added, run.merged = tally.candidates, tally.added, tally.merged
     run.superseded, run.rejected, run.rejections = tally.superseded, len(tally.rejected), tally.rejected
     run.held = tally.held

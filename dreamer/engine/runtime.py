@@ -80,9 +80,9 @@ class Runtime:
     @property
     def llm(self) -> LLM | None:
         if self._llm is UNSET:
-            from dreamer.llm.client import build_llm
+            from dreamer.engine.endpoint import open_llm
 
-            self._llm = build_llm(self.settings)
+            self._llm = open_llm(self.settings, self.engine)
         return self._llm
 
     @property

@@ -48,7 +48,7 @@ from dreamer.eval.locomo import (
 from dreamer.eval.locomo_replay import ObservationReplay
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.files import ingest_file
-from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.llm.client import build_llm
 from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.recall import recall
 from dreamer.store import cabinet, db
@@ -62,6 +62,7 @@ Turns = dict[str, list[tuple[int, str]]]  # each session's (seq, text) as the mo
 MemoryMode = Literal["observations", "turns"]
 UNLIMITED = 10**9
 TURN_KIND = "daily_note"
+SCRIPTED_WINDOW = 128_000  # the replayed model stands for a hosted one with a large window
 
 
 @dataclass
@@ -242,14 +243,7 @@ def _observation_runtime(
     }
     server = stack.enter_context(ScriptedServer(ObservationReplay(sessions, dmap), embed_dim=st.embed_dim))
     st = st.model_copy(update={"llm_base_url": server.url})
-    llm = OpenAILLM(
-        build_openai_client(st),
-        model=st.llm_model,
-        max_retries=st.llm_max_retries,
-        retry_base=st.llm_retry_base,
-        retry_cap=st.llm_retry_cap,
-        json_schema=st.llm_json_schema,
-    )
+    llm = build_llm(st, context_window=SCRIPTED_WINDOW)
     return Runtime.open(st, engine=engine, llm=llm, embedder=embedder, index=index, busy=AlwaysIdle())
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dreamer.core.tokens import count_tokens
-from dreamer.llm.client import schema_format
+from dreamer.llm.formats import schema_format
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1

@@ -16,7 +16,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from dreamer.core.errors import CircuitOpen, LLMError
+from pydantic import BaseModel
+
+from dreamer.core.errors import CircuitOpen, LLMError, LLMInvalidOutput
 from dreamer.llm.client import LLM, M, Usage
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,9 @@ class Breaker:
         probe = self.check()
         try:
             out = fn()
+        except LLMInvalidOutput:
+            self.succeeded()  # the endpoint answered: a weak reply is the model's, never an outage
+            raise
         except LLMError as exc:
             self.failed(exc, probe)
             raise
@@ -116,8 +121,20 @@ class BreakerLLM:
         self.name = inner.name
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: type[M],
+        name: str = "result",
+        attempts: int | None = None,
+        reply_tokens: int | None = None,
     ) -> tuple[M, Usage]:
         return self.breaker.call(
-            lambda: self.inner.complete_json(system=system, user=user, schema=schema, name=name, attempts=attempts)
+            lambda: self.inner.complete_json(
+                system=system, user=user, schema=schema, name=name, attempts=attempts, reply_tokens=reply_tokens
+            )
         )
+
+    def room(self, system: str, schema: type[BaseModel], reply_tokens: int) -> int:
+        return self.inner.room(system, schema, reply_tokens)

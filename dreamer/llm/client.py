@@ -1,10 +1,13 @@
-"""The LLM client: JSON answers validated into pydantic models, with one repair; its retry policy
-is `dreamer.llm.retry`, the pass guard around it `dreamer.llm.guard`."""
+"""The LLM client: JSON answers read as far as they are valid (`dreamer.llm.salvage`), with one
+repair; the structured-output mode negotiated per endpoint (`dreamer.llm.formats`); every request
+fitted to the model's window with a reply budget. Its retry policy is `dreamer.llm.retry`, the
+pass guard around it `dreamer.llm.guard`."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -14,63 +17,40 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import openai
 import tenacity
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import ResponseFormat
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from dreamer.core.errors import (
-    LLMError,
-    LLMInvalidOutput,
-    json_reason,
-    validation_summary,
+from dreamer.core.errors import LLMError, LLMInvalidOutput, LLMTimeout, WindowTooSmall, json_reason
+from dreamer.llm.answers import Answer, add_usage, answer_of, read_answer, repair_messages
+from dreamer.llm.bill import prompt_tokens_of
+from dreamer.llm.formats import (
+    MODES,
+    Mode,
+    as_mode,
+    error_text,
+    next_mode,
+    rejects_format,
+    response_format,
+    schema_format,
+    system_prompt,
+    wire_schema,
 )
-from dreamer.llm.retry import (
-    give_up,
-    is_transient,
-    log_retry,
-    rejected,
-    rejects_response_format,
-    retry_after_of,
-    retry_delay,
-)
+from dreamer.llm.retry import give_up, is_transient, log_retry, rejected, retry_after_of, retry_delay
+from dreamer.llm.usage import Usage
+from dreamer.llm.window import window_from_error
 
 if TYPE_CHECKING:
     from dreamer.core.settings import Settings
+
+__all__ = ["LLM", "OpenAILLM", "Usage", "schema_format", "wire_schema", "build_llm", "build_openai_client"]
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
-REPAIR_PROMPT = (
-    "Your previous reply was not valid: {problem}. "
-    "Reply again with only the corrected JSON object, matching the required schema."
-)
-SCHEMA_PROMPT = "Reply with a single JSON object that matches this JSON schema:\n{schema}"
-
-
-@dataclass
-class Usage:
-    """Tokens reported by the server, and how many HTTP requests were made."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    requests: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.requests + other.requests,
-        )
-
-    def add(self, other: Usage) -> None:
-        """Add `other` in place."""
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.requests += other.requests
+DEFAULT_WINDOW = 8_192  # tokens, for an endpoint that does not tell its window and no setting
+TOKEN_MARGIN = 1.2  # the model's tokenizer may count a prompt this much above ours, until it reports its own
+MAX_MARGIN = 1.5
+MIN_REPLY = 64  # a request leaving less room than this for its reply is not sent
 
 
 class LLM(Protocol):
@@ -79,22 +59,31 @@ class LLM(Protocol):
     name: str
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: type[M],
+        name: str = "result",
+        attempts: int | None = None,
+        reply_tokens: int | None = None,
     ) -> tuple[M, Usage]:
-        """`attempts`: how many times a transient failure may be tried (None: the client's own)."""
+        """`attempts`: how many times a transient failure may be tried (None: the client's own);
+        `reply_tokens`: the reply's budget (None: the client's own)."""
+        ...
+
+    def room(self, system: str, schema: type[BaseModel], reply_tokens: int) -> int:
+        """How many tokens of user text (as `dreamer.core.tokens` counts them) a call with this
+        system prompt and reply budget can carry in the model's window."""
         ...
 
 
-@dataclass
-class _Answer:
-    """The assistant's content, or the reason there is no usable content."""
-
-    content: str | None
-    problem: str | None = None
-
-
 class OpenAILLM:
-    """`LLM` over the official openai client; build the client with ``max_retries=0``."""
+    """`LLM` over the official openai client; build the client with ``max_retries=0``.
+
+    `mode` is the structured-output mode to start with (None: the first of `MODES`); unless
+    `forced`, a refusal of it moves to the next at once and `on_mode` is told the one that
+    answered, so a store can remember it for the endpoint."""
 
     def __init__(
         self,
@@ -104,8 +93,12 @@ class OpenAILLM:
         max_retries: int = 4,
         retry_base: float = 1.0,
         retry_cap: float = 30.0,
-        json_schema: bool = True,
+        mode: Mode | None = None,
+        forced: bool = False,
+        context_window: int = DEFAULT_WINDOW,
+        reply_tokens: int = 4_096,
         temperature: float = 0.0,
+        on_mode: Callable[[Mode], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -115,77 +108,126 @@ class OpenAILLM:
         self.max_retries = max_retries
         self.retry_base = retry_base
         self.retry_cap = retry_cap
-        self.json_schema = json_schema
+        self.mode: Mode = mode or MODES[0]
+        self.forced = forced
+        self.context_window = context_window
+        self.reply_tokens = reply_tokens
         self.temperature = temperature
+        self.margin = TOKEN_MARGIN
+        self._on_mode = on_mode
+        self._told: Mode | None = mode
         self._sleep = sleep
         self._rand = rand
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: type[M],
+        name: str = "result",
+        attempts: int | None = None,
+        reply_tokens: int | None = None,
     ) -> tuple[M, Usage]:
-        """One validated answer; at most one repair call. Errors carry ``usage``."""
+        """One answer, read as far as it is valid; at most one repair call. Errors carry ``usage``."""
         usage = Usage()
         tries = self.max_retries + 1 if attempts is None else max(1, attempts)
+        call = _Call(system, user, name, min(reply_tokens or self.reply_tokens, self.reply_tokens), tries)
         try:
-            return self._complete(system, user, schema, name, usage, tries), usage
+            return self._complete(call, schema, usage), usage
         except LLMError as exc:
             exc.usage = usage  # type: ignore[attr-defined]
             raise
 
+    def room(self, system: str, schema: type[BaseModel], reply_tokens: int) -> int:
+        body = self._body(system, "", schema, "result", [])
+        fixed = math.ceil(prompt_tokens_of(body) * self.margin)
+        return max(0, math.floor((self.context_window - fixed - reply_tokens) / self.margin))
+
     # --- the conversation -----------------------------------------------------
-    def _complete(self, system: str, user: str, schema: type[M], name: str, usage: Usage, tries: int) -> M:
-        answer = self._ask(system, user, schema, name, [], usage, tries)
-        parsed, problem = _validate(schema, answer)
-        if parsed is not None:
-            return parsed
-        log.warning("invalid output from %s (%s); asking once for a repair", self.model, problem)
-        answer = self._ask(system, user, schema, name, _repair_messages(answer, problem), usage, tries)
-        parsed, problem = _validate(schema, answer)
-        if parsed is not None:
-            return parsed
-        raise LLMInvalidOutput(f"invalid output after one repair: {problem}")
+    def _complete(self, call: _Call, schema: type[M], usage: Usage) -> M:
+        answer = self._ask(call, schema, [], usage)
+        got = read_answer(schema, answer, usage)
+        if not got.empty_handed and got.value is not None:
+            return got.value
+        problem = got.problem or "; ".join(got.dropped[:3]) or "no valid item"
+        log.warning("no valid answer from %s (%s); asking once for a repair", self.model, problem)
+        answer = self._ask(call, schema, repair_messages(answer, problem), usage)
+        got = read_answer(schema, answer, usage)
+        if not got.empty_handed and got.value is not None:
+            return got.value
+        raise LLMInvalidOutput(f"no valid answer after one repair: {got.problem or '; '.join(got.dropped[:3])}")
 
     def _ask(
-        self,
-        system: str,
-        user: str,
-        schema: type[BaseModel],
-        name: str,
-        extra: list[ChatCompletionMessageParam],
-        usage: Usage,
-        tries: int,
-    ) -> _Answer:
+        self, call: _Call, schema: type[BaseModel], extra: list[ChatCompletionMessageParam], usage: Usage
+    ) -> Answer:
         while True:
-            messages: list[ChatCompletionMessageParam] = [
-                {"role": "system", "content": self._system(system, schema)},
-                {"role": "user", "content": user},
-                *extra,
-            ]
+            body = self._body(call.system, call.user, schema, call.name, extra)
+            estimate = prompt_tokens_of(body)
+            room = self.context_window - math.ceil(estimate * self.margin)
+            budget = min(call.reply_tokens, room)
+            if room < min(call.reply_tokens, MIN_REPLY):
+                raise WindowTooSmall(
+                    f"a prompt of about {estimate} tokens leaves no room for a reply "
+                    f"in {self.model}'s window of {self.context_window} tokens"
+                )
             try:
-                return self._send_with_retries(messages, self._response_format(schema, name), usage, tries)
-            except openai.BadRequestError as exc:
-                if not (self.json_schema and rejects_response_format(exc)):
-                    raise rejected(exc) from exc
-                log.warning("%s does not accept json_schema; switching to json_object", self.model)
-                self.json_schema = False
+                answer = self._send_with_retries(body, budget, usage, call.tries)
+            except openai.APITimeoutError as exc:
+                raise LLMTimeout(
+                    f"LLM request timed out after {self.client.timeout}s (APITimeoutError); not sent again "
+                    "while the server may still be working on it (DREAMER_LLM_TIMEOUT sets the limit)"
+                ) from exc
             except openai.APIStatusError as exc:
+                if self._switched(exc) or self._shrunk(exc):
+                    continue
                 raise rejected(exc) from exc
+            self._learn(estimate, answer.prompt_tokens)
+            return answer
 
-    def _system(self, system: str, schema: type[BaseModel]) -> str:
-        if self.json_schema:
-            return system
-        wire = json.dumps(wire_schema(schema), separators=(",", ":"))
-        return f"{system}\n\n{SCHEMA_PROMPT.format(schema=wire)}"
+    def _switched(self, exc: openai.APIStatusError) -> bool:
+        """Move to the next mode when `exc` refuses this one (and the mode is not forced)."""
+        nxt = next_mode(self.mode)
+        if self.forced or nxt is None or not rejects_format(exc):
+            return False
+        log.warning("%s refuses the %s output mode (%s); trying %s", self.model, self.mode, error_text(exc)[:200], nxt)
+        self.mode = nxt
+        return True
 
-    def _response_format(self, schema: type[BaseModel], name: str) -> ResponseFormat:
-        if not self.json_schema:
-            return {"type": "json_object"}
-        return schema_format(schema, name)
+    def _shrunk(self, exc: openai.APIStatusError) -> bool:
+        """Take the smaller window a context-overflow error names, so the request is fitted again."""
+        window = window_from_error(error_text(exc)) if exc.status_code in (400, 413, 422) else None
+        if window is None or window >= self.context_window:
+            return False
+        log.warning("%s says its window is %d tokens, not %d", self.model, window, self.context_window)
+        self.context_window = window
+        return True
+
+    def _learn(self, estimate: int, reported: int | None) -> None:
+        """Tell the mode that answered once; take the endpoint's own count of a prompt as the margin."""
+        if self._told != self.mode:
+            self._told = self.mode
+            if self._on_mode is not None:
+                self._on_mode(self.mode)
+        if reported and estimate:  # a tokenizer counts within half again of ours; more is a server's own figure
+            self.margin = min(MAX_MARGIN, max(self.margin, reported / estimate * 1.05))
+
+    def _body(
+        self, system: str, user: str, schema: type[BaseModel], name: str, extra: list[ChatCompletionMessageParam]
+    ) -> _Body:
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": system_prompt(self.mode, system, schema)},
+            {"role": "user", "content": user},
+            *extra,
+        ]
+        body: _Body = {"messages": messages}
+        fmt = response_format(self.mode, schema, name)
+        if fmt is not None:
+            body["response_format"] = fmt
+        return body
 
     # --- one request, retried -----------------------------------------------------
-    def _send_with_retries(
-        self, messages: list[ChatCompletionMessageParam], response_format: ResponseFormat, usage: Usage, tries: int
-    ) -> _Answer:
+    def _send_with_retries(self, body: _Body, budget: int, usage: Usage, tries: int) -> Answer:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
             stop=tenacity.stop_after_attempt(tries),
@@ -194,7 +236,7 @@ class OpenAILLM:
             before_sleep=log_retry,
             retry_error_callback=give_up,
         )
-        return retrying(self._send_once, messages, response_format, usage)
+        return retrying(self._send_once, body, budget, usage)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -206,99 +248,64 @@ class OpenAILLM:
             rand=self._rand(),
         )
 
-    def _send_once(
-        self, messages: list[ChatCompletionMessageParam], response_format: ResponseFormat, usage: Usage
-    ) -> _Answer:
+    def _send_once(self, body: _Body, budget: int, usage: Usage) -> Answer:
         usage.requests += 1
         try:
             completion = self.client.chat.completions.create(
                 model=self.model,
-                messages=messages,
-                response_format=response_format,
                 temperature=self.temperature,
+                max_tokens=budget,
+                **body,
             )
         except json.JSONDecodeError as exc:
-            return _Answer(None, f"response body is not JSON ({json_reason(exc, f'character {exc.pos}')})")
+            return Answer(None, f"response body is not JSON ({json_reason(exc, f'character {exc.pos}')})")
         except openai.APIResponseValidationError as exc:
-            return _Answer(None, f"response body is not a chat completion ({exc.message})")
+            return Answer(None, f"response body is not a chat completion ({exc.message})")
         if not isinstance(completion, ChatCompletion):
-            return _Answer(None, "response body is not a chat completion")
-        _add_usage(usage, completion)
-        return _answer_of(completion)
+            return Answer(None, "response body is not a chat completion")
+        reported = add_usage(usage, completion)
+        answer = answer_of(completion)
+        answer.prompt_tokens = reported
+        if answer.cut:
+            usage.dropped.append(f"reply cut at its budget of {budget} tokens: read up to its last complete item")
+        return answer
 
 
-_METADATA = ("title", "description", "default")
+_Body = dict[str, Any]  # messages, and response_format unless the mode sends none
 
 
-def schema_format(schema: type[BaseModel], name: str) -> ResponseFormat:
-    """The `response_format` asking for a JSON object of `schema` (see `wire_schema`)."""
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": wire_schema(schema), "strict": False}}
-
-
-def wire_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema sent with a request: the model's, without titles, descriptions and
-    defaults. The prompt card describes every field (`dreamer.llm.cards`), `required` says which
-    may be left out, and an endpoint bills each token of the schema on every call."""
-    stripped: dict[str, Any] = _strip(schema.model_json_schema())
-    return stripped
-
-
-def _strip(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_strip(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    return {
-        key: ({name: _strip(v) for name, v in value.items()} if key in ("properties", "$defs") else _strip(value))
-        for key, value in node.items()
-        if key not in _METADATA
-    }
-
-
-def _add_usage(usage: Usage, completion: ChatCompletion) -> None:
-    reported = getattr(completion, "usage", None)
-    if reported is None:
-        return
-    usage.prompt_tokens += reported.prompt_tokens or 0
-    usage.completion_tokens += reported.completion_tokens or 0
-
-
-def _answer_of(completion: ChatCompletion) -> _Answer:
-    choices = getattr(completion, "choices", None) or []
-    if not choices:
-        return _Answer(None, "no choices in the response")
-    choice = choices[0]
-    message = choice.message
-    if getattr(message, "refusal", None):
-        return _Answer(None, f"the model refused: {message.refusal}")
-    if choice.finish_reason == "length":
-        return _Answer(message.content, "output truncated (finish_reason=length)")
-    if not message.content:
-        return _Answer(None, "empty content")
-    return _Answer(message.content)
-
-
-def _validate(schema: type[M], answer: _Answer) -> tuple[M | None, str]:
-    if answer.problem is not None or answer.content is None:
-        return None, answer.problem or "empty content"
-    try:
-        return schema.model_validate_json(answer.content), ""
-    except ValidationError as exc:
-        return None, validation_summary(exc)
-
-
-def _repair_messages(answer: _Answer, problem: str) -> list[ChatCompletionMessageParam]:
-    messages: list[ChatCompletionMessageParam] = []
-    if answer.content:
-        messages.append({"role": "assistant", "content": answer.content})
-    messages.append({"role": "user", "content": REPAIR_PROMPT.format(problem=problem)})
-    return messages
+@dataclass(frozen=True)
+class _Call:
+    system: str
+    user: str
+    name: str
+    reply_tokens: int
+    tries: int
 
 
 # --- construction -------------------------------------------------------------------
 
+LOCAL_TIMEOUT = 300.0  # seconds: a model on a CPU next to the process writes slowly
+REMOTE_TIMEOUT = 60.0
+LOCAL_HOSTS = ("localhost", "127.", "[::1]", "0.0.0.0", "host.docker.internal")
 
-def build_openai_client(settings: Settings) -> openai.OpenAI:
+
+def request_timeout(settings: Settings, learnt: float | None = None) -> float:
+    """`llm_timeout` when set; else what `dreamer llm check` learnt for the endpoint; else a
+    default that suits where the endpoint is (a local model on a CPU is given longer)."""
+    if settings.llm_timeout > 0:
+        return settings.llm_timeout
+    if learnt:
+        return learnt
+    return LOCAL_TIMEOUT if is_local(settings.llm_base_url) else REMOTE_TIMEOUT
+
+
+def is_local(base_url: str) -> bool:
+    """Whether the endpoint runs on this machine (or its container host)."""
+    return base_url.split("://", 1)[-1].startswith(LOCAL_HOSTS)
+
+
+def build_openai_client(settings: Settings, timeout: float | None = None) -> openai.OpenAI:
     """The openai client for `settings`, with its own retries off (``max_retries=0``).
 
     `OpenAILLM` owns the retry policy (backoff, Retry-After, error mapping); leaving the
@@ -307,20 +314,34 @@ def build_openai_client(settings: Settings) -> openai.OpenAI:
     return openai.OpenAI(
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key or "none",
-        timeout=settings.llm_timeout,
+        timeout=timeout or request_timeout(settings),
         max_retries=0,
     )
 
 
-def build_llm(settings: Settings) -> LLM | None:
-    """An `OpenAILLM` for the configured endpoint, or None when no endpoint is set."""
+def build_llm(
+    settings: Settings,
+    *,
+    mode: Mode | None = None,
+    context_window: int | None = None,
+    timeout: float | None = None,
+    on_mode: Callable[[Mode], None] | None = None,
+) -> OpenAILLM | None:
+    """An `OpenAILLM` for the configured endpoint, or None when no endpoint is set. `mode` and
+    `context_window` are what is known of the endpoint (remembered, or asked of it); a setting
+    forces either."""
     if not settings.llm_base_url:
         return None
+    forced = as_mode(settings.llm_output_mode)
     return OpenAILLM(
-        build_openai_client(settings),
+        build_openai_client(settings, timeout),
         model=settings.llm_model,
         max_retries=settings.llm_max_retries,
         retry_base=settings.llm_retry_base,
         retry_cap=settings.llm_retry_cap,
-        json_schema=settings.llm_json_schema,
+        mode=forced or mode,
+        forced=forced is not None,
+        context_window=settings.llm_context_window or context_window or DEFAULT_WINDOW,
+        reply_tokens=settings.llm_reply_tokens,
+        on_mode=on_mode,
     )

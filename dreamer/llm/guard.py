@@ -36,16 +36,29 @@ class GuardedLLM:
         self.usage = Usage()
 
     def complete_json(
-        self, *, system: str, user: str, schema: type[M], name: str = "result", attempts: int | None = None
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: type[M],
+        name: str = "result",
+        attempts: int | None = None,
+        reply_tokens: int | None = None,
     ) -> tuple[M, Usage]:
         self._check_budget(billed_prompt(system, user, schema, name))  # a refusal, not a failure of the model
-        return self.breaker.call(lambda: self._spend(system, user, schema, name, attempts))
+        return self.breaker.call(lambda: self._spend(system, user, schema, name, (attempts, reply_tokens)))
 
-    def _spend(self, system: str, user: str, schema: type[M], name: str, attempts: int | None) -> tuple[M, Usage]:
+    def room(self, system: str, schema: type[BaseModel], reply_tokens: int) -> int:
+        return self.inner.room(system, schema, reply_tokens)
+
+    def _spend(
+        self, system: str, user: str, schema: type[M], name: str, limits: tuple[int | None, int | None]
+    ) -> tuple[M, Usage]:
         """The call, its usage recorded whether it succeeds or fails."""
+        attempts, reply_tokens = limits
         try:
             result, usage = self.inner.complete_json(
-                system=system, user=user, schema=schema, name=name, attempts=attempts
+                system=system, user=user, schema=schema, name=name, attempts=attempts, reply_tokens=reply_tokens
             )
         except LLMError as exc:
             self._record(getattr(exc, "usage", None))

@@ -14,6 +14,7 @@ from dreamer.core.errors import (
     LLMTimeout,
     TransientLLMError,
 )
+from dreamer.llm.formats import rejects_format
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,12 @@ def retry_delay(attempt: int, *, base: float, cap: float, retry_after: float | N
 
 
 def is_transient(exc: BaseException) -> bool:
-    """429, 5xx, timeouts and connection errors are worth retrying."""
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+    """429, 5xx and connection errors are worth retrying; a refusal of the output format (even
+    as a 500) is not, nor a timeout: the server may still be working on that request, and sending
+    it again would only queue a second one behind it."""
+    if isinstance(exc, openai.APITimeoutError) or rejects_format(exc):
+        return False
+    if isinstance(exc, openai.APIConnectionError):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 429 or exc.status_code >= 500
@@ -74,10 +79,6 @@ def rejected(exc: openai.APIStatusError) -> LLMError:
     every request (401, 403, 404: a key or model to fix, not the session's fault)."""
     kind = EndpointUnusable if exc.status_code in REFUSES_EVERY_REQUEST else LLMError
     return kind(f"LLM request rejected, {describe(exc)}")
-
-
-def rejects_response_format(exc: openai.BadRequestError) -> bool:
-    return exc.param == "response_format" or "response_format" in error_message(exc)
 
 
 def log_retry(state: tenacity.RetryCallState) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HEAD = "0007"
+HEAD = "0008"
 
 Upsert = Callable[[type[SQLModel]], postgresql.Insert | sqlite.Insert]
 """A dialect's `insert` that knows ON CONFLICT."""

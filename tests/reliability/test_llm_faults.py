@@ -45,6 +45,10 @@ class Fault:
 
     @property
     def requests_per_attempt(self) -> int:
+        """A timed-out request is not sent again (the server may still be at it); other transient
+        faults are retried; invalid output is repaired once."""
+        if self.timed_out:
+            return 1
         return MAX_RETRIES + 1 if self.transient else 2
 
     @property
@@ -82,7 +86,7 @@ FAULTS = [
         "wrong schema",
         Reply.json({"memories": [{"kind": "favourite_colour", "text": 42, "seqs": "1"}]}),
         False,
-        "memories.0",
+        "memories[0]",
     ),
     Fault("truncated", Reply.truncated(VALID), False, "truncated"),
     Fault("empty choices", Reply.empty_choices(), False, "no choices"),
@@ -171,8 +175,8 @@ def _retry_and_quarantine(rt, server, fault: Fault, sleeps: list[float]) -> dict
 
 
 def _check_waits(fault: Fault, waits: list[float]) -> None:
-    if not fault.transient:
-        assert waits == [], "invalid output is repaired at once, not retried with a wait"
+    if not fault.transient or fault.timed_out:
+        assert waits == [], "invalid output is repaired at once, a timeout not sent again: no wait"
         return
     assert len(waits) == MAX_RETRIES
     for attempt, wait in enumerate(waits, start=1):
@@ -190,6 +194,13 @@ def _breaker(rt, server, fault: Fault) -> str:
         for i in range(BREAKER + 1)
     ]
     before = chat_count(server)
+    if not fault.transient:  # the endpoint answered every time: a weak reply never opens the breaker
+        server.push(fault.reply.times(fault.requests_per_attempt * (BREAKER + 1)))
+        run = dream_pass(rt)
+        assert (run.status, run.failed_sessions) == ("partial", BREAKER + 1)
+        assert chat_count(server) - before == fault.requests_per_attempt * (BREAKER + 1)
+        assert [kit.cursor(engine, i).attempts for i in ids] == [1] * (BREAKER + 1)
+        return "never"
     server.push(fault.reply.times(fault.requests_per_attempt * BREAKER))  # the third is never asked
     run = dream_pass(rt)
     assert run.status == "stopped"

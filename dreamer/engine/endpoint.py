@@ -1,0 +1,84 @@
+"""The model client a process builds once: the structured-output mode remembered for the
+endpoint and model, the context window asked of the server (or set), the request timeout learnt
+by `dreamer llm check`; a newly found mode is remembered in the store for the next process."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import httpx
+from sqlalchemy.engine import Engine
+
+from dreamer.core.settings import Settings
+from dreamer.llm.client import DEFAULT_WINDOW, REMOTE_TIMEOUT, OpenAILLM, build_llm, is_local
+from dreamer.llm.formats import Mode, as_mode
+from dreamer.llm.window import Window, discover_window, probe_window
+from dreamer.store import endpoints
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT = 5.0  # seconds each question about the window may take
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a process starts with for its endpoint: the mode, the window and where it came from."""
+
+    mode: Mode | None
+    window: int
+    source: str
+    timeout: float | None
+
+
+def known_endpoint(settings: Settings, engine: Engine, *, ask: bool = True) -> Known:
+    """The mode to start with (forced by a setting, else remembered), the window (set, else
+    asked of the server when `ask`, else remembered, else `DEFAULT_WINDOW`) and the timeout
+    learnt by `llm check`."""
+    record = endpoints.learnt(engine, settings.llm_base_url, settings.llm_model)
+    mode = as_mode(settings.llm_output_mode) or (as_mode(record.mode) if record else None)
+    window = _window(settings, ask)
+    if window.tokens is not None and window.source != "setting":
+        endpoints.remember(
+            engine, settings.llm_base_url, settings.llm_model, context_window=window.tokens, window_source=window.source
+        )
+    elif window.tokens is None and record is not None and record.context_window:
+        window = Window(record.context_window, record.window_source or "remembered")
+    learnt = learnt_timeout(record.checked_seconds, record.checked_tokens, settings) if record else None
+    return Known(mode, window.tokens or DEFAULT_WINDOW, window.source if window.tokens else "default", learnt)
+
+
+def _window(settings: Settings, ask: bool) -> Window:
+    if settings.llm_context_window:
+        return Window(settings.llm_context_window, "setting")
+    if not ask:
+        return Window(None, "unknown")
+    url, model, key = settings.llm_base_url, settings.llm_model, settings.llm_api_key
+    with httpx.Client(timeout=PROBE_TIMEOUT) as http:
+        window = discover_window(url, model, http=http, api_key=key)
+        if window.tokens is None and is_local(url):
+            window = probe_window(http, url, model, key)
+    return window
+
+
+def learnt_timeout(seconds: float | None, tokens: int | None, settings: Settings) -> float | None:
+    """A request timeout from `llm check`'s extraction: twice the time a full reply would take
+    at the speed it wrote, never under the remote default; None if nothing was measured."""
+    if not seconds or not tokens:
+        return None
+    return max(REMOTE_TIMEOUT, round(2 * seconds * max(1.0, settings.llm_reply_tokens / tokens), 1))
+
+
+def open_llm(settings: Settings, engine: Engine) -> OpenAILLM | None:
+    """The process's model client, or None without an endpoint."""
+    if not settings.llm_base_url:
+        return None
+    known = known_endpoint(settings, engine)
+
+    def remember_mode(mode: Mode) -> None:
+        log.info("%s at %s answers in the %s output mode", settings.llm_model, settings.llm_base_url, mode)
+        endpoints.remember(engine, settings.llm_base_url, settings.llm_model, mode=mode)
+
+    return build_llm(
+        settings, mode=known.mode, context_window=known.window, timeout=known.timeout, on_mode=remember_mode
+    )

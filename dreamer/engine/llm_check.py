@@ -1,0 +1,94 @@
+"""`dreamer llm check`: is the endpoint usable, in which structured-output mode, with which
+window; then one extraction of a bundled two-turn example, timed, with the endpoint's own usage.
+What it measures is remembered for the endpoint (the request timeout is learnt from it)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import httpx
+from sqlalchemy.engine import Engine
+
+from dreamer.core.errors import EndpointUnusable, LLMInvalidOutput
+from dreamer.core.settings import Settings
+from dreamer.engine.endpoint import PROBE_TIMEOUT, known_endpoint, learnt_timeout, open_llm
+from dreamer.engine.extract import LLMExtractor, check_fits
+from dreamer.engine.transcript import Chunk, Line
+from dreamer.llm.client import request_timeout
+from dreamer.store import endpoints
+
+EXAMPLE = (
+    Line(1, "user", None, "I'm vegetarian, and I moved to Leeds last spring for a job at the university library."),
+    Line(2, "assistant", None, "Got it: vegetarian, living in Leeds, working at the university library."),
+)
+
+
+@dataclass
+class CheckReport:
+    """What `llm check` found."""
+
+    base_url: str
+    model: str
+    mode: str = ""
+    window: int = 0
+    window_source: str = ""
+    candidates: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    timeout: float = 0.0
+    problem: str | None = None  # the model answered, but nothing valid
+
+
+def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
+    """Check the configured endpoint; `EndpointUnusable` (one clear line) when it cannot be used."""
+    report = CheckReport(settings.llm_base_url, settings.llm_model)
+    _reachable(settings)
+    known = known_endpoint(settings, engine)
+    report.window, report.window_source = known.window, known.source
+    llm = open_llm(settings, engine)
+    if llm is None:
+        raise EndpointUnusable("no LLM endpoint: set DREAMER_LLM_BASE_URL")
+    extractor = LLMExtractor(llm, limit=settings.entries_per_session)
+    check_fits(extractor)
+    started = time.perf_counter()
+    try:
+        result = extractor.extract(Chunk(list(EXAMPLE), sessions=1), "agent")
+    except LLMInvalidOutput as exc:
+        report.problem = str(exc)
+        usage = getattr(exc, "usage", None)
+        report.prompt_tokens = usage.prompt_tokens if usage else 0
+        report.completion_tokens = usage.completion_tokens if usage else 0
+    else:
+        report.candidates = [c.text for c in result.candidates]
+        report.prompt_tokens, report.completion_tokens = result.usage.prompt_tokens, result.usage.completion_tokens
+    report.seconds = round(time.perf_counter() - started, 3)
+    report.mode = llm.mode
+    _remember(settings, engine, report)
+    return report
+
+
+def _remember(settings: Settings, engine: Engine, report: CheckReport) -> None:
+    endpoints.remember(
+        engine,
+        settings.llm_base_url,
+        settings.llm_model,
+        mode=report.mode,
+        checked_seconds=report.seconds,
+        checked_tokens=report.completion_tokens or None,
+    )
+    learnt = learnt_timeout(report.seconds, report.completion_tokens, settings)
+    report.timeout = request_timeout(settings, learnt)
+
+
+def _reachable(settings: Settings) -> None:
+    """Raise `EndpointUnusable` when the endpoint does not answer or refuses the key."""
+    url = settings.llm_base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {settings.llm_api_key or 'none'}"}
+    try:
+        status = httpx.get(url, headers=headers, timeout=PROBE_TIMEOUT).status_code
+    except httpx.HTTPError as exc:
+        raise EndpointUnusable(f"no answer from {settings.llm_base_url}: {type(exc).__name__}: {exc}") from exc
+    if status in (401, 403):
+        raise EndpointUnusable(f"{settings.llm_base_url} refused the API key (HTTP {status}): set DREAMER_LLM_API_KEY")

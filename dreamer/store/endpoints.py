@@ -1,0 +1,33 @@
+"""What was learnt of a model at an endpoint (`LLMEndpoint`): read when a process builds its
+client, written when the client finds the mode that answers or `dreamer llm check` measures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from dreamer.core.models import LLMEndpoint, utcnow
+from dreamer.store.db import session_scope
+
+
+def learnt(engine: Engine, base_url: str, model: str) -> LLMEndpoint | None:
+    """The record of `model` at `base_url`, if any (detached: safe to read after)."""
+    with session_scope(engine) as s:
+        row = s.get(LLMEndpoint, (base_url, model))
+        if row is not None:
+            s.expunge(row)
+        return row
+
+
+def remember(engine: Engine, base_url: str, model: str, **facts: Any) -> None:
+    """Set `facts` (mode, context_window, window_source, checked_seconds, checked_tokens) on the
+    record of `model` at `base_url`, creating it if needed."""
+    with session_scope(engine) as s:
+        row = s.get(LLMEndpoint, (base_url, model)) or LLMEndpoint(base_url=base_url, model=model)
+        for key, value in facts.items():
+            if not hasattr(LLMEndpoint, key):
+                raise ValueError(f"no endpoint fact {key!r}")
+            setattr(row, key, value)
+        row.updated_at = utcnow()
+        s.add(row)
