@@ -256,5 +256,5 @@ class LLMEndpoint(SQLModel, table=True):
     context_window: int | None = None
     window_source: str | None = Field(default=None, max_length=32)
     checked_seconds: float | None = None  # the latency of `llm check`'s extraction
-    checked_tokens: int | None = None  # the completion tokens of that extraction
+    checked_tokens: int | None = None  # the tokens it read and wrote (prompt + completion)
     updated_at: datetime = Field(default_factory=utcnow)

@@ -44,8 +44,9 @@ def known_endpoint(settings: Settings, engine: Engine, *, ask: bool = True) -> K
         )
     elif window.tokens is None and record is not None and record.context_window:
         window = Window(record.context_window, record.window_source or "remembered")
-    learnt = learnt_timeout(record.checked_seconds, record.checked_tokens, settings) if record else None
-    return Known(mode, window.tokens or DEFAULT_WINDOW, window.source if window.tokens else "default", learnt)
+    tokens = window.tokens or DEFAULT_WINDOW
+    learnt = learnt_timeout(record.checked_seconds, record.checked_tokens, tokens) if record else None
+    return Known(mode, tokens, window.source if window.tokens else "default", learnt)
 
 
 def _window(settings: Settings, ask: bool) -> Window:
@@ -61,12 +62,13 @@ def _window(settings: Settings, ask: bool) -> Window:
     return window
 
 
-def learnt_timeout(seconds: float | None, tokens: int | None, settings: Settings) -> float | None:
-    """A request timeout from `llm check`'s extraction: twice the time a full reply would take
-    at the speed it wrote, never under the remote default; None if nothing was measured."""
+def learnt_timeout(seconds: float | None, tokens: int | None, window: int) -> float | None:
+    """A request timeout from `llm check`'s extraction (`tokens` read and written in `seconds`):
+    three times what a request filling the whole window would take at that speed, never under
+    the remote default; None if nothing was measured."""
     if not seconds or not tokens:
         return None
-    return max(REMOTE_TIMEOUT, round(2 * seconds * max(1.0, settings.llm_reply_tokens / tokens), 1))
+    return max(REMOTE_TIMEOUT, round(3 * seconds * max(1.0, window / tokens)))
 
 
 def open_llm(settings: Settings, engine: Engine) -> OpenAILLM | None:

@@ -8,9 +8,9 @@ only, and its triage keeps empty chunks away from the model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Protocol, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from dreamer.core.consolidate import content_hash
@@ -31,13 +31,21 @@ Sentence = Annotated[
 ]
 
 
+def _evidence_required(schema: dict[str, Any]) -> None:
+    """The schema a model is shown asks for `seqs` on every item: a grammar built from it (llama.cpp)
+    then makes the model cite its lines. Reading an answer stays lenient (`_anchor`)."""
+    schema["required"] = [*schema.get("required", []), "seqs"]
+
+
 class Item(BaseModel):
     """One thing worth keeping as the model states it; its kind is the list it is in."""
+
+    model_config = ConfigDict(json_schema_extra=_evidence_required)
 
     text: Sentence = Field(description="one sentence that stands alone, naming its subject")
     seqs: list[int] = Field(default_factory=list, description="the [n] of the new lines it rests on")
     importance: float = Field(0.5, ge=0.0, le=1.0, description="by the rubric above")
-    tags: list[str] = Field(default_factory=list, max_length=8, description="up to 8 words to file it under")
+    tags: list[str] = Field(default_factory=list, max_length=8, description="words to file it under")
     topic: Annotated[str | None, AfterValidator(normalise_topic)] = Field(
         default=None,
         description="the slot it fills, a snake_case key kept when the value changes (home_city, employer, "

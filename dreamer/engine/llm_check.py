@@ -76,9 +76,9 @@ def _remember(settings: Settings, engine: Engine, report: CheckReport) -> None:
         settings.llm_model,
         mode=report.mode,
         checked_seconds=report.seconds,
-        checked_tokens=report.completion_tokens or None,
+        checked_tokens=(report.prompt_tokens + report.completion_tokens) or None,
     )
-    learnt = learnt_timeout(report.seconds, report.completion_tokens, settings)
+    learnt = learnt_timeout(report.seconds, report.prompt_tokens + report.completion_tokens, report.window)
     report.timeout = request_timeout(settings, learnt)
 
 
