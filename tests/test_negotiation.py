@@ -156,10 +156,16 @@ def test_every_request_sets_max_tokens_from_its_reply_budget(server):
 
 def test_the_budget_shrinks_to_what_the_window_leaves(server):
     server.push(Reply.json(VALID))
-    llm = make_llm(server, context_window=600, reply_tokens=4_096)
+    llm = make_llm(server, context_window=300, reply_tokens=4_096)
     ask(llm)
     body = server.chat_requests()[0]
-    assert body["max_tokens"] == 600 - math.ceil(prompt_tokens_of(body) * 1.2)
+    assert body["max_tokens"] == 300 - math.ceil(prompt_tokens_of(body) * 1.2)
+
+
+def test_a_small_window_gives_the_reply_a_quarter_of_it(server):
+    server.push(Reply.json(VALID))
+    ask(make_llm(server, context_window=2_048, reply_tokens=4_096))
+    assert server.chat_requests()[0]["max_tokens"] == 512
 
 
 def test_a_prompt_that_leaves_no_room_is_not_sent(server):
@@ -174,7 +180,7 @@ def test_a_window_named_by_an_overflow_error_is_taken(server):
     ask(llm)
     first, second = server.chat_requests()
     assert llm.context_window == 2_048
-    assert (first["max_tokens"], second["max_tokens"]) == (4_096, 2_048 - math.ceil(prompt_tokens_of(second) * 1.2))
+    assert (first["max_tokens"], second["max_tokens"]) == (2_048, 512)
 
 
 def test_room_is_the_window_less_card_schema_reply_and_margin(server):
@@ -199,7 +205,7 @@ def test_a_reply_cut_at_its_budget_is_read_up_to_its_last_item(server):
     server.push(Reply(content=full[: full.index("uses")], finish_reason="length"))
     result, usage = ask(make_llm(server))
     assert result == Facts(facts=["prefers tabs", "never spaces"])
-    assert usage.dropped == ["reply cut at its budget of 4096 tokens: read up to its last complete item"]
+    assert usage.dropped == ["reply cut at its budget of 2048 tokens: read up to its last complete item"]
     assert usage.requests == 1
 
 

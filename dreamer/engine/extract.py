@@ -150,15 +150,17 @@ def extraction_card(mode: str) -> tuple[str, type[AnswerBase]]:
     return EXTRACTION_CARDS["code" if mode == "code" else "agent"]
 
 
-def extraction_prompt(mode: str, limit: int) -> str:
-    """The system prompt of an extraction call: the mode's card, asking for at most `limit` items."""
+def extraction_prompt(mode: str, limit: int, *, examples: bool = True) -> str:
+    """The system prompt of an extraction call: the mode's card, asking for at most `limit` items
+    (the lean card, without its worked examples, unless `examples`)."""
     card, schema = extraction_card(mode)
-    return render_card(card, schema, limit=limit)
+    return render_card(card, schema, examples=examples, limit=limit)
 
 
 REPLY_BASE = 48  # tokens of an answer's frame
 REPLY_PER_ITEM = 96  # tokens one item takes at most, written out (a sentence, seqs, tags, topic)
 MIN_TRANSCRIPT = 128  # tokens of transcript a call must be able to carry, or the card does not fit
+LEAN_BELOW = 1_024  # tokens of transcript under which a call sends the card without its worked examples
 
 
 def reply_budget(limit: int) -> int:
@@ -174,15 +176,22 @@ class LLMExtractor:
         self.limit = limit
         self.name = f"llm:{llm.name}"
 
+    def lean(self, mode: str) -> bool:
+        """Whether the model's window is small enough that calls send the lean card: the full one
+        would leave less than `LEAN_BELOW` tokens of transcript."""
+        _, schema = extraction_card(mode)
+        return self.llm.room(extraction_prompt(mode, self.limit), schema, reply_budget(self.limit)) < LEAN_BELOW
+
     def chunk_tokens(self, mode: str, wanted: int) -> int:
         """The transcript tokens one call may carry: `wanted`, or less where the model's window
         holds less beside the card, its schema and the reply budget of one session's items.
         Raises `WindowTooSmall` when not even `MIN_TRANSCRIPT` fits."""
         _, schema = extraction_card(mode)
-        room = self.llm.room(extraction_prompt(mode, self.limit), schema, reply_budget(self.limit))
+        card = extraction_prompt(mode, self.limit, examples=not self.lean(mode))
+        room = self.llm.room(card, schema, reply_budget(self.limit))
         if room < MIN_TRANSCRIPT:
             raise WindowTooSmall(
-                f"the {mode} extraction card, its schema and a reply of {reply_budget(self.limit)} tokens "
+                f"the {mode} extraction card (without its examples), its schema and a reply "
                 f"leave {room} tokens of the model's window for the transcript (at least {MIN_TRANSCRIPT} "
                 "needed): use a model with a larger window, or set DREAMER_LLM_CONTEXT_WINDOW if it has one"
             )
@@ -193,7 +202,7 @@ class LLMExtractor:
         _, schema = extraction_card(mode)
         user = render_transcript(chunk.lines)
         parsed, usage = self.llm.complete_json(
-            system=extraction_prompt(mode, limit),
+            system=extraction_prompt(mode, limit, examples=not self.lean(mode)),
             user=user,
             schema=schema,
             name="memories",

@@ -132,7 +132,7 @@ class OpenAILLM:
         """One answer, read as far as it is valid; at most one repair call. Errors carry ``usage``."""
         usage = Usage()
         tries = self.max_retries + 1 if attempts is None else max(1, attempts)
-        call = _Call(system, user, name, min(reply_tokens or self.reply_tokens, self.reply_tokens), tries)
+        call = _Call(system, user, name, reply_tokens, tries)
         try:
             return self._complete(call, schema, usage), usage
         except LLMError as exc:
@@ -142,7 +142,13 @@ class OpenAILLM:
     def room(self, system: str, schema: type[BaseModel], reply_tokens: int) -> int:
         body = self._body(system, "", schema, "result", [])
         fixed = math.ceil(prompt_tokens_of(body) * self.margin)
-        return max(0, math.floor((self.context_window - fixed - reply_tokens) / self.margin))
+        return max(0, math.floor((self.context_window - fixed - self.reply_budget(reply_tokens)) / self.margin))
+
+    def reply_budget(self, wanted: int | None) -> int:
+        """The reply budget of a call that wants `wanted` (None: the client's own): at most the
+        client's, and at most a quarter of the window, so a small window still holds a transcript."""
+        share = max(4 * MIN_REPLY, self.context_window // 4)
+        return min(wanted or self.reply_tokens, self.reply_tokens, share)
 
     # --- the conversation -----------------------------------------------------
     def _complete(self, call: _Call, schema: type[M], usage: Usage) -> M:
@@ -165,8 +171,9 @@ class OpenAILLM:
             body = self._body(call.system, call.user, schema, call.name, extra)
             estimate = prompt_tokens_of(body)
             room = self.context_window - math.ceil(estimate * self.margin)
-            budget = min(call.reply_tokens, room)
-            if room < min(call.reply_tokens, MIN_REPLY):
+            wanted = self.reply_budget(call.reply_tokens)  # the window may have changed since the last try
+            budget = min(wanted, room)
+            if room < min(wanted, MIN_REPLY):
                 raise WindowTooSmall(
                     f"a prompt of about {estimate} tokens leaves no room for a reply "
                     f"in {self.model}'s window of {self.context_window} tokens"
@@ -279,7 +286,7 @@ class _Call:
     system: str
     user: str
     name: str
-    reply_tokens: int
+    reply_tokens: int | None  # what the caller wants (None: the client's own)
     tries: int
 
 

@@ -49,10 +49,15 @@ def _read(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def render_card(name: str, schema: type[BaseModel], **values: object) -> str:
-    """The system prompt of card `name`: its text with `values` filled in, then the output
-    fields of `schema` described. A placeholder left without a value is an error."""
-    body = Template(card_text(name)).substitute({k: str(v) for k, v in values.items()})
+_EXAMPLES = re.compile(r"^## Examples\n.*?(?=^## |\Z)", re.M | re.S)
+
+
+def render_card(name: str, schema: type[BaseModel], *, examples: bool = True, **values: object) -> str:
+    """The system prompt of card `name`: its text with `values` filled in (without its
+    `## Examples` section unless `examples`: the lean card a small window gets), then the
+    output fields of `schema` described. A placeholder left without a value is an error."""
+    text = card_text(name) if examples else _EXAMPLES.sub("", card_text(name))
+    body = Template(text).substitute({k: str(v) for k, v in values.items()})
     return f"{body.rstrip()}\n\n## Output: one JSON object\n{describe_schema(schema)}"
 
 
