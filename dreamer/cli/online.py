@@ -255,6 +255,8 @@ def _print_trace(t: Trace) -> None:
             f"context position {m.context_position or '-'}",
             markup=False,
         )
+    for r in t.rejected:
+        out.print(f"      rejected by run {r['run_id']}: {r['text']} ({r['reason']})", markup=False)
     out.print(f"  indexed     {_yes(hops['indexed'])}", markup=False)
     ranks = [m.recall_rank for m in current if m.recall_rank]
     out.print(

@@ -13,7 +13,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from dreamer.core.consolidate import Evidence, normalise
-from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, Message, Session
+from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, MemoryEvent, Message, Session
 from dreamer.core.redact import strip_injected
 from dreamer.core.scope import Scope
 from dreamer.engine.runtime import Runtime
@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 EXCERPT_CHARS = 160
 INDEX_PROBE = 50
+REJECTION_RUNS = 200  # the latest dream runs whose rejections a trace reads
 
 
 class HistoryEvent(TypedDict):
@@ -65,12 +66,22 @@ class Stored:
         return self.status in CURRENT_STATUSES
 
 
+class Rejected(TypedDict):
+    """A candidate a dream run did not store, or an item of the model's reply it dropped, with why."""
+
+    run_id: int
+    session_id: int | None
+    text: str
+    reason: str
+
+
 @dataclass
 class Trace:
     fact: str
     user_id: str
     said: list[Mention] = field(default_factory=list)
     memories: list[Stored] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
     recall_mode: str = ""
     recall_k: int = 0
     context_budget: int = 0
@@ -106,7 +117,7 @@ def trace(
     within `scope` when given (an agent's or a team's part of the user's), else all of the user's."""
     scope = scope or Scope(user_id=user_id)
     said = find_said(rt, fact, scope, limit=limit)
-    out = Trace(fact, user_id, said, find_memories(rt, fact, scope, said))
+    out = Trace(fact, user_id, said, find_memories(rt, fact, scope, said), find_rejected(rt, fact, said))
     for m in out.memories:
         m.in_index = in_index(rt, m, scope)
     found = recall(rt, fact, scope, k=k)
@@ -169,6 +180,21 @@ def find_memories(rt: Runtime, fact: str, scope: Scope, said: list[Mention]) -> 
     ]
 
 
+def find_rejected(rt: Runtime, fact: str, said: list[Mention], *, runs: int = REJECTION_RUNS) -> list[Rejected]:
+    """What the last `runs` dream runs rejected or dropped that holds the fact: from a session
+    that said it, or (a dropped reply item, whose session is not known) in its own words."""
+    sessions = {m.session_id for m in said}
+    with session_scope(rt.engine) as s:
+        rows = s.exec(select(DreamRun).order_by(col(DreamRun.id).desc()).limit(runs)).all()
+    out: list[Rejected] = []
+    for run in reversed(rows):
+        for r in run.rejections or []:
+            sid = r.get("session_id")
+            if matches(fact, str(r.get("text", ""))) and (sid is None or sid in sessions):
+                out.append(Rejected(run_id=run.id or 0, session_id=sid, text=r["text"], reason=r.get("reason", "")))
+    return out
+
+
 def _rests_on(m: Memory, spoken: set[tuple[int, int]]) -> bool:
     return any((e.get("session_id"), seq) in spoken for e in (m.evidence or []) for seq in e.get("seqs", []))
 
@@ -197,4 +223,15 @@ def in_index(rt: Runtime, m: Stored, scope: Scope) -> bool:
     return any(h.memory_id == m.memory_id for h in rt.index.search_dense(list(vector), scope, INDEX_PROBE, flt))
 
 
-__all__ = ["Mention", "Stored", "Trace", "find_memories", "find_said", "in_index", "matches", "trace"]
+__all__ = [
+    "Mention",
+    "Rejected",
+    "Stored",
+    "Trace",
+    "find_memories",
+    "find_rejected",
+    "find_said",
+    "in_index",
+    "matches",
+    "trace",
+]
