@@ -134,6 +134,13 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, le=MAX_RETRIES)
     lease_seconds: float = Field(600, gt=0, le=CENTURY_SECONDS)
     triage: bool = True
+    grounding_min_similarity: float = Field(
+        0.15,
+        ge=-1,
+        le=1,
+        description="Cosine similarity to a message it cites from which a candidate worded in its own way "
+        "(fewer than a third of its content words said there) still counts as grounded; names and numbers never do",
+    )
     dreams_cap: int = Field(50, ge=0, le=MAX_COUNT)
 
     # --- consolidation ------------------------------------------------------

@@ -75,6 +75,8 @@ class Candidate(Item):
     kind: Kind
     # Set by `mark_untrusted` after extraction, never taken from the model (not in its schema).
     untrusted: SkipJsonSchema[bool] = False
+    # Why it does not rest on what was said, set by `engine.grounding.ground`: it is rejected.
+    ungrounded: SkipJsonSchema[str | None] = None
 
 
 class AnswerBase(BaseModel):
@@ -129,6 +131,7 @@ class CodeAnswer(AnswerBase):
 class ExtractResult:
     candidates: list[Candidate] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    unanchored: list[Candidate] = field(default_factory=list)  # citing no line the call showed: rejected
 
 
 class Extractor(Protocol):
@@ -213,7 +216,7 @@ class LLMExtractor:
         out = [_anchor(c, valid_seqs) for c in parsed.candidates() if c.kind in allowed]
         kept = collapse_duplicates([c for c in out if c.seqs])
         ranked = sorted(kept, key=lambda c: -c.importance)  # stable: the answer's order among equals, not its kinds'
-        return ExtractResult(candidates=ranked[:limit], usage=usage)
+        return ExtractResult(candidates=ranked[:limit], usage=usage, unanchored=[c for c in out if not c.seqs])
 
 
 def check_fits(extractor: LLMExtractor) -> None:
@@ -224,7 +227,8 @@ def check_fits(extractor: LLMExtractor) -> None:
 
 def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
     """One candidate per content hash, in first-seen order: the message numbers of every
-    repetition are kept, with the highest importance, the tags of all, and untrusted if any was."""
+    repetition are kept, with the highest importance, the tags of all, untrusted if any was, and
+    ungrounded only if every one was."""
     merged: dict[str, Candidate] = {}
     for cand in candidates:
         key = content_hash(cand.text)
@@ -238,6 +242,7 @@ def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
                 "importance": max(first.importance, cand.importance),
                 "tags": list(dict.fromkeys(first.tags + cand.tags))[:8],
                 "untrusted": first.untrusted or cand.untrusted,
+                "ungrounded": first.ungrounded if cand.ungrounded else None,
             }
         )
     return list(merged.values())

@@ -9,9 +9,11 @@ from enum import Enum
 from typing import TypeAlias, TypeGuard
 
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
+from dreamer.core.models import Session
 from dreamer.core.settings import Settings
 from dreamer.engine.extract import Candidate, Extractor, ExtractResult, LLMExtractor, collapse_duplicates
 from dreamer.engine.failures import is_global
+from dreamer.engine.grounding import Shared, ground
 from dreamer.engine.load import Work, session_id
 from dreamer.engine.pace import Pace, lease_lost
 from dreamer.engine.rules import worth_a_call
@@ -36,7 +38,7 @@ class _Again(Enum):
 STOPS = (CircuitOpen, BudgetExceeded)
 Stop: TypeAlias = CircuitOpen | BudgetExceeded | Cut  # what cuts the sessions still in play short
 Found: TypeAlias = list[Candidate] | Exception | Cut | _Again  # a session's extraction under way
-Capped: TypeAlias = tuple[list[Candidate], list[Candidate]]  # the best candidates, and those over the cap
+Capped: TypeAlias = tuple[list[Candidate], list[Candidate]]  # the best candidates, and those left out
 Extracted: TypeAlias = Capped | Exception | Cut  # a session's extraction, done
 Where: TypeAlias = dict[int, tuple[int, int]]  # a line's number -> (index of its session, its own seq)
 
@@ -127,17 +129,31 @@ def _extract_packed(
             for i in carried:
                 found[i] = _Again.ALONE if len(carried) > 1 else exc
             continue
-        _share(found, result, chunk, mode, where)
+        _share(rt, found, result, (chunk, carried, works[0].session), where)
     return found
 
 
-def _share(found: list[Found], result: ExtractResult, chunk: Chunk, mode: str, where: Where) -> None:
+def _share(
+    rt: Runtime, found: list[Found], result: ExtractResult, call: tuple[Chunk, list[int], Session], where: Where
+) -> None:
     """Each candidate of a call to every session still in play whose lines it rests on, with
-    that session's own seqs; marked untrusted as judged on all the lines it cites."""
+    that session's own seqs; marked untrusted as judged on all the lines it cites, and
+    ungrounded (`grounding.ground`) as checked on the lines of that session the call showed. One
+    citing no line shown goes to the first session the call carried, to be rejected there."""
+    chunk, carried, owner = call  # the chunk shown, the sessions it carried, the group's first (its owner and mode)
+    mode = owner.mode
+    shared: list[Shared] = [(carried[0], c.model_copy(update={"seqs": []})) for c in result.unanchored]
     for cand in mark_untrusted(result.candidates, chunk.lines, mode):
         for i, seqs in split_seqs(cand.seqs, where).items():
-            if isinstance(kept := found[i], list):
-                kept.append(cand.model_copy(update={"seqs": seqs}))
+            if isinstance(found[i], list):
+                shared.append((i, cand.model_copy(update={"seqs": seqs})))
+    sessions: dict[int, list[Line]] = {}
+    for ln in chunk.lines:
+        i, seq = where[ln.seq]
+        sessions.setdefault(i, []).append(replace(ln, seq=seq))
+    for i, cand in ground(rt, owner.user_id, shared, sessions, mode):
+        if isinstance(kept := found[i], list):
+            kept.append(cand)
 
 
 def _cut_short(found: list[Found], last: dict[int, int], c: int, why: Stop) -> list[Found]:
@@ -178,11 +194,14 @@ def _shown(
 
 
 def _capped(st: Settings, found: list[Candidate]) -> Capped:
-    """One candidate per statement (untrusted if any call found it so), then the best
-    `entries_per_session` and the rest."""
+    """One candidate per statement (untrusted if any call found it so, ungrounded if every call
+    did), then the best `entries_per_session` of the grounded ones; and those left out: the
+    ungrounded, then the rest over the cap."""
     found = collapse_duplicates(found)
-    ranked = [c for _, c in sorted(enumerate(found), key=lambda p: (-p[1].importance, p[0]))]
-    return ranked[: st.entries_per_session], ranked[st.entries_per_session :]
+    grounded = [c for c in found if c.ungrounded is None]
+    ranked = [c for _, c in sorted(enumerate(grounded), key=lambda p: (-p[1].importance, p[0]))]
+    ungrounded = [c for c in found if c.ungrounded is not None]
+    return ranked[: st.entries_per_session], ungrounded + ranked[st.entries_per_session :]
 
 
 def number_lines(sessions: list[list[Line]]) -> tuple[list[Line], Where]:

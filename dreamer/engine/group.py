@@ -26,6 +26,8 @@ from dreamer.store.user_locks import Hold, UserLocked
 
 log = logging.getLogger(__name__)
 
+OVER_CAP = "over the per-session cap"  # why a grounded candidate past `entries_per_session` is rejected
+
 
 def dream_group(
     rt: Runtime,
@@ -124,7 +126,7 @@ def _finish_session(
     if isinstance(found, Exception):
         _failed(rt, sess, found, run, tally, llm)
         return
-    candidates, over_cap = found
+    candidates, left_out = found
     if sess.user_id in tally.locked_users:  # an earlier session of the group waited for it already
         tally.locked_out += 1
         return
@@ -147,12 +149,13 @@ def _finish_session(
         tally.locked_out += 1
         tally.locked_users.add(sess.user_id)
         return
-    _done(work, over_cap, run, tally)
+    _done(work, left_out, run, tally)
 
 
-def _done(work: Work, over_cap: list[Candidate], run: DreamRun, tally: Tally) -> None:
+def _done(work: Work, left_out: list[Candidate], run: DreamRun, tally: Tally) -> None:
+    """The session counted done; the candidates left out of it (ungrounded, or over the cap) rejected."""
     sess = work.session
-    tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": "over the per-session cap"} for c in over_cap]
+    tally.rejected += [{"session_id": sess.id, "text": c.text, "reason": c.ungrounded or OVER_CAP} for c in left_out]
     run.sessions += 1
     run.messages += work.new_messages
 
@@ -227,7 +230,7 @@ def _plan_and_apply(
             _failed(rt, work.session, exc, run, tally, llm)  # the breaker, the budget, the store stop the pass
         return False
     start = 0
-    for i, (work, (candidates, over_cap)) in enumerate(live):
+    for i, (work, (candidates, left_out)) in enumerate(live):
         if i and pace.halted():
             return True
         part = session_plan(batch, start, start + len(candidates))  # after the sessions before it applied
@@ -238,7 +241,7 @@ def _plan_and_apply(
             continue
         apply_session(rt, work, part, run, tally)
         outbox.drain(rt, render=False)
-        _done(work, over_cap, run, tally)
+        _done(work, left_out, run, tally)
     return False
 
 

@@ -1,0 +1,290 @@
+"""Grounding as pure policy: a candidate's names, numbers and content words against the messages
+it cites; paraphrases kept, inventions and copies of the card's examples rejected with why."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from dreamer.core.grounding import (
+    COPIES_EXAMPLE,
+    GROUNDED,
+    NO_CITED,
+    Message,
+    Verdict,
+    check,
+    messages,
+    quoted,
+    read_for,
+    settle,
+)
+from dreamer.core.grounding_words import Said, number_value, spoken_numbers, stem, tokens
+from dreamer.engine.extract import Candidate, collapse_duplicates
+from dreamer.engine.grounding import card_examples
+
+MAY_8 = date(2023, 5, 8)
+LEEDS = [
+    Message(1, "hi there", MAY_8),
+    Message(2, "Hello! What can I do for you?", MAY_8),
+    Message(3, "I'm veggie, living up in Leeds these days", MAY_8),
+    Message(4, "Good to know.", MAY_8),
+]
+EXAMPLES = card_examples("agent")
+
+
+def made_up(*words: str) -> Verdict:
+    return Verdict(f"ungrounded: {', '.join(repr(w) for w in words)} not in the session", unsaid=words)
+
+
+def verdict(text: str, seqs: list[int], lines: list[Message] = LEEDS, **kw) -> Verdict:
+    return check(text, seqs, lines, examples=EXAMPLES, **kw)
+
+
+# --------------------------------------------------------------------------- kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The user is vegetarian and lives in Leeds.",
+        "User prefers vegetarian food and lives in Leeds.",
+        "The user lived in Leeds.",
+        "The user likes living in Leeds.",
+    ],
+)
+def test_a_paraphrase_of_what_was_said_is_grounded(text):
+    assert verdict(text, [3]) == GROUNDED
+
+
+def test_a_memory_of_nothing_but_framing_words_is_grounded():
+    assert verdict("The user likes it.", [3]) == GROUNDED
+
+
+def test_a_suggestion_taken_up_is_read_with_the_message_before_the_reply():
+    lines = [
+        Message(22, "Try two short runs a week instead of one long one."),
+        Message(23, "Good idea."),
+    ]
+    assert verdict("The user plans two short training runs a week.", [23], lines) == GROUNDED
+    assert [m.seq for m in read_for([23], lines)] == [22, 23]
+
+
+def test_a_name_said_elsewhere_in_the_session_is_not_made_up():
+    lines = [Message(1, "My sister Anna is visiting."), Message(2, "She arrives Friday and stays a week.")]
+    assert verdict("The user's sister Anna arrives on Friday.", [2], lines) == GROUNDED
+
+
+def test_a_speakers_name_is_said():
+    lines = [Message(1, "Good to see you! I'm swamped with the kids & work.")]
+    assert verdict("Melanie is swamped with kids and work.", [1], lines, speakers=["Melanie"]) == GROUNDED
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("The user runs 10 km on Sundays.", "I run ten km every Sunday"),
+        ("The user turned 42.", "I turned forty-two last week"),
+        ("The user's flight leaves at 10:00.", "my flight is at 10 tomorrow"),
+        ("The user budgets $1,000 a month for rent.", "rent is 1000 a month, that's my budget"),
+        ("The user has two cats.", "I've got 2 cats"),
+        ("The user is in the 3rd year of a PhD.", "third year of my PhD now"),
+    ],
+)
+def test_numbers_meet_as_digits_or_words(text, said):
+    assert verdict(text, [1], [Message(1, said, MAY_8)]) == GROUNDED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The user went to a support group on 7 May 2023.",  # "yesterday"
+        "The user went to a support group on May 7th.",
+        "The user went to a support group in 2023.",
+    ],
+)
+def test_a_date_worked_out_from_the_day_a_message_was_said_is_grounded(text):
+    lines = [Message(1, "I went to a support group yesterday", MAY_8)]
+    assert verdict(text, [1], lines) == GROUNDED
+
+
+def test_a_year_counted_back_from_the_day_is_grounded():
+    lines = [Message(1, "we got married three years ago", MAY_8)]
+    assert verdict("The user got married in 2020.", [1], lines) == GROUNDED
+    assert verdict("The user got married in 2015.", [1], lines) == made_up("2015")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("The user lives in Portland, Oregon.", "stuff i can get at any store here in portland"),
+        ("The user drives a Kia Niro.", "charging the niro at the office is so convenient"),
+        ("The user's team is based in San Francisco.", "my sf team's standup is late for me"),
+        ("Tim likes Game of Thrones.", "Are Harry Potter and GoT still your favorites?"),
+        ("The user lives in Mexico City.", "jaja i live in cdmx"),
+        ("The user is a product manager.", "i'm the pm so i can't be late lol"),
+        ("The user works from home full time now.", "wfh life is great, no more commuting"),
+        ("The user is a data analyst.", "first sprint review at the analytics job went ok"),
+    ],
+)
+def test_a_name_or_words_said_in_part_or_as_initials_are_said(text, said):
+    assert verdict(text, [1], [Message(1, said)]) == GROUNDED
+
+
+def test_a_third_of_the_content_words_said_is_enough():
+    lines = [Message(1, "catan night friday, my fav, any strategy tips")]
+    assert verdict("The user's favourite board game is Catan.", [1], lines) == GROUNDED
+    assert verdict("The user's favourite board game is chess.", [1], lines) == Verdict(
+        "ungrounded: 'board', 'game', 'chess' not in message 1", loose=True
+    )
+
+
+def test_a_name_the_users_memory_holds_is_not_made_up():
+    lines = [Message(1, "the exam got moved to 14 January so I have more time")]
+    text = "The user's Spanish exam was moved to 14 January."
+    assert verdict(text, [1], lines) == made_up("Spanish")
+    assert verdict(text, [1], lines, known=["The user's Spanish exam is on 10 December."]) == GROUNDED
+
+
+# --------------------------------------------------------------------------- rejected
+
+
+def test_a_made_up_number_is_rejected_whatever_the_words_around_it():
+    assert verdict("The user's favourite number is 42.", [3]) == made_up("42")
+
+
+def test_an_invented_name_is_rejected():
+    assert verdict("The user's sister Anna lives in Leeds.", [3]) == made_up("Anna")
+    assert verdict("The user works with Anna Smith in Leeds.", [3]) == made_up("Anna Smith")
+
+
+def test_a_date_far_from_the_day_said_is_rejected():
+    lines = [Message(1, "I went to a support group yesterday", MAY_8)]
+    assert verdict("The user went to a support group on 7 March 2023.", [1], lines) == made_up("7")
+
+
+def test_a_date_with_no_day_known_is_rejected():
+    lines = [Message(1, "I went to a support group yesterday")]
+    assert verdict("The user went to a support group in 2023.", [1], lines) == made_up("2023")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Maria prefers aisle seats on flights.",
+        "maria prefers aisle seats on flights",
+        "Maria is training for a half marathon in July 2023.",
+        "Maria is allergic to peanuts.",
+    ],
+)
+def test_a_copy_of_the_cards_example_is_rejected(text):
+    assert verdict(text, [3]) == Verdict(COPIES_EXAMPLE)
+
+
+def test_the_examples_words_said_in_the_session_are_no_copy():
+    lines = [Message(1, "I'm Maria. Aisle seats on flights, always: I get up a lot.")]
+    assert verdict("Maria prefers aisle seats on flights.", [1], lines) == GROUNDED
+
+
+def test_a_candidate_citing_no_line_shown_is_rejected():
+    assert verdict("The user lives in Leeds.", []) == Verdict(NO_CITED)
+    assert verdict("The user lives in Leeds.", [99]) == Verdict(NO_CITED)
+
+
+def test_a_context_line_is_never_cited():
+    lines = [Message(1, "I live in Leeds", context=True), Message(2, "ok")]
+    assert verdict("The user lives in Leeds.", [1], lines) == Verdict(NO_CITED)
+
+
+def test_a_template_sentence_is_loose_and_names_its_missing_words():
+    assert verdict("one sentence about the user", [3]) == Verdict(
+        "ungrounded: 'one', 'sentence' not in messages 2, 3", loose=True
+    )
+
+
+def test_an_invented_fact_in_the_sessions_words_is_loose():
+    assert verdict("The user is a software engineer.", [3]) == Verdict(
+        "ungrounded: 'software', 'engineer' not in messages 2, 3", loose=True
+    )
+
+
+# --------------------------------------------------------------------------- settling a loose verdict
+
+
+def test_a_loose_verdict_is_grounded_from_the_threshold_on():
+    loose = Verdict("ungrounded: 'software', 'engineer' not in message 3", loose=True)
+    assert settle(loose, 0.3, 0.3) == GROUNDED
+    assert settle(loose, 0.2999, 0.3) == Verdict(
+        "ungrounded: 'software', 'engineer' not in message 3 (similarity 0.299 < 0.3)", loose=True
+    )
+    assert settle(loose, None, 0.3) == loose
+
+
+def test_a_made_up_name_or_number_is_never_settled_by_similarity():
+    hard = made_up("42")
+    assert settle(hard, 0.99, 0.3) == hard
+    assert settle(Verdict(COPIES_EXAMPLE), 1.0, 0.3) == Verdict(COPIES_EXAMPLE)
+
+
+# --------------------------------------------------------------------------- the words
+
+
+def test_stems_meet_across_endings():
+    assert {stem(w) for w in ("living", "lives", "lived", "live")} == {"liv"}
+    assert [stem(w) for w in ("running", "studies", "studied", "user's", "class")] == [
+        "run",
+        "study",
+        "study",
+        "user",
+        "class",
+    ]
+
+
+def test_a_word_meets_a_longer_form_of_it():
+    said = Said.of(["She is a painter and an artist."])
+    assert (said.has_word("painting"), said.has_word("paint"), said.has_word("artists")) == (True, True, True)
+    assert (said.has_word("art"), said.has_word("pane")) == (False, False)  # under four letters; not a prefix
+
+
+def test_numbers_are_read_as_digits():
+    assert [number_value(n) for n in ("1,000", "08", "10:00", "3.5")] == ["1000", "8", "10", "3.5"]
+    # each word is also read alone: "forty two" says 42, and 2 as well
+    assert spoken_numbers("forty two and three hundred and twelve".split()) == {"42", "2", "300", "100", "12"}
+
+
+def test_tokens_mark_the_words_that_open_a_sentence():
+    got = [(t.raw, t.number, t.opens) for t in tokens("Anna moved. Then at 10:00 she left")]
+    assert got == [
+        ("Anna", False, True),
+        ("moved", False, False),
+        ("Then", False, True),
+        ("at", False, False),
+        ("10:00", True, False),
+        ("she", False, False),
+        ("left", False, False),
+    ]
+
+
+def test_reasons_name_the_messages_and_at_most_four_words():
+    assert (messages([4]), messages([4, 3, 4])) == ("message 4", "messages 3, 4")
+    assert quoted(["a", "b", "a", "c", "d", "e", "f"]) == "'a', 'b', 'c', 'd' and 2 more"
+
+
+def test_the_cards_examples_are_their_items_and_quoted_sentences():
+    assert card_examples("agent") == (
+        "Maria prefers aisle seats on flights.",
+        "Maria is training for a half marathon in July 2023.",
+        "Maria plans two short training runs a week instead of one long run.",
+        "Maria is allergic to peanuts",
+        "Maria prefers aisle seats",
+        "Maria's daughter plays the violin",
+        "Maria is reading Dune",
+    )
+    assert "The export API pages at 500 rows" in card_examples("code")
+
+
+def test_a_statement_grounded_in_any_call_is_grounded():
+    a = Candidate(kind="profile", text="The user lives in Leeds.", seqs=[3], ungrounded="ungrounded: x")
+    b = Candidate(kind="profile", text="The user lives in Leeds.", seqs=[5])
+    assert [(c.seqs, c.ungrounded) for c in collapse_duplicates([a, b])] == [([3, 5], None)]
+    assert [c.ungrounded for c in collapse_duplicates([a, a])] == ["ungrounded: x"]
