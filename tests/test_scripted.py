@@ -8,6 +8,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -356,3 +357,104 @@ def test_command_line(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
         proc.stdout.close()
+
+
+# --- other servers' ways ------------------------------------------------------------------
+
+SCHEMA_FORMAT = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}
+
+
+def refusal_of(formats: str) -> openai.APIStatusError:
+    with ScriptedServer(formats=formats) as srv:
+        cli = openai.OpenAI(base_url=srv.url, api_key="k", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as info:
+            cli.chat.completions.create(model="m", messages=MESSAGES, response_format=SCHEMA_FORMAT)
+        ok = cli.chat.completions.create(
+            model="m", messages=MESSAGES, response_format={"type": "json_object", "schema": {"type": "object"}}
+        )
+        assert ok.choices[0].message.content == "{}"
+        assert [r["format"] for r in srv.requests] == ["json_schema", "json_object"]
+    return info.value
+
+
+def test_llama_cpp_python_answers_500_to_json_schema():
+    exc = refusal_of("llama-cpp-python")
+    assert exc.status_code == 500
+    assert "Input should be 'text' or 'json_object'" in exc.body["message"]
+
+
+def test_a_422_names_response_format():
+    exc = refusal_of("422")
+    assert exc.status_code == 422
+    assert exc.body == {
+        "detail": [
+            {
+                "type": "literal_error",
+                "loc": ["body", "response_format", "type"],
+                "msg": "Input should be 'json_object'",
+            }
+        ]
+    }
+
+
+def test_a_gateway_ignores_response_format_and_replies_in_prose():
+    with ScriptedServer(formats="ignore", wrap="prose") as srv:
+        srv.push(Reply.json({"a": 1}))
+        cli = openai.OpenAI(base_url=srv.url, api_key="k", max_retries=0)
+        out = cli.chat.completions.create(model="m", messages=MESSAGES, response_format=SCHEMA_FORMAT)
+    assert out.choices[0].message.content == (
+        'Sure! Here is the JSON:\n{"a": 1}\nLet me know if you need anything else.'
+    )
+
+
+def test_a_fenced_reply():
+    with ScriptedServer(wrap="fence") as srv:
+        srv.push(Reply.json({"a": 1}))
+        out = openai.OpenAI(base_url=srv.url, api_key="k", max_retries=0).chat.completions.create(
+            model="m", messages=MESSAGES
+        )
+    assert out.choices[0].message.content == '```json\n{"a": 1}\n```'
+
+
+@pytest.mark.parametrize(
+    "source,path,method,expected",
+    [
+        ("models", "/v1/models", "GET", {"context_length": 4096, "max_model_len": 4096}),
+        ("props", "/props", "GET", {"default_generation_settings": {"n_ctx": 4096, "params": {}}, "total_slots": 1}),
+        (
+            "ollama",
+            "/api/show",
+            "POST",
+            {"model_info": {"general.architecture": "llama", "llama.context_length": 4096}, "parameters": ""},
+        ),
+    ],
+)
+def test_each_window_source_tells_the_window_where_that_server_does(source, path, method, expected):
+    with ScriptedServer(context_window=4096, window_source=source) as srv:
+        root = srv.url.removesuffix("/v1")
+        answer = httpx.request(method, root + path, json={"model": "m"} if method == "POST" else None)
+        props = httpx.get(root + "/props").status_code
+    body = answer.json()
+    assert answer.status_code == 200
+    assert (body["data"][0] if source == "models" else body).items() >= expected.items()
+    assert props == (200 if source == "props" else 404)
+
+
+def test_a_request_over_the_window_gets_the_overflow_error():
+    with ScriptedServer(context_window=60) as srv:
+        cli = openai.OpenAI(base_url=srv.url, api_key="k", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as info:
+            cli.chat.completions.create(model="m", messages=MESSAGES, max_tokens=100)
+    assert info.value.body["code"] == "context_length_exceeded"
+    assert info.value.body["message"].startswith("This model's maximum context length is 60 tokens.")
+
+
+def test_a_reply_over_max_tokens_is_cut_with_finish_reason_length():
+    with ScriptedServer() as srv:
+        srv.push(Reply.json({"facts": ["one two three four five six seven eight nine ten"]}))
+        out = openai.OpenAI(base_url=srv.url, api_key="k", max_retries=0).chat.completions.create(
+            model="m", messages=MESSAGES, max_tokens=5
+        )
+    assert out.choices[0].finish_reason == "length"
+    assert out.usage.completion_tokens == 5
+    assert out.choices[0].message.content == '{"facts": ["one'

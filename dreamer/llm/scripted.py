@@ -19,7 +19,6 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,99 +31,28 @@ from dreamer.llm.scripted_bodies import (
     fmt_seconds,
     model_entry,
 )
+from dreamer.llm.scripted_modes import (
+    FORMATS,
+    SCHEMA_UNSUPPORTED,
+    WINDOW_SOURCES,
+    WRAPS,
+    cut_reply,
+    format_refusal,
+    model_extras,
+    overflow,
+    props_body,
+    show_body,
+    wrapped,
+)
+from dreamer.llm.scripted_reply import Reply
 
 log = logging.getLogger(__name__)
 
-SCHEMA_UNSUPPORTED = "response_format json_schema is not supported"
+__all__ = ["SCHEMA_UNSUPPORTED", "Reply", "Script", "ScriptedServer", "main"]
 
-Script = Callable[[JSONObject], "Reply"]
+DEFAULT_WINDOW = 128_000  # tokens: the window the scripted model tells and keeps to, as a hosted one's
 
-
-@dataclass(frozen=True)
-class Reply:
-    """One scripted answer to a chat completion request."""
-
-    kind: str = "message"  # message | error | malformed | empty | drop | delay
-    content: str | None = "{}"
-    finish_reason: str = "stop"
-    refusal_text: str | None = None
-    status: int = 200
-    body: Any = None
-    retry_after: float | None = None
-    seconds: float = 0.0
-    then: Reply | None = None
-    repeat: int = 1
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-    @classmethod
-    def json(cls, obj: Any) -> Reply:
-        """A completion whose content is ``json.dumps(obj)``."""
-        return cls(content=json.dumps(obj))
-
-    @classmethod
-    def text(cls, s: str) -> Reply:
-        return cls(content=s)
-
-    @classmethod
-    def error(cls, status: int, body: Any = None, retry_after: float | None = None) -> Reply:
-        """An HTTP error with an OpenAI-style error body (or `body` as given)."""
-        return cls(kind="error", content=None, status=status, body=body, retry_after=retry_after)
-
-    @classmethod
-    def delay(cls, seconds: float, then: Reply | None = None) -> Reply:
-        """Sleep `seconds`, then answer with `then` (default: ``{}``)."""
-        return cls(kind="delay", seconds=seconds, then=then or cls())
-
-    @classmethod
-    def malformed(cls) -> Reply:
-        """HTTP 200, JSON content type, a body that is not JSON."""
-        return cls(kind="malformed", content=None)
-
-    @classmethod
-    def truncated(cls, obj: Any) -> Reply:
-        """A completion cut in the middle of its JSON, finish_reason ``length``."""
-        full = json.dumps(obj)
-        return cls(content=full[: len(full) // 2], finish_reason="length")
-
-    @classmethod
-    def empty_choices(cls) -> Reply:
-        return cls(kind="empty", content=None)
-
-    @classmethod
-    def refusal(cls, text: str) -> Reply:
-        """A message with ``refusal`` set and ``content`` null."""
-        return cls(content=None, refusal_text=text)
-
-    @classmethod
-    def drop(cls) -> Reply:
-        """Reset the connection without answering."""
-        return cls(kind="drop", content=None)
-
-    @classmethod
-    def from_dict(cls, data: JSONObject) -> Reply:
-        """Build a reply from the CLI script form: json / text / error (+ retry_after, repeat, delay)."""
-        if "json" in data:
-            reply = cls.json(data["json"])
-        elif "text" in data:
-            reply = cls.text(data["text"])
-        elif "error" in data:
-            reply = cls.error(int(data["error"]), data.get("body"), data.get("retry_after"))
-        else:
-            raise ValueError(f"script entry needs json, text or error: {data!r}")
-        if data.get("delay"):
-            reply = cls.delay(float(data["delay"]), reply)
-        return reply.times(int(data.get("repeat", 1)))
-
-    def times(self, n: int) -> Reply:
-        """The same reply, served `n` times."""
-        if n < 1:
-            raise ValueError("repeat must be >= 1")
-        return dataclasses.replace(self, repeat=n)
-
-    def with_usage(self, prompt_tokens: int, completion_tokens: int) -> Reply:
-        """The same reply reporting these usage numbers instead of computed ones."""
-        return dataclasses.replace(self, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+Script = Callable[[JSONObject], Reply]
 
 
 class ScriptedServer:
@@ -136,11 +64,23 @@ class ScriptedServer:
         *,
         embed_dim: int = 384,
         json_schema: bool = True,
+        formats: str = "openai",
+        wrap: str | None = None,
+        context_window: int | None = DEFAULT_WINDOW,
+        window_source: str | None = "models",
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        """`formats`, `wrap` and `window_source` take on another server's ways (`scripted_modes`):
+        how it treats `response_format`, how its replies come wrapped, where it tells its window;
+        `context_window` is enforced (a request over it gets the 400 a server sends)."""
+        if formats not in FORMATS or (wrap is not None and wrap not in WRAPS):
+            raise ValueError(f"formats is one of {FORMATS}, wrap one of {WRAPS}")
         self.embed_dim = embed_dim
-        self.json_schema = json_schema
+        self.formats = formats if json_schema else "no-json-schema"
+        self.wrap = wrap
+        self.context_window = context_window
+        self.window_source = window_source
         self._script = script
         self._address = (host, port)
         self._lock = threading.Lock()
@@ -256,8 +196,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         scripted = self.server.scripted
         scripted._record(self.path, self._headers(), None)
+        entry = {**model_entry(), **model_extras(scripted.context_window, scripted.window_source)}
+        props = props_body(scripted.context_window, scripted.window_source)
         if self.path.rstrip("/").endswith("/models"):
-            self._send_json(200, {"object": "list", "data": [model_entry()]})
+            self._send_json(200, {"object": "list", "data": [entry]})
+        elif self.path.rstrip("/") == "/props" and props is not None:
+            self._send_json(200, props)
         else:
             self._send_error(404, f"unknown path {self.path}", "invalid_request_error")
 
@@ -272,6 +216,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._chat(scripted, body, entry)
         elif path.endswith("/embeddings"):
             self._embeddings(scripted, body)
+        elif path == "/api/show" and (show := show_body(scripted.context_window, scripted.window_source)):
+            self._send_json(200, show)
         else:
             self._send_error(404, f"unknown path {self.path}", "invalid_request_error")
 
@@ -281,8 +227,10 @@ class _Handler(BaseHTTPRequestHandler):
     # --- endpoints ----------------------------------------------------------
     def _chat(self, scripted: ScriptedServer, body: JSONObject, entry: JSONObject) -> None:
         fmt = body.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and not scripted.json_schema:
-            self._send_error(400, SCHEMA_UNSUPPORTED, "invalid_request_error", param="response_format")
+        entry["format"] = fmt.get("type") if isinstance(fmt, dict) else None
+        refused = format_refusal(scripted.formats, body) or overflow(scripted.context_window, body)
+        if refused is not None:
+            self._send_json(*refused)
             return
         self._serve(scripted, scripted._next_reply(body), body, entry)
 
@@ -298,6 +246,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif reply.kind == "malformed":
             self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [ this is not json', {})
         else:
+            content, cut = cut_reply(wrapped(scripted.wrap, reply.content), body.get("max_tokens"))
+            reply = dataclasses.replace(reply, content=content, finish_reason="length" if cut else reply.finish_reason)
             completion = completion_body(reply, body, scripted._next_id())
             entry["usage"] = completion["usage"]
             self._send_json(200, completion)
@@ -371,9 +321,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--script", help="JSON file: a list of replies served in order")
     parser.add_argument("--embed-dim", type=int, default=384)
     parser.add_argument("--no-json-schema", action="store_true", help="reject json_schema response formats")
+    parser.add_argument("--formats", choices=FORMATS, default="openai", help="answer response_format as this server")
+    parser.add_argument("--wrap", choices=WRAPS, help="wrap every reply in a code fence or in prose")
+    parser.add_argument("--context-window", type=int, default=DEFAULT_WINDOW, help="the window told and enforced")
+    parser.add_argument("--window-source", choices=WINDOW_SOURCES, default="models", help="where the window is told")
     args = parser.parse_args(argv)
     server = ScriptedServer(
-        embed_dim=args.embed_dim, json_schema=not args.no_json_schema, host=args.host, port=args.port
+        embed_dim=args.embed_dim,
+        json_schema=not args.no_json_schema,
+        formats=args.formats,
+        wrap=args.wrap,
+        context_window=args.context_window,
+        window_source=args.window_source,
+        host=args.host,
+        port=args.port,
     )
     if args.script:
         with open(args.script, encoding="utf-8") as fh:

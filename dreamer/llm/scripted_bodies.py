@@ -14,7 +14,7 @@ from dreamer.core.tokens import count_tokens
 from dreamer.llm.bill import prompt_tokens_of
 
 if TYPE_CHECKING:
-    from dreamer.llm.scripted import Reply
+    from dreamer.llm.scripted_reply import Reply
 
 MODEL_ID = "scripted"
 CREATED = 1_700_000_000
