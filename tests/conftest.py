@@ -75,3 +75,19 @@ def sqlite_engine(tmp_path):
     db.upgrade(eng)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory):
+    """SmolLM2-135M-Instruct served by `python -m llama_cpp.server` for the whole session; skipped
+    without the `realmodel` extra, failed instead when DREAMER_REQUIRE_SERVICES=1."""
+    from realmodelkit import SmolLM2Server, missing
+
+    why = missing()
+    if why is not None:
+        if services_required():
+            pytest.fail(why)
+        pytest.skip(why)
+    server = SmolLM2Server(tmp_path_factory.mktemp("llama-server")).start()
+    yield server
+    server.stop()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.engine import Engine
 
+from dreamer.core.models import LLMEndpoint
 from dreamer.core.settings import Settings
 from dreamer.llm.client import DEFAULT_WINDOW, REMOTE_TIMEOUT, OpenAILLM, build_llm, is_local
 from dreamer.llm.formats import Mode, as_mode
@@ -32,34 +33,31 @@ class Known:
 
 
 def known_endpoint(settings: Settings, engine: Engine, *, ask: bool = True) -> Known:
-    """The mode to start with (forced by a setting, else remembered), the window (set, else
-    asked of the server when `ask`, else remembered, else `DEFAULT_WINDOW`) and the timeout
-    learnt by `llm check`."""
-    record = endpoints.learnt(engine, settings.llm_base_url, settings.llm_model)
+    """The mode to start with (forced by a setting, else remembered), the window (set; else told
+    by the server when `ask`; else remembered; else, for a local server, probed by overflow; else
+    `DEFAULT_WINDOW`) and the timeout learnt by `llm check`."""
+    url, model = settings.llm_base_url, settings.llm_model
+    record = endpoints.learnt(engine, url, model)
     mode = as_mode(settings.llm_output_mode) or (as_mode(record.mode) if record else None)
-    window = _window(settings, ask)
-    if window.tokens is not None and window.source != "setting":
-        endpoints.remember(
-            engine, settings.llm_base_url, settings.llm_model, context_window=window.tokens, window_source=window.source
-        )
-    elif window.tokens is None and record is not None and record.context_window:
-        window = Window(record.context_window, record.window_source or "remembered")
+    window = _window(settings, ask, record)
+    if window.tokens is not None and window.source not in ("setting", "remembered"):
+        endpoints.remember(engine, url, model, context_window=window.tokens, window_source=window.source)
     tokens = window.tokens or DEFAULT_WINDOW
     learnt = learnt_timeout(record.checked_seconds, record.checked_tokens, tokens) if record else None
     return Known(mode, tokens, window.source if window.tokens else "default", learnt)
 
 
-def _window(settings: Settings, ask: bool) -> Window:
+def _window(settings: Settings, ask: bool, record: LLMEndpoint | None) -> Window:
     if settings.llm_context_window:
         return Window(settings.llm_context_window, "setting")
-    if not ask:
-        return Window(None, "unknown")
     url, model, key = settings.llm_base_url, settings.llm_model, settings.llm_api_key
     with httpx.Client(timeout=PROBE_TIMEOUT) as http:
-        window = discover_window(url, model, http=http, api_key=key)
-        if window.tokens is None and is_local(url):
-            window = probe_window(http, url, model, key)
-    return window
+        told = discover_window(url, model, http=http, api_key=key) if ask else Window(None, "unknown")
+        if told.tokens is not None:
+            return told
+        if record is not None and record.context_window:
+            return Window(record.context_window, "remembered")
+        return probe_window(http, url, model, key) if ask and is_local(url) else told
 
 
 def learnt_timeout(seconds: float | None, tokens: int | None, window: int) -> float | None:
@@ -71,11 +69,11 @@ def learnt_timeout(seconds: float | None, tokens: int | None, window: int) -> fl
     return max(REMOTE_TIMEOUT, round(3 * seconds * max(1.0, window / tokens)))
 
 
-def open_llm(settings: Settings, engine: Engine) -> OpenAILLM | None:
-    """The process's model client, or None without an endpoint."""
+def open_llm(settings: Settings, engine: Engine, known: Known | None = None) -> OpenAILLM | None:
+    """The process's model client, or None without an endpoint; `known` when already asked."""
     if not settings.llm_base_url:
         return None
-    known = known_endpoint(settings, engine)
+    known = known or known_endpoint(settings, engine)
 
     def remember_mode(mode: Mode) -> None:
         log.info("%s at %s answers in the %s output mode", settings.llm_model, settings.llm_base_url, mode)

@@ -47,7 +47,7 @@ def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
     _reachable(settings)
     known = known_endpoint(settings, engine)
     report.window, report.window_source = known.window, known.source
-    llm = open_llm(settings, engine)
+    llm = open_llm(settings, engine, known)
     if llm is None:
         raise EndpointUnusable("no LLM endpoint: set DREAMER_LLM_BASE_URL")
     extractor = LLMExtractor(llm, limit=settings.entries_per_session)
