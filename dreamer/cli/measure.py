@@ -269,3 +269,44 @@ def bench_cli(runs: int) -> dict[str, Any]:
         "min_ms": round(min(ms), 1),
         "max_ms": round(max(ms), 1),
     }
+
+
+@eval_app.command("model")
+def eval_model_cmd(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., metavar="FILE", help="A transcript file (openai, claude-code, openclaw, locomo)."),
+    fmt: str = typer.Option("auto", "--format", metavar="FORMAT", help="The file's format (default: detected)."),
+    sessions: int = typer.Option(None, "--sessions", min=1, metavar="N", help="Only the first N sessions."),
+    json_out: str = typer.Option(None, "--json", metavar="PATH", help="Write the result as JSON ('-' for stdout)."),
+) -> None:
+    """How the configured model does on a transcript, as a dream pass sees it: memories per
+    session, the share of the items it wrote that were valid and grounded, LLM tokens per
+    dialogue token (the endpoint's own usage) and seconds per session. Nothing of your store is
+    touched: the file is imported into a data dir of its own."""
+    from dreamer.eval.model_eval import eval_model
+
+    check_json_target(json_out)
+    settings = settings_of(ctx)
+    if not err.is_terminal:
+        result = eval_model(settings, path, fmt=fmt, sessions=sessions)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("sessions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err, transient=True) as bar:
+            task = bar.add_task("sessions", total=sessions)
+            result = eval_model(
+                settings,
+                path,
+                fmt=fmt,
+                sessions=sessions,
+                on_session=lambda n, total: bar.update(task, completed=n, total=total),
+            )
+    write_json(result, json_out)
+    err.print(
+        f"eval model {result['model']}: {result['sessions']} session(s) ({result['failed_sessions']} failed), "
+        f"{result['memories_per_session']} memories/session, valid {result['valid_share']}, grounded "
+        f"{result['grounded_share']}, {result['tokens_per_dialogue_token']} LLM tokens/dialogue token, "
+        f"{result['seconds_per_session']} s/session",
+        markup=False,
+    )
