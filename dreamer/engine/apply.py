@@ -20,6 +20,7 @@ from dreamer.engine.load import Work
 from dreamer.engine.plan import Planned, owner_scope
 from dreamer.engine.runs import Tally
 from dreamer.engine.runtime import Runtime
+from dreamer.engine.transcript import Line
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 
@@ -38,6 +39,7 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
             log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
             return
         evidence = [_evidence(sess, p.candidate) for p in planned]
+        said = said_at(work.lines, planned)
         guard = tally.guard = tally.guard or PassGuard(rt.settings.guard_share, rt.settings.guard_min)
         outcomes = apply_all(
             s,
@@ -48,6 +50,7 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
             run_id=run.id,
             now=now,
             hold=lambda n: guard.holds(s, sess.user_id, n),
+            said=said,
         )
         cursor.processed_seq = work.upto
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
@@ -91,12 +94,14 @@ def apply_all(
     run_id: int | None = None,
     now: datetime | None = None,
     hold: Callable[[int], bool] | None = None,
+    said: list[datetime | None] | None = None,
 ) -> list[str]:
     """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
     added, superseded, or held: added, its supersession held for a person), in order. New memories
     and their add events are written first, two statements in all; merges and supersessions then
     load their targets like any stored row. `hold(n)` is asked, before anything is written,
-    whether the batch's n supersessions of stored memories are held (the guard)."""
+    whether the batch's n supersessions of stored memories are held (the guard). `said`: when
+    each candidate was said (its memory's `valid_from`; None: `now`)."""
     now = now or utcnow()
     stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict[str, Any]] = []
@@ -104,11 +109,11 @@ def apply_all(
     changes: list[_Change] = []
     outcomes: list[str] = []
     superseded: set[str] = set()  # no longer current once this batch is applied
-    for p, ev in zip(planned, evidence):
+    for p, ev, at in zip(planned, evidence, said or [None] * len(planned)):
         outcome, target = _resolve(p, planned, stored, superseded)
         routed = _routed(p, planned)
         if outcome in ("added", "superseded"):
-            row = _memory_row(p, owner, source=source, evidence=ev, now=now)
+            row = _memory_row(p, owner, source=source, evidence=ev, now=now, said=at)
             rows.append(row)
             data = {"evidence": ev, "routed": routed}
             events.append(
@@ -132,8 +137,16 @@ def apply_all(
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
 
 
-def _memory_row(p: Planned, owner: Scope, *, source: str, evidence: list[Evidence], now: datetime) -> dict[str, Any]:
-    """The row of the memory a candidate adds, in `owner`'s scope."""
+def said_at(lines: list[Line], planned: list[Planned]) -> list[datetime | None]:
+    """When each candidate was said: the latest time of the lines it rests on (None: unknown)."""
+    times = {ln.seq: ln.at for ln in lines if ln.at is not None}
+    return [max((times[q] for q in p.candidate.seqs if q in times), default=None) for p in planned]
+
+
+def _memory_row(
+    p: Planned, owner: Scope, *, source: str, evidence: list[Evidence], now: datetime, said: datetime | None
+) -> dict[str, Any]:
+    """The row of the memory a candidate adds, in `owner`'s scope, valid from when it was said."""
     return cabinet.memory_row(
         user_id=owner.user_id,
         agent_id=owner.agent_id,
@@ -149,6 +162,7 @@ def _memory_row(p: Planned, owner: Scope, *, source: str, evidence: list[Evidenc
         topic=p.topic.key if p.topic else None,
         cardinality=p.topic.cardinality if p.topic else None,
         now=now,
+        valid_from=said,
     )
 
 

@@ -71,4 +71,6 @@ def _line(m: Message, processed_seq: int, tool_chars: int, tz: tzinfo, mode: str
     text = clean_prefix(m.content, tool_chars) if m.role == "tool" else clean_for_model(m.content)
     steering = message_steering(m.content, m.role, mode, tool_chars)
     day = local_day(m.created_at, tz)
-    return Line(m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=day, steering=steering)
+    return Line(
+        m.seq, m.role, m.name, text, context_only=m.seq <= processed_seq, day=day, steering=steering, at=m.created_at
+    )

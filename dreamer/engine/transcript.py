@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, datetime
 from functools import lru_cache
 
 from dreamer.core.days import day_words
@@ -23,6 +23,7 @@ class Line:
     context_only: bool = False  # overlap from before the cursor: shown, not learned from
     day: date | None = None  # the user's day it was said on (`days.local_day`), heading the first line of each day
     steering: tuple[str, ...] = ()  # steering patterns in the message as said, before stripping (`untrusted`)
+    at: datetime | None = None  # when it was said (the message's own time)
 
 
 @dataclass

@@ -54,8 +54,10 @@ def memory_row(
     topic: str | None = None,
     cardinality: str | None = None,
     now: datetime,
+    valid_from: datetime | None = None,
 ) -> dict[str, Any]:
-    """Every column of a new memory row, waiting in the outbox."""
+    """Every column of a new memory row, waiting in the outbox; valid from when it was said
+    (`valid_from`), else from `now`."""
     return {
         "id": memory_id or new_memory_id(),
         "user_id": user_id,
@@ -73,7 +75,7 @@ def memory_row(
         "untrusted": untrusted,
         "topic": topic,
         "cardinality": cardinality,
-        "valid_from": now,
+        "valid_from": valid_from or now,
         "valid_to": None,
         "superseded_by": None,
         "created_at": now,

@@ -1,0 +1,88 @@
+"""A memory is valid from when it was said, not from when it was dreamed: an imported 2023
+transcript never reads as newer than what the user said in 2026, to the judge or to recall."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from dreamkit import EMBED_DIM, extraction_script, is_judgement, judged_by_word, make_runtime
+from sqlmodel import select
+
+from dreamer.core.models import Memory, Message
+from dreamer.engine.dream import dream_pass
+from dreamer.index.edge import EdgeIndex
+from dreamer.ingest.base import ParsedMessage
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.store.db import session_scope
+
+MAY_2023 = datetime(2023, 5, 1, 10, 0, tzinfo=UTC)
+MARCH_2026 = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+
+
+def said(text: str, at: datetime | None, minutes: int = 0) -> list[ParsedMessage]:
+    user_at = at.replace(minute=minutes) if at else None
+    reply_at = at.replace(minute=minutes + 1) if at else None
+    return [ParsedMessage("user", text, created_at=user_at), ParsedMessage("assistant", "Noted.", created_at=reply_at)]
+
+
+@pytest.fixture
+def server():
+    with ScriptedServer(embed_dim=EMBED_DIM) as srv:
+        srv.set_script(extraction_script())
+        yield srv
+
+
+@pytest.fixture
+def rt(settings, sqlite_engine, server, tmp_path):
+    runtime = make_runtime(
+        settings.model_copy(update={"min_rounds": 1}), sqlite_engine, server, EdgeIndex(tmp_path / "edge", EMBED_DIM)
+    )
+    yield runtime
+    runtime.close()
+
+
+def memories(rt) -> list[Memory]:
+    with session_scope(rt.engine) as s:
+        return list(s.exec(select(Memory).order_by(Memory.created_at)).all())
+
+
+def test_a_memory_of_a_2023_transcript_is_valid_from_2023(rt):
+    record_messages(rt.engine, "old", said("I prefer window seats.", MAY_2023, 5), user_id="alice")
+    dream_pass(rt, force=True)
+    [m] = memories(rt)
+    assert m.valid_from.replace(tzinfo=UTC) == datetime(2023, 5, 1, 10, 5, tzinfo=UTC)
+    assert m.created_at.year >= 2026  # dreamed now, said then
+
+
+def test_a_candidate_resting_on_two_lines_is_valid_from_the_later(rt, server):
+    msgs = said("I prefer tea.", MAY_2023, 0) + said("Still tea, really.", MAY_2023, 20)
+    server.set_script(
+        lambda body: Reply.json({"preference": [{"text": "The user prefers tea.", "seqs": [1, 3], "importance": 0.6}]})
+    )
+    record_messages(rt.engine, "two", msgs, user_id="alice")
+    dream_pass(rt, force=True)
+    [m] = memories(rt)
+    assert m.valid_from.replace(tzinfo=UTC) == datetime(2023, 5, 1, 10, 20, tzinfo=UTC)
+
+
+def test_a_message_without_a_time_dates_it_when_it_was_recorded(rt):
+    record_messages(rt.engine, "now", said("I prefer aisle seats.", None), user_id="alice")
+    with session_scope(rt.engine) as s:
+        recorded = s.exec(select(Message.created_at).where(Message.seq == 1)).one()
+    dream_pass(rt, force=True)
+    [m] = memories(rt)
+    assert m.valid_from == recorded
+
+
+def test_the_judge_sees_each_side_dated_by_when_it_was_said(rt, server):
+    server.set_script(judged_by_word("coffee"))
+    record_messages(rt.engine, "new", said("I prefer tea in the morning.", MARCH_2026), user_id="alice")
+    dream_pass(rt, force=True)
+    record_messages(rt.engine, "imported", said("I prefer coffee in the morning.", MAY_2023), user_id="alice")
+    dream_pass(rt, force=True)
+    [judged] = [b for b in server.chat_requests() if is_judgement(b)]
+    pairs = judged["messages"][-1]["content"]
+    assert "2026-03-01) The user prefers tea in the morning." in pairs
+    assert "2023-05-01) The user prefers coffee in the morning." in pairs
