@@ -224,13 +224,6 @@ def test_a_demo_that_cannot_open_the_index_ingests_nothing(store):
     assert json.loads(run(store, "sessions", "ls", "--json").stdout)["sessions"] == []
 
 
-def test_the_daemon_does_not_make_a_store(tmp_path):
-    proc = run(tmp_path, "run")
-    assert_one_error_line(proc)
-    assert proc.stderr.strip() == f"error: no database at {tmp_path / 'data' / 'dreamer.db'}: run `dreamer init`"
-    assert not (tmp_path / "data").exists()
-
-
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite:///file::memory:?uri=true"])
 def test_an_in_memory_database_is_refused(tmp_path, url):
     write_chat(tmp_path / "a.jsonl", ("user", "I prefer tea."), ("assistant", "ok"))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from dreamer.cli import app, command_group, err, failure, out, print_json, settings_of
-from dreamer.cli.records import open_store
+from dreamer.cli.records import open_store, prepare
 
 if TYPE_CHECKING:
     from dreamer.core.settings import Settings
@@ -43,7 +43,7 @@ def mcp_cmd(
     validate_flush_settings(settings)
     grant = local_grant(settings, user=user, agent=agent, team=team, read_only=read_only)
     set_embedder_threads(settings.serve_torch_threads)  # one query at a time, as a server
-    with open_shared_runtime(settings, engine=open_store(settings)) as rt:  # the index in turns, per call
+    with open_shared_runtime(settings, engine=prepare(settings)) as rt:  # the index in turns, per call
         build_mcp(rt, Grants(local=grant), turns=True).run("stdio")
 
 
@@ -87,7 +87,7 @@ def _hook_work(settings: Settings, event: str, raw: str, result: dict[str, Any])
         hook = read_input(event, raw)
         grant = local_grant(settings)
         embedder = UNSET if needs_index(hook.event, settings) else None  # no model loaded for what SQL answers
-        with open_shared_runtime(settings, engine=open_store(settings), embedder=embedder) as rt:
+        with open_shared_runtime(settings, engine=prepare(settings), embedder=embedder) as rt:
             result["output"] = run_hook(rt, grant.scope, hook)
     except Exception as exc:  # a hook never fails the turn: every failure is logged, in one line
         result["error"] = exc
@@ -191,7 +191,7 @@ def sources_ingest(ctx: typer.Context, as_json: bool = typer.Option(False, "--js
 
     settings = settings_of(ctx)
     parse_sources(settings.sources)  # a malformed setting is one line, before the store opens
-    engine = open_store(settings)
+    engine = prepare(settings)
     try:
         outcomes = ingest_sources(engine, settings)
     finally:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
-from dreamer.cli.records import open_store
+from dreamer.cli.records import open_store, prepare
 
 if TYPE_CHECKING:
     from dreamer.engine.runtime import Runtime
@@ -40,13 +40,14 @@ def at_most(value: int | None, limit: int) -> int | None:
 
 
 @contextmanager
-def index_runtime(ctx: typer.Context, endpoint: str) -> Iterator[Runtime]:
-    """A runtime whose index is open; an index owned by a server says to use the API."""
+def index_runtime(ctx: typer.Context, endpoint: str, *, create: bool = False) -> Iterator[Runtime]:
+    """A runtime whose index is open; an index owned by a server says to use the API. With
+    `create`, a store never made is made (a server on first use), else it is refused."""
     from dreamer.core.errors import IndexInUse
     from dreamer.engine.runtime import Runtime
 
     settings = settings_of(ctx)
-    with Runtime.open(settings, engine=open_store(settings)) as rt:
+    with Runtime.open(settings, engine=prepare(settings) if create else open_store(settings)) as rt:
         try:
             _ = rt.index  # opens it, or says who owns it
         except IndexInUse as exc:
@@ -92,7 +93,7 @@ def serve(
     if insecure_single_user:
         insecure_grant(insecure_single_user)  # a user id no token could name is refused before anything opens
     set_embedder_threads(settings.serve_torch_threads)
-    with index_runtime(ctx, "this server") as rt:
+    with index_runtime(ctx, "this server", create=True) as rt:
         api = create_app(rt, insecure_user=insecure_single_user)
         settle(rt)
         if insecure_single_user:

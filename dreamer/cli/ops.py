@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from dreamer.cli import ID_MAX, app, command_group, err, out, print_json, settings_of
-from dreamer.cli.records import open_store, require_sessions
+from dreamer.cli.records import open_store, prepare, require_sessions
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -40,7 +40,7 @@ def run(
     if executor not in (None, "inline", "celery"):
         raise typer.BadParameter("use inline or celery", param_hint="--executor")
     settings = settings_of(ctx)
-    open_store(settings).dispose()  # a store `dreamer init` never made is refused, not created empty
+    prepare(settings).dispose()  # made on first use
     raise typer.Exit(run_daemon(settings, executor=executor))
 
 

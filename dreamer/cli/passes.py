@@ -187,11 +187,13 @@ def runs_show(
 
 @app.command()
 def demo(ctx: typer.Context) -> None:
-    """Ingest the bundled example sessions, dream over them, print what was learned."""
+    """Ingest the bundled example sessions, dream over them, print what was learned; exit 1,
+    saying why, when the pass failed (an endpoint that does not answer, say)."""
     from sqlmodel import select
 
     from dreamer.core.models import Session
     from dreamer.engine.dream import dream_pass
+    from dreamer.engine.runs import pass_failure, session_errors
     from dreamer.engine.runtime import Runtime
     from dreamer.store import cabinet as cab
     from dreamer.store.db import session_scope
@@ -211,7 +213,11 @@ def demo(ctx: typer.Context) -> None:
         _print_run(run, False)
         with session_scope(engine) as s:
             print_memories(cab.current_memories(s, "demo"))
+        failed = pass_failure(run, session_errors(rt, ids))
     out.print(f"Markdown view: {settings.workspace_dir.resolve()}", markup=False)
+    if failed:
+        err.print(f"error: {failed}", markup=False)
+        raise typer.Exit(1)
 
 
 def _ingest_examples(settings: Settings, engine: Engine) -> None:

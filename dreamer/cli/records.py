@@ -20,7 +20,8 @@ FORMATS = ("auto", "openai", "claude-code", "openclaw", "locomo")
 
 
 def open_store(settings: Settings, *, check: bool = True) -> Engine:
-    """The engine of the configured store; one `dreamer init` never made is refused (`check`)."""
+    """The engine of the configured store; one never made is refused (`check`): a command that
+    only reads creates nothing (those that write call `prepare`)."""
     from dreamer.store import db
 
     if check:  # a store that was never made is not created by reading it
@@ -57,7 +58,9 @@ def require_sessions(engine: Engine, ids: list[int], user: str | None) -> None:
 
 
 def prepare(settings: Settings) -> Engine:
-    """Create the data directory (0700) and bring the schema to head."""
+    """Create the data directory (0700) and the store, or bring its schema to head: what
+    `init` does, and each command that writes (`ingest`, `serve`, `run`, `mcp`, `hook`, `demo`)
+    on first use. Processes that do it at once take turns (`db.migration_lock`)."""
     from dreamer.core.private import private_dir
     from dreamer.store import db
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypedDict
 
-from dreamer.core.models import DreamRun, Lease, utcnow
+from sqlmodel import col, select
+
+from dreamer.core.models import Cursor, DreamRun, Lease, utcnow
 from dreamer.engine.failures import TimedOut
 from dreamer.engine.guard import PassGuard
 from dreamer.engine.runtime import Runtime
@@ -95,3 +98,32 @@ def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -
         s.add(run)
     leases.release(rt.engine, leases.run_lease(run_id(run)), run_owner(run))
     return run
+
+
+FAILED_STATUSES = frozenset({"stopped", "failed"})  # the pass ended before its sessions were done
+
+
+def pass_failure(run: DreamRun, session_errors: Sequence[str]) -> str | None:
+    """Why a pass did not do its work, in one line (the run's own reason, such as the breaker's,
+    then the failed sessions' errors not already in it); None when it did. `session_errors` are
+    the last errors on the cursors of the sessions it was given."""
+    if run.status not in FAILED_STATUSES and not run.failed_sessions:
+        return None
+    reasons = [run.error] if run.error else []
+    for error in dict.fromkeys(" ".join(e.split()) for e in session_errors if e):
+        if not any(error in reason for reason in reasons):
+            reasons.append(error)
+    return (
+        f"the pass {run.status}, {run.failed_sessions} session(s) failed: {'; '.join(reasons) or 'no reason recorded'}"
+    )
+
+
+def session_errors(rt: Runtime, session_ids: Sequence[int]) -> list[str]:
+    """The last errors on the cursors of these sessions that failed or are quarantined, by session."""
+    with session_scope(rt.engine) as s:
+        q = (
+            select(Cursor.last_error)
+            .where(col(Cursor.session_id).in_(session_ids), col(Cursor.status).in_(("failed", "quarantined")))
+            .order_by(col(Cursor.session_id))
+        )
+        return [e for e in s.exec(q).all() if e]

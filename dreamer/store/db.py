@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HEAD = "0008"
+MIGRATION_LOCK_SUFFIX = ".migrate.lock"  # beside a SQLite database file
+MIGRATION_LOCK_KEY = int.from_bytes(b"dreamer", "big")  # PostgreSQL's advisory lock of the migrations
 
 Upsert = Callable[[type[SQLModel]], postgresql.Insert | sqlite.Insert]
 """A dialect's `insert` that knows ON CONFLICT."""
@@ -170,17 +174,62 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision`. Processes that upgrade one database at once take turns
+    (`migration_lock`): the first migrates, the others find it done."""
     from alembic import command
 
-    _require_known_revision(engine)
-    command.upgrade(alembic_config(engine), revision)
+    if revision in ("head", HEAD) and _require_known_revision(engine) == HEAD:
+        return  # the common case, without waiting for a turn
+    with migration_lock(engine):
+        _require_known_revision(engine)
+        command.upgrade(alembic_config(engine), revision)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
     from alembic import command
 
     _check_reachable(engine)
-    command.downgrade(alembic_config(engine), revision)
+    with migration_lock(engine):
+        command.downgrade(alembic_config(engine), revision)
+
+
+@contextmanager
+def migration_lock(engine: Engine) -> Iterator[None]:
+    """Held while the schema changes, so two processes never migrate one database at once: on
+    SQLite an flock on a file beside the database, on PostgreSQL a session advisory lock."""
+    parsed = engine.url
+    if is_postgres(engine):
+        with _advisory_lock(engine):
+            yield
+    elif parsed.get_backend_name() == "sqlite" and parsed.database and not parsed.database.startswith("file:"):
+        with _file_lock(Path(parsed.database + MIGRATION_LOCK_SUFFIX)):
+            yield
+    else:
+        yield
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    fd = os.open(private_file(path), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the system too when the process dies
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _advisory_lock(engine: Engine) -> Iterator[None]:
+    _check_reachable(engine)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
 
 def current_revision(engine: Engine) -> str | None:
