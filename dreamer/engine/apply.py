@@ -99,9 +99,8 @@ def apply_all(
     """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
     added, superseded, or held: added, its supersession held for a person), in order. New memories
     and their add events are written first, two statements in all; merges and supersessions then
-    load their targets like any stored row. `hold(n)` is asked, before anything is written,
-    whether the batch's n supersessions of stored memories are held (the guard). `said`: when
-    each candidate was said (its memory's `valid_from`; None: `now`)."""
+    load their targets like any stored row. `hold(n)` is asked, before anything is written, whether
+    the batch's n supersessions are held (the guard). `said`: when each was said (None: `now`)."""
     now = now or utcnow()
     stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict[str, Any]] = []
