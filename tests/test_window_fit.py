@@ -110,3 +110,11 @@ def test_judge_batches_are_split_to_fit_and_keep_the_pair_order(server):
     assert all(fits(b, WINDOW) for b in bodies)
     assert result.verdicts == ["new"] * 40
     assert sum(b["messages"][1]["content"].count("\n-> ") for b in bodies) == 40
+
+
+def test_the_daemon_refuses_to_start_on_a_window_too_small(tmp_path, server):
+    env = {"DREAMER_LLM_BASE_URL": server.url, "DREAMER_LLM_CONTEXT_WINDOW": "1000"}
+    proc = run(tmp_path, "run", env=env)
+    assert_one_error_line(proc)
+    assert "extraction card (without its examples)" in proc.stderr
+    assert server.chat_requests() == []

@@ -39,8 +39,12 @@ def run(
 
     if executor not in (None, "inline", "celery"):
         raise typer.BadParameter("use inline or celery", param_hint="--executor")
+    from dreamer.engine.llm_check import check_model_fits
+
     settings = settings_of(ctx)
-    prepare(settings).dispose()  # made on first use
+    engine = prepare(settings)  # made on first use
+    check_model_fits(settings, engine)  # a card the model's window cannot hold: one line, not a failure per pass
+    engine.dispose()
     raise typer.Exit(run_daemon(settings, executor=executor))
 
 

@@ -92,3 +92,11 @@ def _reachable(settings: Settings) -> None:
         raise EndpointUnusable(f"no answer from {settings.llm_base_url}: {type(exc).__name__}: {exc}") from exc
     if status in (401, 403):
         raise EndpointUnusable(f"{settings.llm_base_url} refused the API key (HTTP {status}): set DREAMER_LLM_API_KEY")
+
+
+def check_model_fits(settings: Settings, engine: Engine) -> None:
+    """At a daemon's start: `WindowTooSmall` (one clear line) when the configured model's window
+    cannot hold an extraction card, rather than a failed pass every interval."""
+    llm = open_llm(settings, engine)
+    if llm is not None:
+        check_fits(LLMExtractor(llm, limit=settings.entries_per_session))
