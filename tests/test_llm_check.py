@@ -118,3 +118,17 @@ def test_a_pass_with_a_scripted_model_still_sends_one_request_per_call(tmp_path)
         proc = run(tmp_path, "dream", "--force", env=env_of(srv, DREAMER_MIN_ROUNDS="1"))
         assert proc.returncode == 0, proc.stderr
         assert len(srv.chat_requests()) == 1
+
+
+def test_an_unknown_model_is_one_line_and_exit_1(tmp_path, server):
+    body = {
+        "error": {
+            "message": "The model `gpt-9` does not exist",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        }
+    }
+    server.push(Reply.error(404, body=body))
+    proc = run(tmp_path, "llm", "check", env=env_of(server, DREAMER_LLM_MODEL="gpt-9"))
+    assert_one_error_line(proc)
+    assert "HTTP 404: The model `gpt-9` does not exist" in proc.stderr
