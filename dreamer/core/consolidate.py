@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Literal
 
+from dreamer.core.own_change import not_own_change
 from dreamer.core.topics import Topic, announces_change, change_words, same_deadline
 
 Action = Literal["add", "merge", "supersede", "reject", "judge"]
@@ -116,7 +117,7 @@ def decide(
     if best is not None and best.similarity >= thresholds.dup and not material_difference(text, best.text):
         return Decision("merge", best.memory_id, f"restates it, similarity {best.similarity:.2f}", best.similarity)
     routed = route(text, related, thresholds, topic)
-    unjudged = _unjudged(routed, best, topic)
+    unjudged = _unjudged(text, routed, best, topic)
     if routed and can_judge:
         ids = tuple(n.memory_id for n in routed)
         reason = f"routed with {len(ids)} ({_why(routed[0], topic)})"
@@ -160,14 +161,17 @@ def _why(n: Neighbour, topic: Topic | None) -> str:
     return f"topic {topic.key}" if topic is not None and n.topic == topic.key else f"similarity {n.similarity:.2f}"
 
 
-def _unjudged(routed: list[Neighbour], best: Neighbour | None, topic: Topic | None) -> Decision:
-    """Without a verdict: a single-valued slot takes the newer value, anything else is kept beside.
-    A deadline said in fewer words ("the exam", "the deadline") takes the one routed deadline it
-    may name (`same_deadline`), when there is exactly one."""
+def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic: Topic | None) -> Decision:
+    """Without a verdict: a single-valued slot takes the newer value, unless the statement is no
+    change of the user's own (`not_own_change`: another person's, an event that moved, a look-alike
+    word), anything else is kept beside. A deadline said in fewer words ("the exam", "the
+    deadline") takes the one routed deadline it may name (`same_deadline`), when there is one."""
     slot = [n.memory_id for n in routed if topic is not None and n.topic == topic.key]
     if not slot and topic is not None:
         kin = [n.memory_id for n in routed if n.topic is not None and same_deadline(n.topic, topic.key)]
         slot = kin if len(kin) == 1 else []
+    if topic is not None and topic.cardinality == "one" and slot and (why := not_own_change(text, topic.key)):
+        return Decision("add", reason=f"kept beside {topic.key}: {why} (no judgement)")
     if topic is not None and topic.cardinality == "one" and slot:
         reason = f"newer value of {topic.key} (single-valued, no judgement)"
         return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=tuple(slot[1:]))

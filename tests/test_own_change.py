@@ -1,0 +1,83 @@
+"""No supersession on a guess: without a judge, a slot's newer value retires the older one only
+when it is a change of the user's own value."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.core.consolidate import Neighbour, Thresholds, content_hash, decide
+from dreamer.core.own_change import not_own_change
+from dreamer.core.topics import Topic
+
+OTHERS = "someone else's, not the user's"
+EVENT = "an event that moved, not a move of the user's"
+LOOKALIKE = "a word that only looks like the slot"
+
+
+@pytest.mark.parametrize(
+    "text,slot,why",
+    [
+        ("my dad finally switched to an iPhone", "phone", OTHERS),
+        ("The user's dad finally switched to an iPhone.", "phone", OTHERS),
+        ("My flatmate has gone fully vegan.", "diet", OTHERS),
+        ("The user's sister moved to Berlin.", "home_city", OTHERS),
+        ("Her boss switched to a Mac.", "laptop", OTHERS),
+        ("The user's two best friends moved to Leeds.", "home_city", OTHERS),
+        ("The school moved the staff meeting to Thursday.", "home_city", EVENT),
+        ("The user moved the dentist appointment to Friday.", "home_city", EVENT),
+        ("The standup was moved to 10am.", "home_city", EVENT),
+        ("The user loves turn-based strategy games.", "home_city", LOOKALIKE),
+        ("The user is into plant-based cooking.", "home_city", LOOKALIKE),
+    ],
+)
+def test_a_change_that_is_not_the_users_own_is_named(text, slot, why):
+    assert not_own_change(text, slot) == why
+
+
+@pytest.mark.parametrize(
+    "text,slot",
+    [
+        ("The user moved to Lisbon.", "home_city"),
+        ("The user moved to Lisbon with her partner.", "home_city"),
+        ("My partner and I moved to Porto.", "home_city"),
+        ("The user switched to a Pixel 8.", "phone"),
+        ("The user is vegan now.", "diet"),
+        ("The user is based in Berlin.", "home_city"),
+        ("The user's team grew to 11.", "team_size"),
+        ("The user's dad's old phone is now the user's phone.", "phone"),
+    ],
+)
+def test_the_users_own_change_is_one(text, slot):
+    assert not_own_change(text, slot) is None
+
+
+def stored(text: str, topic: str, similarity: float = 0.6) -> Neighbour:
+    return Neighbour("m1", text, "profile", content_hash(text), similarity, topic=topic)
+
+
+def test_without_a_judge_another_persons_change_keeps_the_users_value():
+    old = stored("The user uses a Pixel 7.", "phone")
+    decision = decide(
+        "The user's dad finally switched to an iPhone.", "profile", [old], Thresholds(), topic=Topic("phone", "one")
+    )
+    assert (decision.action, decision.reason) == ("add", f"kept beside phone: {OTHERS} (no judgement)")
+
+
+def test_without_a_judge_the_users_own_change_still_supersedes():
+    old = stored("The user uses a Pixel 7.", "phone")
+    decision = decide("The user switched to an iPhone 15.", "profile", [old], Thresholds(), topic=Topic("phone", "one"))
+    assert (decision.action, decision.target) == ("supersede", "m1")
+
+
+def test_with_a_judge_the_pair_is_judged_and_its_fallback_keeps_both():
+    old = stored("The user lives in Leeds.", "home_city")
+    decision = decide(
+        "The school moved the staff meeting to Thursday.",
+        "profile",
+        [old],
+        Thresholds(),
+        topic=Topic("home_city", "one"),
+        can_judge=True,
+    )
+    assert decision.action == "judge"
+    assert decision.fallback is not None and decision.fallback.action == "add"
