@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from dreamer.core.models import LLMEndpoint, utcnow
 from dreamer.store.db import session_scope
@@ -22,7 +23,15 @@ def learnt(engine: Engine, base_url: str, model: str) -> LLMEndpoint | None:
 
 def remember(engine: Engine, base_url: str, model: str, **facts: Any) -> None:
     """Set `facts` (mode, context_window, window_source, checked_seconds, checked_tokens) on the
-    record of `model` at `base_url`, creating it if needed."""
+    record of `model` at `base_url`, creating it if needed. Two processes that create it at once
+    (two workers starting): the second finds the first's row and updates it."""
+    try:
+        _set(engine, base_url, model, facts)
+    except IntegrityError:
+        _set(engine, base_url, model, facts)
+
+
+def _set(engine: Engine, base_url: str, model: str, facts: dict[str, Any]) -> None:
     with session_scope(engine) as s:
         row = s.get(LLMEndpoint, (base_url, model)) or LLMEndpoint(base_url=base_url, model=model)
         for key, value in facts.items():
