@@ -205,7 +205,8 @@ def test_a_reply_cut_at_its_budget_is_read_up_to_its_last_item(server):
     server.push(Reply(content=full[: full.index("uses")], finish_reason="length"))
     result, usage = ask(make_llm(server))
     assert result == Facts(facts=["prefers tabs", "never spaces"])
-    assert usage.dropped == ["reply cut at its budget of 2048 tokens: read up to its last complete item"]
+    assert usage.notes == ["reply cut at its budget of 2048 tokens: read up to its last complete item"]
+    assert usage.dropped == []  # a note, not a dropped item
     assert usage.requests == 1
 
 
@@ -232,3 +233,39 @@ def test_every_item_invalid_asks_once_for_a_repair(server):
     result, usage = ask(make_llm(server))
     assert result == Facts(**VALID)
     assert len(usage.dropped) == 2 and usage.requests == 2
+
+
+def status_error(status: int, body: object) -> openai.APIStatusError:
+    import httpx
+
+    response = httpx.Response(status, json=body, request=httpx.Request("POST", "http://x/v1/chat/completions"))
+    return openai.APIStatusError("Error code", response=response, body=body)
+
+
+def test_two_refusals_of_one_mode_move_it_on_once(server):
+    """Two threads sharing the client, refused together: the second finds the mode moved already."""
+    llm = make_llm(server)
+    refusal = status_error(500, LLAMA_CPP_PYTHON_500)
+    assert (llm._switched(refusal, "json_schema"), llm._switched(refusal, "json_schema")) == (True, True)
+    assert llm.mode == "json_object_schema"
+
+
+def test_a_repair_that_cannot_quote_the_cut_reply_is_asked_without_it(server):
+    cut = '{"facts": ["' + "very long words " * 300
+    server.push(Reply(content=cut, finish_reason="length"), Reply.json(VALID))
+    llm = make_llm(server, context_window=2_048)
+    long_user = "word " * 1_150  # the chunk fills the window but for the reply budget
+    result, usage = llm.complete_json(system=SYSTEM, user=long_user, schema=Facts, name="facts", reply_tokens=900)
+    assert result == Facts(**VALID)
+    first, repair = server.chat_requests()
+    assert [m["role"] for m in repair["messages"]] == ["system", "user", "user"]  # the cut reply is not quoted
+    assert usage.requests == 2
+
+
+def test_a_request_too_large_for_the_window_never_counts_toward_the_breaker(server):
+    guard = GuardedLLM(make_llm(server, context_window=100), token_budget=100_000, breaker_threshold=1)
+    for _ in range(2):
+        with pytest.raises(WindowTooSmall):
+            ask(guard)
+    assert (guard.breaker.failures, guard.breaker.refusing()) == (0, False)
+    assert server.chat_requests() == []

@@ -129,3 +129,15 @@ class Strict(BaseModel):
 def test_a_required_field_missing_is_no_answer():
     got = salvage(Strict, json.dumps({"tags": ["a"]}))
     assert got.value is None and got.problem == "name: Field required"
+
+
+def test_an_item_cut_inside_is_never_kept_with_the_defaults_of_what_was_cut():
+    from dreamer.engine.extract import CodeAnswer
+
+    whole = {"text": "The retry wrapper swallows timeouts.", "seqs": [2], "basis": "observed"}
+    cut = json.dumps(
+        {"root_cause": [whole, {"text": "The cache is stale after deploys.", "seqs": [4], "basis": "inferred"}]}
+    )
+    got = salvage(CodeAnswer, cut[: cut.index('"inferred"')])
+    assert got.value is not None
+    assert [(i.text, i.basis) for i in got.value.root_cause] == [("The retry wrapper swallows timeouts.", "observed")]

@@ -20,6 +20,7 @@ from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Ses
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.group import OVER_CAP
 from dreamer.engine.runs import DROPPED
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.harness import UNLIMITED
@@ -134,13 +135,15 @@ def _memories(engine: Any) -> int:
 
 
 def _add(figures: ModelFigures, run: DreamRun) -> None:
-    dropped = sum(1 for r in run.rejections or [] if r.get("reason") == DROPPED and "[" in str(r.get("text")))
-    ungrounded = sum(1 for r in run.rejections or [] if str(r.get("reason", "")).startswith(UNGROUNDED))
+    reasons = [str(r.get("reason", "")) for r in run.rejections or []]
+    dropped = reasons.count(DROPPED)
+    ungrounded = sum(1 for r in reasons if r.startswith(UNGROUNDED))
+    over_cap = reasons.count(OVER_CAP)  # valid and grounded, past the per-session cap
     figures.sessions += run.sessions + run.failed_sessions
     figures.failed_sessions += run.failed_sessions
     figures.llm_calls += run.llm_calls
     figures.prompt_tokens += run.prompt_tokens
     figures.completion_tokens += run.completion_tokens
-    figures.items += run.candidates + ungrounded + dropped
-    figures.valid += run.candidates + ungrounded
-    figures.grounded += run.candidates
+    figures.items += run.candidates + ungrounded + over_cap + dropped
+    figures.valid += run.candidates + ungrounded + over_cap
+    figures.grounded += run.candidates + over_cap

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from dreamer.core.errors import CircuitOpen, LLMError, LLMInvalidOutput
+from dreamer.core.errors import CircuitOpen, LLMError, LLMInvalidOutput, WindowTooSmall
 from dreamer.llm.client import LLM, M, Usage
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,9 @@ class Breaker:
             out = fn()
         except LLMInvalidOutput:
             self.succeeded()  # the endpoint answered: a weak reply is the model's, never an outage
+            raise
+        except WindowTooSmall:
+            self.released(probe)  # never sent: a request too large for the window is no outage either
             raise
         except LLMError as exc:
             self.failed(exc, probe)

@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,6 +116,7 @@ class OpenAILLM:
         self.temperature = temperature
         self.margin = TOKEN_MARGIN
         self._on_mode = on_mode
+        self._lock = threading.Lock()  # the flusher's workers and the API's threads share one client
         self._told: Mode | None = mode
         self._sleep = sleep
         self._rand = rand
@@ -157,23 +159,42 @@ class OpenAILLM:
         if not got.empty_handed and got.value is not None:
             return got.value
         problem = got.problem or "; ".join(got.dropped[:3]) or "no valid item"
+        repair = self._repair_that_fits(call, schema, answer, problem)
+        if repair is None:  # not even the repair prompt fits beside the card: the reply stays what it was
+            raise LLMInvalidOutput(f"no valid answer, and no room in the window to ask for a repair: {problem}")
         log.warning("no valid answer from %s (%s); asking once for a repair", self.model, problem)
-        answer = self._ask(call, schema, repair_messages(answer, problem), usage)
+        answer = self._ask(call, schema, repair, usage)
         got = read_answer(schema, answer, usage)
         if not got.empty_handed and got.value is not None:
             return got.value
         raise LLMInvalidOutput(f"no valid answer after one repair: {got.problem or '; '.join(got.dropped[:3])}")
 
+    def _repair_that_fits(
+        self, call: _Call, schema: type[BaseModel], answer: Answer, problem: str
+    ) -> list[ChatCompletionMessageParam] | None:
+        """The repair turn: with the invalid reply quoted when the window holds it, else without it
+        (a reply cut at its budget fills the room the chunk left); None when neither fits."""
+        for quoted in (answer, Answer(None)):
+            extra = repair_messages(quoted, problem)
+            if self._budget(self._body(call.system, call.user, schema, call.name, extra), call) is not None:
+                return extra
+        return None
+
+    def _budget(self, body: _Body, call: _Call) -> int | None:
+        """The reply budget `body` leaves in the window; None when it leaves too little."""
+        room = self.context_window - math.ceil(prompt_tokens_of(body) * self.margin)
+        wanted = self.reply_budget(call.reply_tokens)  # the window may have changed since the last try
+        return None if room < min(wanted, MIN_REPLY) else min(wanted, room)
+
     def _ask(
         self, call: _Call, schema: type[BaseModel], extra: list[ChatCompletionMessageParam], usage: Usage
     ) -> Answer:
         while True:
+            tried = self.mode
             body = self._body(call.system, call.user, schema, call.name, extra)
             estimate = prompt_tokens_of(body)
-            room = self.context_window - math.ceil(estimate * self.margin)
-            wanted = self.reply_budget(call.reply_tokens)  # the window may have changed since the last try
-            budget = min(wanted, room)
-            if room < min(wanted, MIN_REPLY):
+            budget = self._budget(body, call)
+            if budget is None:
                 raise WindowTooSmall(
                     f"a prompt of about {estimate} tokens leaves no room for a reply "
                     f"in {self.model}'s window of {self.context_window} tokens"
@@ -186,28 +207,36 @@ class OpenAILLM:
                     "while the server may still be working on it (DREAMER_LLM_TIMEOUT sets the limit)"
                 ) from exc
             except openai.APIStatusError as exc:
-                if self._switched(exc) or self._shrunk(exc):
+                if self._switched(exc, tried) or self._shrunk(exc):
                     continue
                 raise rejected(exc) from exc
             self._learn(estimate, answer.prompt_tokens)
             return answer
 
-    def _switched(self, exc: openai.APIStatusError) -> bool:
-        """Move to the next mode when `exc` refuses this one (and the mode is not forced)."""
-        nxt = next_mode(self.mode)
-        if self.forced or nxt is None or not rejects_format(exc):
+    def _switched(self, exc: openai.APIStatusError, tried: Mode) -> bool:
+        """Move on from `tried`, the mode `exc` refuses (unless the mode is forced). Threads that
+        share the client and were refused together move it on once: a later one finds the mode
+        moved already and tries again in it."""
+        if self.forced or not rejects_format(exc):
             return False
-        log.warning("%s refuses the %s output mode (%s); trying %s", self.model, self.mode, error_text(exc)[:200], nxt)
-        self.mode = nxt
+        with self._lock:
+            if self.mode != tried:
+                return True
+            nxt = next_mode(tried)
+            if nxt is None:
+                return False
+            log.warning("%s refuses the %s output mode (%s); trying %s", self.model, tried, error_text(exc)[:200], nxt)
+            self.mode = nxt
         return True
 
     def _shrunk(self, exc: openai.APIStatusError) -> bool:
         """Take the smaller window a context-overflow error names, so the request is fitted again."""
         window = window_from_error(error_text(exc)) if exc.status_code in (400, 413, 422) else None
-        if window is None or window >= self.context_window:
-            return False
-        log.warning("%s says its window is %d tokens, not %d", self.model, window, self.context_window)
-        self.context_window = window
+        with self._lock:
+            if window is None or window >= self.context_window:
+                return False
+            log.warning("%s says its window is %d tokens, not %d", self.model, window, self.context_window)
+            self.context_window = window
         return True
 
     def _learn(self, estimate: int, reported: int | None) -> None:
@@ -217,7 +246,8 @@ class OpenAILLM:
             if self._on_mode is not None:
                 self._on_mode(self.mode)
         if reported and estimate:  # a tokenizer counts within half again of ours; more is a server's own figure
-            self.margin = min(MAX_MARGIN, max(self.margin, reported / estimate * 1.05))
+            with self._lock:
+                self.margin = min(MAX_MARGIN, max(self.margin, reported / estimate * 1.05))
 
     def _body(
         self, system: str, user: str, schema: type[BaseModel], name: str, extra: list[ChatCompletionMessageParam]
@@ -274,7 +304,7 @@ class OpenAILLM:
         answer = answer_of(completion)
         answer.prompt_tokens = reported
         if answer.cut:
-            usage.dropped.append(f"reply cut at its budget of {budget} tokens: read up to its last complete item")
+            usage.notes.append(f"reply cut at its budget of {budget} tokens: read up to its last complete item")
         return answer
 
 

@@ -101,7 +101,8 @@ def _close_cut(text: str) -> Any:
 
 
 def _element_ends(text: str) -> list[tuple[int, str]]:
-    """Each place right after a closing bracket outside strings, with the brackets open there."""
+    """Each place where a list's element ends (right after it closes, or before the comma after
+    it), outside strings, with the brackets open there: an object is kept only whole."""
     stack: list[str] = []
     ends: list[tuple[int, str]] = []
     in_string = escaped = False
@@ -114,9 +115,10 @@ def _element_ends(text: str) -> list[tuple[int, str]]:
             stack.append(ch)
         elif ch in "}]" and stack:
             stack.pop()
-            ends.append((i + 1, "".join(stack)))
-        elif ch == "," and stack:  # a scalar element (a string, a number) ends here
-            ends.append((i, "".join(stack)))
+            if not stack or stack[-1] == "[":  # a whole element of a list ends; inside an object, none does
+                ends.append((i + 1, "".join(stack)))
+        elif ch == "," and stack and stack[-1] == "[":  # a list's element ends here; an object is
+            ends.append((i, "".join(stack)))  # kept only whole, never with the defaults of what was cut
     return ends
 
 

@@ -15,6 +15,7 @@ class Usage:
     completion_tokens: int = 0
     requests: int = 0
     dropped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what is worth knowing of a reply, not an item of it
 
     @property
     def total_tokens(self) -> int:
@@ -26,6 +27,7 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.requests + other.requests,
             self.dropped + other.dropped,
+            self.notes + other.notes,
         )
 
     def add(self, other: Usage) -> None:
@@ -34,3 +36,4 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.requests += other.requests
         self.dropped += other.dropped
+        self.notes += other.notes
