@@ -3,6 +3,7 @@ request path, never twice per window, the rules extractor without an LLM, the da
 
 from __future__ import annotations
 
+import math
 import threading
 from datetime import UTC, datetime
 
@@ -20,6 +21,7 @@ from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine import markdown
+from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.breaker import Breaker
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.api import create_app
@@ -535,3 +537,19 @@ def test_with_the_index_taken_in_turns_a_flush_takes_the_turn_before_it_writes(s
         end_turn(rt)
         rt.close()
         holder.close()
+
+
+def test_a_flush_fits_the_models_window_and_leaves_the_rest_for_the_next(make_rt, server):
+    rt = make_rt()
+    rt.llm.context_window = 2_048  # a local model's window
+    said = [
+        f"Round {i}: we weighed the trains, the hotels and the weather for the week ahead, again." for i in range(80)
+    ]
+    meter = append(rt, ALICE, "s1", chat(*said))
+    server.push(notes_reply("Alice weighs trains and hotels."))
+    result = flush_session(rt, meter.session_id, trigger="manual")
+    [body] = chat_bodies(server)
+    assert result.status == "flushed"
+    assert math.ceil(prompt_tokens_of(body) * 1.2) + body["max_tokens"] <= 2_048
+    [(start, end, _cycle, _trigger)] = windows(rt)
+    assert start == 1 and 1 < end < len(said)  # the rest waits for the next flush

@@ -25,6 +25,7 @@ from dreamer.core.errors import NotFound
 from dreamer.core.memory_text import stored_text
 from dreamer.core.models import CURRENT_STATUSES, DailyNote, Memory, Message, Session, utcnow
 from dreamer.core.redact import clean_for_model, clean_prefix
+from dreamer.core.settings import Settings
 from dreamer.engine import markdown, outbox
 from dreamer.engine.extract import Sentence
 from dreamer.engine.rules import RulesExtractor
@@ -40,6 +41,9 @@ from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
+NOTE_REPLY_TOKENS = 80  # tokens one daily note takes at most, written out
+TRANSCRIPT_FRAME = 8  # the <transcript> tags around a flush's lines
+MIN_WINDOW = 64  # transcript tokens a flush always carries
 
 FLUSH_ROLES = ("user", "assistant", "tool")
 
@@ -115,10 +119,11 @@ def flush_session(
     trigger = (
         trigger or flush_trigger(meter.tokens, meter.messages_since_flush, meter.cycle_flushed, rt.settings) or MANUAL
     )
-    window = _load_window(rt, meter, trigger)
+    model = rt.llm if llm is RUNTIME_LLM else llm
+    window = _load_window(rt, meter, trigger, window_tokens(rt.settings, model))
     if window is None:
         return FlushResult(session_id, "nothing_new", trigger)
-    notes, usage, extractor = _notes(rt, window, rt.llm if llm is RUNTIME_LLM else llm)
+    notes, usage, extractor = _notes(rt, window, model)
     now = now or utcnow()
     day = local_day(now, rt.settings.tz).isoformat()  # the user's day: the notes' rows and file
     written = _write_as_writer(rt, window, notes, now, day)
@@ -163,8 +168,24 @@ def _write_as_writer(
     return written
 
 
-def _load_window(rt: Runtime, meter: Meter, trigger: str) -> Window | None:
-    """The messages since the last flush, cut to `flush_max_tokens` (oldest first)."""
+def flush_reply_budget(limit: int) -> int:
+    """The reply budget of a flush call asking for at most `limit` notes."""
+    return 48 + NOTE_REPLY_TOKENS * max(limit, 1)
+
+
+def window_tokens(st: Settings, llm: LLM | None) -> int:
+    """The transcript tokens one flush may send: `flush_max_tokens`, or less where the model's
+    window holds less beside the flush card and the reply (never under `MIN_WINDOW`: the call
+    then says the window is too small, and the window waits)."""
+    if llm is None:
+        return st.flush_max_tokens
+    limit = st.flush_max_notes
+    room = llm.room(flush_prompt(limit), FlushNotes, flush_reply_budget(limit)) - TRANSCRIPT_FRAME
+    return max(MIN_WINDOW, min(st.flush_max_tokens, room))
+
+
+def _load_window(rt: Runtime, meter: Meter, trigger: str, max_tokens: int) -> Window | None:
+    """The messages since the last flush, cut to `max_tokens` (oldest first)."""
     start = meter.flushed_seq + 1
     if start > meter.last_seq:
         return None
@@ -182,7 +203,7 @@ def _load_window(rt: Runtime, meter: Meter, trigger: str) -> Window | None:
         raise NotFound(f"no session {meter.session_id}")
     tz = st.tz
     lines = [ln for ln in (flush_line(m, st.tool_result_chars, tz, sess.mode) for m in rows) if ln is not None]
-    chunks = chunk_lines(lines, st.flush_max_tokens)
+    chunks = chunk_lines(lines, max_tokens)
     end = chunks[0].lines[-1].seq if len(chunks) > 1 else meter.last_seq
     return Window(sess, meter.session_id, start, end, chunks[0].lines if chunks else [], meter.cycle, trigger)
 
@@ -214,6 +235,7 @@ def _notes(rt: Runtime, window: Window, llm: LLM | None) -> tuple[list[FlushNote
         user=f"<transcript>\n{render_body(window.lines)}\n</transcript>",
         schema=FlushNotes,
         name="daily_notes",
+        reply_tokens=flush_reply_budget(limit),
     )
     notes = [n.model_copy(update={"seqs": sorted(set(n.seqs) & seqs)}) for n in parsed.notes]
     return notes[:limit], usage, f"llm:{llm.name}"
