@@ -54,9 +54,15 @@ def test_the_mode_found_is_remembered_for_the_next_process(tmp_path):
         assert first.returncode == 0, first.stderr
         assert "output mode      json_object_schema" in first.stdout
         assert formats(srv) == ["json_schema", "json_object"]
-        second = run(tmp_path, "llm", "check", env=env_of(srv))
-        assert second.returncode == 0, second.stderr
-        assert formats(srv) == ["json_schema", "json_object", "json_object"]  # started where the first ended
+        chat = tmp_path / "chat.jsonl"
+        chat.write_text(json.dumps({"role": "user", "content": "I'm vegetarian."}) + "\n")
+        assert run(tmp_path, "ingest", str(chat), "--user", "alice").returncode == 0
+        dreamed = run(tmp_path, "dream", "--force", env=env_of(srv, DREAMER_MIN_ROUNDS="1"))
+        assert dreamed.returncode == 0, dreamed.stderr
+        assert formats(srv) == ["json_schema", "json_object", "json_object"]  # the pass started where check ended
+        again = run(tmp_path, "llm", "check", env=env_of(srv))
+        assert again.returncode == 0, again.stderr
+        assert formats(srv)[3:] == ["json_schema", "json_object"]  # check negotiates afresh (a server may be upgraded)
         status = run(tmp_path, "status", "--json", env=env_of(srv))
     assert json.loads(status.stdout)["llm_mode"] == "json_object_schema"
 

@@ -425,7 +425,7 @@ def test_a_fenced_reply():
             "ollama",
             "/api/show",
             "POST",
-            {"model_info": {"general.architecture": "llama", "llama.context_length": 4096}, "parameters": ""},
+            {"parameters": "num_ctx                        4096"},
         ),
     ],
 )

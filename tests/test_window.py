@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.llm.window import Window, discover_window, probe_window, window_from_error
 
 
@@ -25,9 +25,23 @@ def test_a_server_that_tells_nothing_gives_unknown_and_the_probe_reads_its_overf
         assert [r["body"]["max_tokens"] for r in srv.requests if r["path"].endswith("/chat/completions")] == [1]
 
 
-def test_a_server_that_takes_the_probe_has_at_least_32k():
+def test_a_server_that_takes_the_probe_or_never_answers_it_gets_the_safe_window():
+    """A large window, or a server that cuts what does not fit: either way 8192 is safe, and an
+    answer is remembered, so the probe is not sent again."""
     with ScriptedServer(context_window=None, window_source=None) as srv, httpx.Client(timeout=5) as http:
-        assert probe_window(http, srv.url, "scripted") == Window(32_000, "overflow probe")
+        assert probe_window(http, srv.url, "scripted") == Window(8_192, "overflow probe (taken)")
+        srv.push(Reply.delay(2.0))
+        assert probe_window(http, srv.url, "scripted", seconds=0.3) == Window(
+            8_192, "overflow probe (no answer in time)"
+        )
+
+
+def test_ollama_without_num_ctx_is_its_default_not_the_models_trained_length():
+    from dreamer.llm.window import _from_show
+
+    trained = {"model_info": {"general.architecture": "llama", "llama.context_length": 131_072}, "parameters": ""}
+    assert _from_show(trained) == 2_048
+    assert _from_show({**trained, "parameters": "num_ctx 16384\nstop <|eot|>"}) == 16_384
 
 
 def test_no_server_at_all_is_unknown():

@@ -96,7 +96,8 @@ class TransientLLMError(Retryable, EndpointUnusable):
 
 
 class LLMTimeout(TransientLLMError):
-    """The model did not answer in time, through every retry. Like any transient failure it is
+    """The model did not answer in time (the request is not sent again: the server may still be
+    working on it). Like any transient failure it is
     not counted toward the session's quarantine by itself; a dream pass counts it when the
     endpoint answered other requests meanwhile (then it is this request the model cannot
     answer in time)."""

@@ -5,7 +5,7 @@ What it measures is remembered for the endpoint (the request timeout is learnt f
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 from sqlalchemy.engine import Engine
@@ -16,6 +16,7 @@ from dreamer.engine.endpoint import PROBE_TIMEOUT, known_endpoint, learnt_timeou
 from dreamer.engine.extract import LLMExtractor, check_fits
 from dreamer.engine.transcript import Chunk, Line
 from dreamer.llm.client import request_timeout
+from dreamer.llm.formats import as_mode
 from dreamer.store import endpoints
 
 EXAMPLE = (
@@ -46,6 +47,7 @@ def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
     report = CheckReport(settings.llm_base_url, settings.llm_model)
     _reachable(settings)
     known = known_endpoint(settings, engine)
+    known = replace(known, mode=as_mode(settings.llm_output_mode))  # negotiated afresh unless forced
     report.window, report.window_source = known.window, known.source
     llm = open_llm(settings, engine, known)
     if llm is None:

@@ -66,7 +66,8 @@ def show_body(window: int | None, source: str | None) -> JSONObject | None:
     """Ollama's `POST /api/show`, or None where the server has no such route."""
     if not window or source != "ollama":
         return None
-    return {"model_info": {"general.architecture": "llama", "llama.context_length": window}, "parameters": ""}
+    info = {"general.architecture": "llama", "llama.context_length": 131_072}  # trained; not what is served
+    return {"model_info": info, "parameters": f"num_ctx                        {window}"}
 
 
 def overflow(window: int | None, body: JSONObject) -> tuple[int, JSONObject] | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+OLLAMA_DEFAULT_CTX = 2_048  # the num_ctx Ollama serves a model with unless told otherwise (its lowest default)
 WINDOW_KEYS = ("context_length", "max_model_len", "n_ctx", "context_window", "max_context_length")
 _OVERFLOW = (
     re.compile(r"context window of (\d+)", re.I),  # llama-cpp-python
@@ -81,16 +82,16 @@ def _from_props(answer: Any) -> int | None:
 
 
 def _from_show(answer: Any) -> int | None:
-    """Ollama's window: `num_ctx` in the model's parameters when set, else the model's own."""
+    """Ollama's window: `num_ctx` in the model's parameters when set; else Ollama's default, not
+    the model's trained length, which Ollama does not use and cuts prompts to its own without a
+    word."""
     if not isinstance(answer, dict):
         return None
     parameters = answer.get("parameters")
     if isinstance(parameters, str) and (m := re.search(r"num_ctx\s+(\d+)", parameters)):
         return int(m.group(1))
-    info = answer.get("model_info")
-    if isinstance(info, dict):
-        found = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)]
-        return found[0] if found and found[0] > 0 else None
+    if isinstance(answer.get("model_info"), dict):
+        return OLLAMA_DEFAULT_CTX  # the model's own length is not what Ollama serves it with
     return None
 
 
@@ -113,24 +114,33 @@ def window_from_error(message: str) -> int | None:
 
 
 PROBE_WORDS = 33_000  # about as many tokens in any tokenizer: over every window up to 32k
+PROBE_SECONDS = 60.0  # a refusal comes at once; a server that reads the whole prompt is given this long
+SAFE_WINDOW = 8_192  # what a probe that learnt no number leaves the client with
 
 
-def probe_window(http: httpx.Client, base_url: str, model: str, api_key: str | None = None) -> Window:
+def probe_window(
+    http: httpx.Client, base_url: str, model: str, api_key: str | None = None, *, seconds: float = PROBE_SECONDS
+) -> Window:
     """Ask a server that tells no window by sending a prompt longer than most windows, with a
     reply of one token: a server whose window is smaller refuses it at once and names its window
-    (llama-cpp-python, vLLM, llama.cpp); one that takes it has a window of at least 32k. Only
-    for a local endpoint, whose prompt tokens cost nothing."""
+    (llama-cpp-python, vLLM, llama.cpp). One that takes the prompt (a large window, or a server
+    that silently cuts what does not fit) or does not answer in `PROBE_SECONDS` is given
+    `SAFE_WINDOW`, so the answer is remembered and the probe is not sent again. Only for a local
+    endpoint, whose prompt tokens cost nothing."""
     body = {
         "model": model,
         "max_tokens": 1,
         "messages": [{"role": "user", "content": "hello " * PROBE_WORDS}],
     }
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/chat/completions"
     try:
-        response = http.post(f"{base_url.rstrip('/')}/chat/completions", json=body, headers=headers)
+        response = http.post(url, json=body, headers=headers, timeout=seconds)
+    except httpx.TimeoutException:
+        return Window(SAFE_WINDOW, "overflow probe (no answer in time)")
     except httpx.HTTPError:
-        return Window(None, "unknown")
+        return Window(None, "unknown")  # no server there now: nothing learnt, nothing remembered
     if response.status_code == 200:
-        return Window(PROBE_WORDS - 1_000, "overflow probe")  # it took the prompt: at least this much
+        return Window(SAFE_WINDOW, "overflow probe (taken)")
     tokens = window_from_error(response.text) if response.status_code in (400, 413, 422) else None
     return Window(tokens, "overflow probe" if tokens else "unknown")
