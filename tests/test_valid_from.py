@@ -3,10 +3,11 @@ transcript never reads as newer than what the user said in 2026, to the judge or
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
-from dreamkit import EMBED_DIM, extraction_script, is_judgement, judged_by_word, make_runtime
+from dreamkit import EMBED_DIM, extraction_script, is_judgement, judged_by_word, make_runtime, transcript_lines
 from sqlmodel import select
 
 from dreamer.core.models import Memory, Message
@@ -86,3 +87,46 @@ def test_the_judge_sees_each_side_dated_by_when_it_was_said(rt, server):
     pairs = judged["messages"][-1]["content"]
     assert "2026-03-01) The user prefers tea in the morning." in pairs
     assert "2023-05-01) The user prefers coffee in the morning." in pairs
+
+
+def lives_in(body: dict) -> Reply:
+    """Every "I live in X" line as the user's home city, a single-valued slot."""
+    items = [
+        {"text": f"The user lives in {m.group(1)}.", "seqs": [seq], "topic": "home_city", "cardinality": "one"}
+        for seq, role, context, text in transcript_lines(body)
+        if role == "user" and not context and (m := re.search(r"I live in (\w+)", text))
+    ]
+    return Reply.json({"profile": items})
+
+
+def current(rt) -> list[str]:
+    return sorted(m.text for m in memories(rt) if m.status in ("candidate", "verified"))
+
+
+def test_without_a_judge_an_old_transcript_imported_later_never_retires_what_was_said_since(rt, server):
+    server.set_script(lives_in)
+    record_messages(rt.engine, "new", said("I live in Lisbon.", MARCH_2026), user_id="alice")
+    dream_pass(rt, force=True, judge=None)
+    record_messages(rt.engine, "imported", said("I live in Leeds.", MAY_2023), user_id="alice")
+    run = dream_pass(rt, force=True, judge=None)
+    assert current(rt) == ["The user lives in Leeds.", "The user lives in Lisbon."]
+    assert run.superseded == 0
+    record_messages(rt.engine, "later", said("I live in Porto.", MARCH_2026.replace(month=6)), user_id="alice")
+    dream_pass(rt, force=True, judge=None)
+    assert "The user lives in Porto." in current(rt) and "The user lives in Lisbon." not in current(rt)
+
+
+def test_a_statement_said_before_the_current_value_is_kept_beside_it():
+    from datetime import date
+
+    from dreamer.core.consolidate import Decision, in_said_order
+
+    supersede = Decision("supersede", "m1", "newer value of home_city (single-valued, no judgement)")
+    kept = in_said_order(supersede, date(2023, 5, 1), MARCH_2026)
+    assert (kept.action, kept.target, kept.reason) == (
+        "add",
+        None,
+        "said 2023-05-01, before the current value (2026-03-01): kept beside",
+    )
+    assert in_said_order(supersede, date(2026, 3, 1), MARCH_2026) is supersede  # the same day: in the order read
+    assert in_said_order(supersede, None, MARCH_2026) is supersede

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, datetime
 from typing import Any, Literal
 
 from dreamer.core.own_change import not_own_change
@@ -178,6 +178,24 @@ def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic:
     if best is None:
         return Decision("add", reason="no neighbour")
     return Decision("add", reason=f"nearest {best.similarity:.2f}")
+
+
+def in_said_order(decision: Decision, said: date | None, target_said: date | None) -> Decision:
+    """A supersession kept in the order things were said: a statement said before the value it
+    would retire (an old transcript imported after what the user said since) is kept beside it,
+    and the newer value stays current."""
+    if decision.action != "supersede" or said is None or target_said is None:
+        return decision
+    older, newer = _day(said), _day(target_said)
+    if older >= newer:
+        return decision
+    return Decision(
+        "add", reason=f"said {older.isoformat()}, before the current value ({newer.isoformat()}): kept beside"
+    )
+
+
+def _day(when: date) -> date:
+    return when.date() if isinstance(when, datetime) else when
 
 
 def resolve(decision: Decision, verdicts: Sequence[Verdict | None]) -> Decision:

@@ -16,6 +16,7 @@ from dreamer.core.consolidate import (
     Thresholds,
     content_hash,
     decide,
+    in_said_order,
     resolve,
     token_similarity,
 )
@@ -111,7 +112,15 @@ def plan_candidates(
         seen = {n.memory_id: n for n in neighbours}
         planned.append(Planned(cand, d, topic=topic, said=day, seen=seen, origin=origin))
     _judge(judge, planned)
+    _keep_said_order(planned)
     return planned
+
+
+def _keep_said_order(planned: list[Planned]) -> None:
+    """Judged or not, what was said earlier never retires what was said since."""
+    for p in planned:
+        target = p.seen.get(p.decision.target or "")
+        p.decision = in_said_order(p.decision, p.said, target.said if target is not None else None)
 
 
 def candidate_topic(cand: Candidate) -> Topic | None:
