@@ -201,7 +201,12 @@ def migration_lock(engine: Engine) -> Iterator[None]:
     if is_postgres(engine):
         with _advisory_lock(engine):
             yield
-    elif parsed.get_backend_name() == "sqlite" and parsed.database and not parsed.database.startswith("file:"):
+    elif (
+        parsed.get_backend_name() == "sqlite"
+        and parsed.database
+        and not in_memory_sqlite(parsed)
+        and not parsed.database.startswith("file:")
+    ):
         with _file_lock(Path(parsed.database + MIGRATION_LOCK_SUFFIX)):
             yield
     else:
