@@ -186,9 +186,9 @@ class _Opened:
         needs_llm = "llm" in (self.opts.extractor, self.opts.judge)
         llm = None
         if needs_llm:
-            from dreamer.llm.client import build_llm
+            from dreamer.engine.endpoint import open_llm
 
-            llm = build_llm(st)
+            llm = open_llm(st, engine)  # the mode and the window as the server tells them
         return Runtime.open(st, engine=engine, llm=llm, embedder=embedder, index=index, busy=AlwaysIdle())
 
     def __exit__(self, *exc: object) -> None:
