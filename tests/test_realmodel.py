@@ -96,8 +96,11 @@ def test_a_reply_without_a_grammar_is_salvaged_or_recorded_never_the_breaker(tmp
     if record["failed_sessions"]:  # nothing valid: the session stays due and says why
         [row] = as_json(run(tmp_path, "checkpoints", "ls", "--json", env=env))
         assert row["status"] == "failed" and "LLMInvalidOutput" in row["last_error"], row
-    else:
-        assert record["added"] + len(record["rejections"]) >= 0
+    else:  # what came back was read: each item stored with its evidence, or rejected with its reason
+        assert all(r["reason"] for r in record["rejections"])
+        memories = as_json(run(tmp_path, "memories", "ls", "--user", "alice", "--json", env=env))
+        assert len(memories) == record["added"]
+        assert all(m["evidence"] and all(e["seqs"] for e in m["evidence"]) for m in memories)
 
 
 def locomo_conversation() -> list[dict]:
