@@ -35,7 +35,6 @@ CATEGORIES = (
     "noise_resistance",
     "cross_session",
 )
-STALE_CATEGORIES = ("contradiction_update", "temporal_relevance")
 MATCH_SHARE = 0.5
 ROLES = ("user", "assistant", "system", "tool")
 NEGATION = re.compile(r"\b(?:not|no|never|no longer|quit|quits|stopped|gave up|given up)\b|n't\b", re.I)
@@ -69,6 +68,7 @@ class MemoryTest:
     query: str
     required: list[str]
     category: str
+    must_not: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -78,13 +78,28 @@ class Profile:
     tests: list[MemoryTest]
     matcher: Matcher = field(init=False)
 
+    links: list[tuple[int, str, str]] = field(init=False)
+
     def __post_init__(self) -> None:
         texts = [f.text for s in self.sessions for f in s.facts] + [r for t in self.tests for r in t.required]
-        self.matcher = Matcher(texts)
+        self.matcher = Matcher(texts, also=[n for t in self.tests for n in t.must_not])
+        self.links = []
+        earlier: list[str] = []
+        for session in self.sessions:
+            for f in session.facts:
+                if f.contradicts:
+                    old = self.matcher.resolve(f.contradicts, earlier) or f.contradicts
+                    self.links.append((session.number, old, f.text))
+            earlier += [f.text for f in session.facts]
 
     def updates(self) -> list[tuple[int, str, str]]:
-        """(session number, old fact, new fact) of each annotated update, in session order."""
-        return [(s.number, f.contradicts, f.text) for s in self.sessions for f in s.facts if f.contradicts]
+        """(session number, old fact, new fact) of each annotated update, in session order; the
+        old fact is the earlier fact its `contradicts` names, in full or in fewer words."""
+        return list(self.links)
+
+    def ever_replaced(self) -> set[str]:
+        """The normalised facts some annotation replaces."""
+        return {normalise(old) for _, old, _ in self.links}
 
     def replaced(self, fact: str) -> set[str]:
         """The normalised facts `fact` replaces, directly or through earlier updates."""
@@ -123,16 +138,50 @@ def _words(text: str) -> list[tuple[str, bool]]:
 
 
 class Matcher:
-    """Which of a profile's facts a memory's text stands for, by the module's matching rule."""
+    """Which of a profile's facts a memory's text stands for, by the module's matching rule.
+    `also`: texts that are no fact but are matched against (a test's `must_not`): their words
+    are weighed with the facts'."""
 
-    def __init__(self, facts: list[str]) -> None:
+    def __init__(self, facts: list[str], also: list[str] | None = None) -> None:
         self.facts = list(dict.fromkeys(normalise(f) for f in facts))
         self.words = [set(stems(f)) for f in self.facts]
         self.negated = [bool(NEGATION.search(f)) for f in self.facts]
-        df = Counter(w for words in self.words for w in words)
-        n = len(self.facts)
-        said_as_names = set().union(*(names(f) for f in facts)) if facts else set()
+        every = self.words + [set(stems(t)) for t in also or []]
+        df = Counter(w for words in every for w in words)
+        n = len(every)
+        said_as_names = set().union(*(names(f) for f in facts + (also or []))) if facts or also else set()
         self.weight = {w: math.log(1 + n / c) * (2 if w in said_as_names else 1) for w, c in df.items()}
+        self.unseen = math.log(1 + n) * 2  # a word no fact has: as rare as can be
+
+    def share(self, text: str, target: str) -> float:
+        """How much of `target`'s content, weighed by rarity, `text` covers (0 when the two
+        disagree on negation)."""
+        if bool(NEGATION.search(text)) != bool(NEGATION.search(target)):
+            return 0.0
+        words, wanted = set(stems(text)), set(stems(target))
+        total = sum(self.weight.get(w, self.unseen) for w in wanted)
+        return sum(self.weight.get(w, self.unseen) for w in wanted & words) / total if total else 0.0
+
+    def covers(self, text: str, target: str) -> bool:
+        """Whether `text` says what `target` says: the same normalised text, the fact `text`
+        stands for, or at least `MATCH_SHARE` of `target`'s weighed content and more of it than
+        of the fact `text` stands for (a new employer's line covers some of the old one's words)."""
+        norm, best = normalise(target), self.match(text)
+        if normalise(text) == norm or best == norm:
+            return True
+        share = self.share(text, target)
+        return share >= MATCH_SHARE and (best is None or share > self.share(text, best))
+
+    def resolve(self, named: str, among: list[str]) -> str | None:
+        """The text in `among` that `named` names, in full or in fewer words: the same
+        normalised text, else the one sharing the most weighed content either way round."""
+        norm = normalise(named)
+        for text in among:
+            if normalise(text) == norm:
+                return text
+        scored = [(max(self.share(text, named), self.share(named, text)), text) for text in among]
+        best = max(scored, default=(0.0, ""))
+        return best[1] if best[0] >= MATCH_SHARE else None
 
     def match(self, text: str) -> str | None:
         """The normalised fact `text` stands for, or None."""
@@ -223,10 +272,11 @@ def _test(item: Any, k: int, sessions: set[int]) -> MemoryTest:
     category = item.get("category")
     if category not in CATEGORIES:
         raise ValueError(f"{where}: category must be one of {', '.join(CATEGORIES)}")
-    required = item.get("required_memories") or []
-    if not isinstance(required, list) or not all(isinstance(r, str) and r.strip() for r in required):
-        raise ValueError(f"{where}: required_memories must be a list of texts")
-    return MemoryTest(test_id, session, _text(item, "query", where), list(required), str(category))
+    required, must_not = item.get("required_memories") or [], item.get("must_not") or []
+    for key, value in (("required_memories", required), ("must_not", must_not)):
+        if not isinstance(value, list) or not all(isinstance(r, str) and r.strip() for r in value):
+            raise ValueError(f"{where}: {key} must be a list of texts")
+    return MemoryTest(test_id, session, _text(item, "query", where), list(required), str(category), list(must_not))
 
 
 def _text(item: dict[str, Any], key: str, where: str = "") -> str:

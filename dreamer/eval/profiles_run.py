@@ -36,7 +36,14 @@ from dreamer.engine.runtime import Runtime
 from dreamer.eval.harness import UNLIMITED, Tokens, fresh_dir, prepare_work_dir
 from dreamer.eval.profiles import Profile, load_profiles
 from dreamer.eval.profiles_oracle import CountingJudge, OracleJudge, ReplayExtractor
-from dreamer.eval.profiles_score import Scores, StoredMemory, count_noise, score_test, score_updates
+from dreamer.eval.profiles_score import (
+    Scores,
+    StoredMemory,
+    count_noise,
+    score_supersessions,
+    score_test,
+    score_updates,
+)
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.online.recall import recall
@@ -111,6 +118,7 @@ def run_profiles(
                 if on_session is not None:
                     on_session(profile.user_id, session.number)
             stored = _stored(rt.engine, profile.user_id)
+            score_supersessions(profile, stored, scores)
             scores.stored += len(stored)
             scores.noise += count_noise(profile, stored)
         scores.pairs = judge.pairs if judge is not None else 0
@@ -248,7 +256,9 @@ def _stored(engine: Engine, user_id: str) -> list[StoredMemory]:
         routed.setdefault(owner, set()).update(str(r) for r in data.get("routed") or [])
         if data.get("by"):  # and a memory its successor replaced was among that one's candidates
             routed[owner].add(memory_id)
-    return [StoredMemory(m.id, m.text, m.status, frozenset(routed.get(m.id, set())), m.topic) for m in rows]
+    return [
+        StoredMemory(m.id, m.text, m.status, frozenset(routed.get(m.id, set())), m.topic, m.superseded_by) for m in rows
+    ]
 
 
 def similarity(rt: Runtime, a: str, b: str) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 
 from dreamer.core.consolidate import normalise
 from dreamer.core.models import CURRENT_STATUSES
-from dreamer.eval.profiles import CATEGORIES, STALE_CATEGORIES, MemoryTest, Profile
+from dreamer.eval.profiles import CATEGORIES, MemoryTest, Profile
 
 TOP = 5  # tests read the top 5 of recall
 
@@ -24,6 +24,7 @@ class StoredMemory:
     status: str
     routed: frozenset[str] = frozenset()
     topic: str | None = None
+    superseded_by: str | None = None
 
     @property
     def current(self) -> bool:
@@ -37,7 +38,11 @@ class Scores:
     resolved: int = 0
     unrouted: list[dict[str, Any]] = field(default_factory=list)
     hits: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
+    hits_any: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
     stale: list[float] = field(default_factory=list)
+    must_not_n: int = 0
+    supersessions: int = 0
+    false_pairs: list[dict[str, str]] = field(default_factory=list)
     stored: int = 0
     noise: int = 0
     pairs: int = 0
@@ -49,16 +54,27 @@ class Scores:
                 "annotated": self.annotated,
                 "routed": _share(self.routed, self.annotated),
                 "resolved": _share(self.resolved, self.annotated),
+                "supersessions": self.supersessions,
+                "false_supersessions": len(self.false_pairs),
+                "false_supersession_rate": _share(len(self.false_pairs), self.supersessions),
+                "false_supersession_pairs": self.false_pairs,
             },
             "judge": {"pairs": self.pairs, "pairs_per_memory": _share(self.pairs, self.stored)},
             "tests": {
                 "n": len(everything),
-                "hit_at_5": {"overall": _mean(everything)} | {c: _mean(v) for c, v in self.hits.items()},
+                "hit_at_5": _by_category(self.hits),
+                "hit_at_5_any": _by_category(self.hits_any),
                 "stale_current": _mean(self.stale),
                 "stale_n": len(self.stale),
+                "must_not_n": self.must_not_n,
             },
             "memories": self.stored,
         }
+
+
+def _by_category(hits: dict[str, list[float]]) -> dict[str, float | None]:
+    everything = [h for values in hits.values() for h in values]
+    return {"overall": _mean(everything)} | {c: _mean(v) for c, v in hits.items()}
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -73,7 +89,8 @@ def score_updates(profile: Profile, session: int, memories: Sequence[StoredMemor
     """The updates annotated in `session`, read right after it was dreamed: routed when a memory
     standing for the new fact was routed to the judge with one standing for the old; resolved
     when a memory standing for the old fact is stored and none of them is current, and one
-    standing for the new fact is current."""
+    standing for the new fact is current. The old fact is the one `contradicts` names, in full
+    or in fewer words."""
     match = profile.matcher.match
     by_fact: dict[str, list[StoredMemory]] = {}
     for m in memories:
@@ -103,19 +120,39 @@ def score_updates(profile: Profile, session: int, memories: Sequence[StoredMemor
             )
 
 
+def score_supersessions(profile: Profile, memories: Sequence[StoredMemory], scores: Scores) -> None:
+    """Every supersession in the profile's store; false when the retired memory stands for a
+    fact no annotation replaces and its successor does not restate that fact."""
+    match = profile.matcher.match
+    by_id = {m.memory_id: m for m in memories}
+    replaced = profile.ever_replaced()
+    for old in memories:
+        new = by_id.get(old.superseded_by or "")
+        if old.status != "superseded" or new is None:
+            continue
+        scores.supersessions += 1
+        fact = match(old.text)
+        if fact is None or fact in replaced or match(new.text) == fact:
+            continue
+        scores.false_pairs.append({"user_id": profile.user_id, "old": old.text, "new": new.text})
+
+
 def score_test(profile: Profile, test: MemoryTest, hits: Sequence[StoredMemory], scores: Scores) -> None:
-    """One test against recall's hits: a hit when every required memory is among the facts the
-    top 5 stand for; stale (update and temporal tests whose required facts replace another)
-    when one of the top 5 is current and stands for a replaced fact."""
-    top = [profile.matcher.match(h.text) for h in hits[:TOP]]
+    """One test against recall's top 5: `hit_at_5` when a memory saying each required memory
+    is among them, `hit_at_5_any` when one saying any of them is; stale (every test with a
+    `must_not` or whose required memories replace an annotated fact) when a current one of
+    them says a `must_not` text or a replaced fact."""
+    top, covers = hits[:TOP], profile.matcher.covers
     if test.required:
-        wanted = {normalise(r) for r in test.required}
-        scores.hits[test.category].append(float(wanted <= set(top)))
-    if test.category in STALE_CATEGORIES:
-        replaced = set().union(*(profile.replaced(r) for r in test.required)) if test.required else set()
-        if replaced:
-            stale = any(fact in replaced and h.current for fact, h in zip(top, hits[:TOP]))
-            scores.stale.append(float(stale))
+        found = [any(covers(h.text, r) for h in top) for r in test.required]
+        scores.hits[test.category].append(float(all(found)))
+        scores.hits_any[test.category].append(float(any(found)))
+    replaced = set().union(*(profile.replaced(r) for r in test.required)) if test.required else set()
+    unwanted = list(test.must_not) + sorted(replaced - {normalise(n) for n in test.must_not})
+    scores.must_not_n += bool(test.must_not)
+    if unwanted:
+        stale = any(h.current and any(covers(h.text, u) for u in unwanted) for h in top)
+        scores.stale.append(float(stale))
 
 
 def count_noise(profile: Profile, memories: Sequence[StoredMemory]) -> int:
