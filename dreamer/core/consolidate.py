@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any, Literal
 
+from dreamer.core.implied import implied_reason
 from dreamer.core.own_change import not_own_change
 from dreamer.core.topics import Topic, announces_change, change_words, same_deadline
 
@@ -127,14 +128,16 @@ def decide(
 
 def route(text: str, related: list[Neighbour], thresholds: Thresholds, topic: Topic | None) -> list[Neighbour]:
     """What the judge sees a candidate with, at most `max_pairs`: every neighbour filling its
-    slot first (whatever their similarity), then the near-duplicates that differ materially,
-    then the band: the rest at or above `ambiguous_low` (`change_low` for a candidate that
+    slot first (whatever their similarity), then those it may change without their words
+    (`implied_reason`: an ending, another count, another value of one kind, a job elsewhere),
+    then the near-duplicates that differ materially, then the band: the rest at or above `ambiguous_low` (`change_low` for a candidate that
     announces a change, being worded away from what it replaces), nearest first. In a crowd of
     alike memories only a band neighbour standing `margin` above the crowd's level is judged:
     a neighbour no nearer than many others is no more likely to be the one replaced. A statement
     extracted `beside` the candidate from the same session is not in the band: the extractor
     already read both and gave them as two facts."""
     slot = [n for n in related if topic is not None and n.topic == topic.key]
+    slot += [n for n in related if n not in slot and implied_reason(text, n.text, n.topic)]
     near = [n for n in related if n not in slot and n.similarity >= thresholds.dup]
     change = announces_change(text)
     low = min(thresholds.ambiguous_low, thresholds.change_low) if change else thresholds.ambiguous_low

@@ -20,6 +20,7 @@ from dreamer.core.consolidate import (
     resolve,
     token_similarity,
 )
+from dreamer.core.implied import implied_query, implied_reason, implied_slots
 from dreamer.core.models import Session
 from dreamer.core.scope import Scope
 from dreamer.core.topics import Topic, infer_topic, topic_of
@@ -94,15 +95,16 @@ def plan_candidates(
     owner = scope if exact else None
     with session_scope(rt.engine) as s:
         known = cabinet.known_hashes(s, user_id, hashes, owner=owner)
-        slots = cabinet.current_by_topic(s, user_id, {t.key for t in topics if t}, owner=owner)
+        keys = {key for cand, topic in zip(candidates, topics) for key in _reached(cand.text, topic)}
+        slots = cabinet.current_by_topic(s, user_id, keys, owner=owner)
     thresholds = Thresholds(st.dup_threshold, st.ambiguous_low, st.route_max_pairs, st.change_low, st.route_margin)
     sims = _similarities(vectors)
     planned: list[Planned] = []
-    found = find_neighbours(rt, scope, texts, vectors, exact=exact)
+    found = map(_union, find_neighbours(rt, scope, texts, vectors, exact=exact), implied(rt, scope, texts, exact))
     days = list(said) if said is not None else [None] * len(candidates)
     sources: list[int | None] = list(origins) if origins is not None else [None] * len(candidates)
     for cand, digest, stored, topic, day, origin in zip(candidates, hashes, found, topics, days, sources):
-        same_slot = [_known(m, 0.0) for m in slots.get(topic.key, [])] if topic else []
+        same_slot = [_known(m, 0.0) for key in _reached(cand.text, topic) for m in slots.get(key, [])]
         same_text = [_known(known.current[digest], 1.0)] if digest in known.current else []
         neighbours = _union(stored, same_slot) + _pending(planned, cand, origin, sims, hashes) + same_text
         forgotten, can_judge = known.forgotten, judge is not None
@@ -114,6 +116,11 @@ def plan_candidates(
     _judge(judge, planned)
     _keep_said_order(planned)
     return planned
+
+
+def _reached(text: str, topic: Topic | None) -> list[str]:
+    """The slots a candidate is judged against: its own, and those it reaches unnamed."""
+    return ([topic.key] if topic else []) + sorted(implied_slots(text) - ({topic.key} if topic else set()))
 
 
 def _keep_said_order(planned: list[Planned]) -> None:
@@ -177,6 +184,21 @@ def find_neighbours(
         ]
         for text in texts
     ]
+
+
+def implied(rt: Runtime, scope: Scope, texts: list[str], exact: bool) -> list[list[Neighbour]]:
+    """Each text's memories found by the words of what it may change without saying them
+    (`implied_query`: what ended, the other values of its kind), kept when `implied_reason`
+    holds; their similarity is 0: found by their words, not by nearness."""
+    k = rt.settings.neighbours
+    flt = SearchFilter(payload_fields=NEIGHBOUR_FIELDS, exact_scope=exact)
+    out: list[list[Neighbour]] = []
+    for text in texts:
+        query = implied_query(text)
+        hits = rt.index.search_text(query, scope, k, flt) if query else []
+        found = [_neighbour(h.payload, h.memory_id, 0.0) for h in hits]
+        out.append([n for n in found if implied_reason(text, n.text, n.topic)])
+    return out
 
 
 def _neighbour(payload: dict[str, Any], memory_id: str, similarity: float) -> Neighbour:

@@ -160,7 +160,8 @@ class Matcher:
             return 0.0
         words, wanted = set(stems(text)), set(stems(target))
         total = sum(self.weight.get(w, self.unseen) for w in wanted)
-        return sum(self.weight.get(w, self.unseen) for w in wanted & words) / total if total else 0.0
+        covered = sum(self.weight.get(w, self.unseen) for w in wanted & words)
+        return round(covered / total, 9) if total else 0.0  # rounded: the order of a set's sum is not
 
     def covers(self, text: str, target: str) -> bool:
         """Whether `text` says what `target` says: the same normalised text, the fact `text`
@@ -194,7 +195,7 @@ class Matcher:
             total = sum(self.weight[w] for w in fact_words)
             if not total or fact_negated != negated:
                 continue
-            share = sum(self.weight[w] for w in fact_words & words) / total
+            share = round(sum(self.weight[w] for w in fact_words & words) / total, 9)
             overlap = len(fact_words & words) / len(fact_words | words) if words else 0.0
             if share >= MATCH_SHARE and (best is None or (share, overlap) > best[:2]):
                 best = (share, overlap, fact)

@@ -1,0 +1,159 @@
+"""Changes said without the old words: which stored memory a statement may change although the
+two share little wording, so the pair reaches the judge. Pure: texts in, the reason out.
+
+Four shapes, each read from the statement and checked against one stored memory:
+
+* **an ending**: "done with TAing", "no longer on keto", "handed in my notice", "finished the
+  course" goes to a memory that mentions what ended ("TAs the intro course", "follows keto", a
+  job);
+* **a count of the same thing**: "the team grew to 11" and "a team of 8", "10,000 beta users"
+  and "2,000 beta users": two numbers that differ, said of a word both share;
+* **a value of the same kind**: "fully migrating to GCP" and "runs on AWS", "switched us to
+  Svelte" and "the frontend is in Vue": two names of one kind (a cloud, a framework, a
+  database, a programming language), not the same one;
+* **a job elsewhere**: "accepted a job in Austin" also reaches where the user lives.
+
+Routing only: without a judge nothing here retires a memory, and with one it decides.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dreamer.core.topics import announces_change
+
+_WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
+_SUFFIXES = ("ing", "ed", "es", "er", "s")
+_STOP = frozenset(
+    "a an the and or but of to in on at for with from by as is are was were be been being it its this that "
+    "these those their them they he she his her i me my we our you your user user's users has have had do does "
+    "did not no now so than then there here very just also still about into over after before again all any "
+    "some more most other only own same too can will fully finally officially totally completely basically "
+    "done with longer quit quitting finished finishing stopped stopping ended ending left leaving handed notice "
+    "gave given up over grew grown shrank shrunk went gone got get new old now our".split()
+)
+_ENDING = re.compile(
+    r"\b(?:(?:i'?m|i am|we'?re|we are|is|are|am|the user is)\s+)?(?:done with|finished(?: with)?|through with|"
+    r"no longer(?: doing| on| at| with| in| using| a| an)?|not (?:doing|on|at|using) .{0,20}? any ?more|"
+    r"quit(?:ting)?|stopped|gave up(?: on)?|given up(?: on)?|left|leaving|wrapped up|dropped out of|dropped)"
+    r"\s+(?P<thing>[^.,;!?]{2,60})",
+    re.I,
+)
+_NOTICE = re.compile(
+    r"\b(?:handed in|gave|given|put in|turned in)\s+(?:my|his|her|their|the user's)?\s*notice\b"
+    r"|\bfreelanc(?:e|er|ing)\b|\bself-employed\b"
+    r"|\b(?:started|starting|runs?|opened) (?:my|his|her|their|the user's|a|an) own (?:business|company|practice|studio)\b",
+    re.I,
+)
+_JOB_WORDS = re.compile(
+    r"\b(?:work|works|working|job|employ|employer|employed|company|position|role|team|agency|firm|studio|"
+    r"office|clinic|hospital|school|hired|for an? [\w-]+ (?:called|named))\b",
+    re.I,
+)
+_COUNT = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(k|m|thousand|million)?\b", re.I)
+_JOB_ELSEWHERE = re.compile(
+    r"\b(?:job|offer|position|role|post|transfer|relocation|placement|residency)\b[^.;]{0,40}?\b(?:in|to)\s+"
+    r"(?-i:[A-Z][\w-]+)|\b(?:transferr?(?:ed|ing)|relocat(?:ed|ing)) (?:me |us )?to (?-i:[A-Z])",
+    re.I,
+)
+KINDS: dict[str, str] = {
+    "cloud": r"aws|amazon web services|gcp|google cloud(?: platform)?|azure|digitalocean|digital ocean|heroku|"
+    r"vercel|netlify|fly\.io|linode|hetzner|oracle cloud|ibm cloud|cloudflare workers|on-prem(?:ises)?",
+    "framework": r"react|vue(?:\.js)?|svelte(?:kit)?|angular|solid(?:js)?|next\.js|nuxt|remix|ember|jquery|"
+    r"django|flask|fastapi|rails|ruby on rails|laravel|spring boot|express|phoenix|htmx",
+    "database": r"postgres(?:ql)?|mysql|mariadb|mongo(?:db)?|sqlite|dynamodb|cassandra|snowflake|bigquery|"
+    r"redshift|oracle db|sql server|supabase|firebase|couchdb|neo4j|clickhouse",
+    "language": r"python|java|golang|rust|typescript|javascript|kotlin|swift|ruby|php|scala|elixir|haskell|"
+    r"c\+\+|c#|clojure|dart|julia|perl|ocaml|zig",
+}
+_KIND_PATTERNS = {kind: re.compile(rf"(?<![\w.+#-])(?:{names})(?![\w+#-])", re.I) for kind, names in KINDS.items()}
+
+
+def _base(word: str) -> str:
+    word = word.casefold().strip("'-")
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and not word.endswith(("ss", "is", "us")) and len(word) - len(suffix) >= 2:
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    """The words of a text that say what it is about, each cut to its base ("TAing" and "TAs" both
+    give "ta"); stop words and the words that announce a change left out."""
+    return {_base(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and len(w) > 1}
+
+
+def ended_thing(text: str) -> set[str] | None:
+    """What a statement says has ended, as content words; a notice handed in ends a job."""
+    if _NOTICE.search(text):
+        return {"job"}
+    m = _ENDING.search(text)
+    return content_words(m.group("thing")) or None if m else None
+
+
+def counts(text: str) -> set[float]:
+    """The numbers a statement says, "2,000" and "2k" alike."""
+    out = set()
+    for number, scale in _COUNT.findall(text):
+        value = float(number.replace(",", ""))
+        out.add(value * {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6}.get(scale.casefold(), 1))
+    return out
+
+
+def named(text: str) -> dict[str, set[str]]:
+    """The names of each kind a statement says: {"cloud": {"gcp"}}."""
+    out: dict[str, set[str]] = {}
+    for kind, pattern in _KIND_PATTERNS.items():
+        found = {m.group(0).casefold() for m in pattern.finditer(text)}
+        if found:
+            out[kind] = found
+    return out
+
+
+def implied_slots(text: str) -> set[str]:
+    """Slots a statement reaches without naming them: a job in another city reaches `home_city`."""
+    return {"home_city"} if _JOB_ELSEWHERE.search(text) else set()
+
+
+def implied_reason(text: str, stored: str, stored_topic: str | None = None) -> str | None:
+    """Why `text` may change the memory `stored` though their words differ, or None."""
+    if stored_topic is not None and stored_topic in implied_slots(text):
+        return f"a job elsewhere reaches {stored_topic}"
+    thing, words = ended_thing(text), content_words(stored)
+    if thing and (thing & words or ("job" in thing and _JOB_WORDS.search(stored))):
+        return "an ending of what it mentions"
+    new, old = counts(text), counts(stored)
+    shared = (content_words(text) & words) - {"day", "week", "month", "year", "time"}
+    if new and old and not new & old and shared and announces_change(text) | _grew(text):
+        return f"another count of {sorted(shared)[0]}"
+    theirs = named(stored)
+    for kind, names in named(text).items():
+        if kind in theirs and names != theirs[kind] and not names & theirs[kind]:
+            return f"another {kind}"
+    if (_CHANGED.search(text) or announces_change(text)) and shared:
+        return f"a change to its {sorted(shared)[0]}"
+    return None
+
+
+_CHANGED = re.compile(
+    r"\b(?:pivot(?:ed|ing)?|shift(?:ed|ing)|switch(?:ed|ing)|chang(?:ed|ing)|migrat(?:ed|ing)|mov(?:ed|ing)"
+    r"|replac(?:ed|ing)|swapp?(?:ed|ing)|turned into|is now|are now|now (?:is|are|uses?|runs?))\b",
+    re.I,
+)
+
+
+def _grew(text: str) -> bool:
+    return bool(
+        re.search(r"\b(?:grew|grown|growing|shrank|shrunk|is at|are at|up to|down to|hit|reached)\b", text, re.I)
+    )
+
+
+def implied_query(text: str) -> str | None:
+    """Words to find the memories a statement may change by, beyond its nearest ones: what ended,
+    the names of the other values of its kind."""
+    words: list[str] = []
+    if thing := ended_thing(text):
+        words += sorted(thing)
+    for kind in named(text):
+        words += [re.sub(r"\(\?:[^)]*\)\??|\\", "", alt) for alt in KINDS[kind].split("|")]
+    return " ".join(dict.fromkeys(words)) or None

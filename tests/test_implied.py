@@ -1,0 +1,112 @@
+"""Changes said without the old words reach the memory they change: an ending, another count of
+the same thing, another value of one kind, a job elsewhere; and the look-alikes that do not."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.core.consolidate import Neighbour, Thresholds, decide, route
+from dreamer.core.implied import counts, implied_query, implied_reason, implied_slots
+
+ROUTED = [
+    (
+        "The user is done with TAing this term.",
+        "The user TAs the intro to statistics course.",
+        None,
+        "an ending of what it mentions",
+    ),
+    (
+        "The user handed in their notice.",
+        "The user works at Acme as a designer.",
+        None,
+        "an ending of what it mentions",
+    ),
+    (
+        "The user is now a freelance translator.",
+        "The user translates for an agency called Ordbro.",
+        None,
+        "an ending of what it mentions",
+    ),
+    ("The user is no longer doing keto.", "The user follows a keto diet.", None, "an ending of what it mentions"),
+    (
+        "The user quit the job at Halfmoon Books.",
+        "The user works mornings at Halfmoon Books.",
+        None,
+        "an ending of what it mentions",
+    ),
+    ("The user's team grew to 11 engineers.", "The user's team has 8 engineers.", None, "another count of engineer"),
+    ("Tallyhub's beta is at 10k users now.", "Tallyhub's beta has 2,000 users.", None, "another count of beta"),
+    ("Tallyhub is fully migrating to GCP.", "Tallyhub runs its infrastructure on AWS.", None, "another cloud"),
+    (
+        "The team now builds new projects in Svelte.",
+        "The team builds its projects in React.",
+        None,
+        "another framework",
+    ),
+    ("The service moved from MySQL to Postgres.", "The service stores orders in MongoDB.", None, "another database"),
+    (
+        "The user accepted a job in Amsterdam.",
+        "The user lives in Lyon.",
+        "home_city",
+        "a job elsewhere reaches home_city",
+    ),
+    (
+        "The user's thesis pivoted to heat stress.",
+        "The user's thesis examines malaria.",
+        None,
+        "a change to its thesis",
+    ),
+]
+
+
+@pytest.mark.parametrize(("new", "old", "topic", "reason"), ROUTED)
+def test_a_change_said_without_the_old_words_reaches_it(new, old, topic, reason):
+    assert implied_reason(new, old, topic) == reason
+
+
+NOT_ROUTED = [
+    ("The user runs 5k on Tuesdays.", "The user has 2 cats.", None),  # numbers of different things
+    ("The user has 3 cats.", "The user has 3 cats and a dog.", None),  # the same count
+    ("The user likes React.", "The user uses React at work.", None),  # the same framework
+    ("The user left the party early.", "The user lives in Denver.", "home_city"),  # an ending of something else
+    ("The user's sister lives in Berlin.", "The user lives in Lyon.", "home_city"),  # no job elsewhere
+    ("The user enjoys Python and cooking.", "The user cooks Thai food on Sundays.", None),  # no change said
+]
+
+
+@pytest.mark.parametrize(("new", "old", "topic"), NOT_ROUTED)
+def test_a_statement_that_changes_nothing_stored_is_not_routed_by_implication(new, old, topic):
+    assert implied_reason(new, old, topic) is None
+
+
+def test_counts_read_thousands_and_their_short_forms_alike():
+    assert counts("2,000 users, then 10k, then 1.5 million") == {2000.0, 10000.0, 1_500_000.0}
+
+
+def test_the_words_to_find_what_a_statement_may_change_by():
+    assert implied_query("The user is done with TAing.") == "ta"
+    assert implied_query("I handed in my notice.") == "job"
+    assert implied_query("Moving everything to GCP.").split()[:3] == ["aws", "amazon", "web"]
+    assert implied_query("The user likes tea.") is None
+    assert implied_slots("She took a position in Austin.") == {"home_city"}
+    assert implied_slots("The user lives in Austin.") == set()
+
+
+def _n(memory_id: str, text: str, similarity: float, topic: str | None = None) -> Neighbour:
+    return Neighbour(memory_id, text, "profile", memory_id, similarity, topic=topic)
+
+
+THRESHOLDS = Thresholds(0.9, 0.6, 3, 0.45, 0.05)
+
+
+def test_an_implied_change_is_routed_whatever_its_similarity_and_supersedes_nothing_unjudged():
+    related = [
+        _n("ta", "The user TAs the intro to statistics course.", 0.12),
+        _n("city", "The user lives in Lyon.", 0.1),
+    ]
+    text = "The user is done with TAing this term."
+    assert [n.memory_id for n in route(text, related, THRESHOLDS, None)] == ["ta"]
+    judged = decide(text, "profile", related, THRESHOLDS, can_judge=True)
+    assert (judged.action, judged.routed) == ("judge", ("ta",))
+    unjudged = decide(text, "profile", related, THRESHOLDS, can_judge=False)
+    assert unjudged.action == "add"  # without a judge both stay current
