@@ -28,6 +28,11 @@ LOOKALIKE = "a word that only looks like the slot"
         ("The standup was moved to 10am.", "home_city", EVENT),
         ("The user loves turn-based strategy games.", "home_city", LOOKALIKE),
         ("The user is into plant-based cooking.", "home_city", LOOKALIKE),
+        ("The user moved back home.", "home_city", "no value of home_city's kind"),
+        ("The user moved it to Friday.", "home_city", "no value of home_city's kind"),
+        ("The user moved to 9am starts.", "home_city", "no value of home_city's kind"),
+        ("The user is working on the backhand.", "employer", "no value of employer's kind"),
+        ("The user switched to dark mode.", "phone", "no value of phone's kind"),
     ],
 )
 def test_a_change_that_is_not_the_users_own_is_named(text, slot, why):
@@ -45,6 +50,12 @@ def test_a_change_that_is_not_the_users_own_is_named(text, slot, why):
         ("The user is based in Berlin.", "home_city"),
         ("The user's team grew to 11.", "team_size"),
         ("The user's dad's old phone is now the user's phone.", "phone"),
+        ("the user moved to paris", "home_city"),
+        ("The user moved to the countryside.", "home_city"),
+        ("The user relocated to São Paulo.", "home_city"),
+        ("The user now works at Plaid.", "employer"),
+        ("The user joined a fintech startup.", "employer"),
+        ("The user went freelance.", "employer"),
     ],
 )
 def test_the_users_own_change_is_one(text, slot):

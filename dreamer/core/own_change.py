@@ -51,4 +51,29 @@ def not_own_change(text: str, slot: str | None) -> str | None:
             return "an event that moved, not a move of the user's"
         if _LOOKALIKE_BASED.search(text) and not _BASED_IN.search(text):
             return "a word that only looks like the slot"
+    if slot is not None and (value := _VALUES.get(slot)) is not None and not value.search(text):
+        return f"no value of {slot}'s kind"
     return None
+
+
+_DAYS = (
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|"
+    r"august|september|october|november|december|today|tomorrow|tonight|noon|midnight"
+)
+# What a value of a slot looks like: a place after "in / to / out of / near" for where one lives (a
+# name, not a weekday, a month or a time), a device for one's phone, an organisation for a job.
+_VALUES = {
+    "home_city": re.compile(
+        rf"\b(?:in|to|out of|near|from)\s+(?!(?:{_DAYS}|the|a|an|my|our|his|her|their|its|it|this|that|\d)\b)[^\W\d_][\w'-]+"
+        r"|\b(?:in|to)\s+(?:a|an|the)\s+(?:new\s+)?(?:city|town|village|suburb|countryside|place|flat|apartment|house)\b",
+        re.I,
+    ),
+    "phone": re.compile(
+        r"\b(?:iphone|pixel|galaxy|android|oneplus|fairphone|xiaomi|motorola|nokia|huawei|phone)\b", re.I
+    ),
+    "employer": re.compile(
+        r"\b(?:at|for|with|joined|by)\s+(?:(?-i:[A-Z])|an?\s+(?:[\w-]+\s+)?(?:startup|company|firm|agency|studio|"
+        r"bank|hospital|school|university|lab|consultancy))|\b(?:freelanc\w*|self-employed|unemployed|retired)\b",
+        re.I,
+    ),
+}
