@@ -71,6 +71,9 @@ NOT_ROUTED = [
     ("The user left the party early.", "The user lives in Denver.", "home_city"),  # an ending of something else
     ("The user's sister lives in Berlin.", "The user lives in Lyon.", "home_city"),  # no job elsewhere
     ("The user enjoys Python and cooking.", "The user cooks Thai food on Sundays.", None),  # no change said
+    ("Mel finished a painting with her kids.", "Mel enjoys painting landscapes.", None),  # one thing done
+    ("Writing helps Jo express her feelings.", "Jo's advice is to react calmly.", None),  # words, not names
+    ("Caroline is now ready to help others who need support.", "Caroline values the support of friends.", None),
 ]
 
 

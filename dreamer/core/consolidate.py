@@ -128,7 +128,7 @@ def decide(
 
 def route(text: str, related: list[Neighbour], thresholds: Thresholds, topic: Topic | None) -> list[Neighbour]:
     """What the judge sees a candidate with, at most `max_pairs`: every neighbour filling its
-    slot first (whatever their similarity), then those it may change without their words
+    slot first (whatever their similarity), then the nearest it may change without their words
     (`implied_reason`: an ending, another count, another value of one kind, a job elsewhere),
     then the near-duplicates that differ materially, then the band: the rest at or above `ambiguous_low` (`change_low` for a candidate that
     announces a change, being worded away from what it replaces), nearest first. In a crowd of
@@ -137,7 +137,7 @@ def route(text: str, related: list[Neighbour], thresholds: Thresholds, topic: To
     extracted `beside` the candidate from the same session is not in the band: the extractor
     already read both and gave them as two facts."""
     slot = [n for n in related if topic is not None and n.topic == topic.key]
-    slot += [n for n in related if n not in slot and implied_reason(text, n.text, n.topic)]
+    slot += [n for n in related if n not in slot and implied_reason(text, n.text, n.topic)][:1]  # the nearest
     near = [n for n in related if n not in slot and n.similarity >= thresholds.dup]
     change = announces_change(text)
     low = min(thresholds.ambiguous_low, thresholds.change_low) if change else thresholds.ambiguous_low

@@ -66,6 +66,7 @@ KINDS: dict[str, str] = {
     "language": r"python|java|golang|rust|typescript|javascript|kotlin|swift|ruby|php|scala|elixir|haskell|"
     r"c\+\+|c#|clojure|dart|julia|perl|ocaml|zig",
 }
+_TIMES = frozenset({"day", "week", "month", "year", "time", "hour", "minute"})
 _KIND_PATTERNS = {kind: re.compile(rf"(?<![\w.+#-])(?:{names})(?![\w+#-])", re.I) for kind, names in KINDS.items()}
 
 
@@ -77,10 +78,15 @@ def _base(word: str) -> str:
     return word
 
 
-def content_words(text: str) -> set[str]:
+def content_words(text: str, *, names: bool = True) -> set[str]:
     """The words of a text that say what it is about, each cut to its base ("TAing" and "TAs" both
-    give "ta"); stop words and the words that announce a change left out."""
-    return {_base(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and len(w) > 1}
+    give "ta"); stop words and the words that announce a change left out, and without `names`
+    the capitalised ones too (who or what a statement is about, shared by all it says of them)."""
+    return {
+        _base(w)
+        for w in _WORD.findall(text)
+        if w.casefold() not in _STOP and len(w) > 1 and (names or not w[0].isupper())
+    }
 
 
 def ended_thing(text: str) -> set[str] | None:
@@ -88,7 +94,9 @@ def ended_thing(text: str) -> set[str] | None:
     if _NOTICE.search(text):
         return {"job"}
     m = _ENDING.search(text)
-    return content_words(m.group("thing")) or None if m else None
+    if m is None or re.match(r"(?:a|an|one|another)\s", m.group("thing"), re.I):
+        return None  # "finished a painting" completes one thing, it ends no state
+    return content_words(m.group("thing")) or None
 
 
 def counts(text: str) -> set[float]:
@@ -100,11 +108,22 @@ def counts(text: str) -> set[float]:
     return out
 
 
+# Names that are ordinary words too ("react to", "express her feelings"): a name only capitalised.
+_WORDS_TOO = frozenset(
+    "react express remix ember phoenix rails swift rust ruby julia dart perl solid spring flask java go zig "
+    "spark oracle".split()
+)
+
+
 def named(text: str) -> dict[str, set[str]]:
     """The names of each kind a statement says: {"cloud": {"gcp"}}."""
     out: dict[str, set[str]] = {}
     for kind, pattern in _KIND_PATTERNS.items():
-        found = {m.group(0).casefold() for m in pattern.finditer(text)}
+        found = {
+            m.group(0).casefold()
+            for m in pattern.finditer(text)
+            if not m.group(0)[0].islower() or m.group(0).split()[0] not in _WORDS_TOO
+        }
         if found:
             out[kind] = found
     return out
@@ -123,21 +142,23 @@ def implied_reason(text: str, stored: str, stored_topic: str | None = None) -> s
     if thing and (thing & words or ("job" in thing and _JOB_WORDS.search(stored))):
         return "an ending of what it mentions"
     new, old = counts(text), counts(stored)
-    shared = (content_words(text) & words) - {"day", "week", "month", "year", "time"}
+    shared = (content_words(text, names=False) & content_words(stored, names=False)) - _TIMES
     if new and old and not new & old and shared and announces_change(text) | _grew(text):
         return f"another count of {sorted(shared)[0]}"
     theirs = named(stored)
     for kind, names in named(text).items():
         if kind in theirs and names != theirs[kind] and not names & theirs[kind]:
             return f"another {kind}"
-    if (_CHANGED.search(text) or announces_change(text)) and shared:
-        return f"a change to its {sorted(shared)[0]}"
+    changed = _CHANGED.search(text)
+    subject = content_words(text[: changed.start()], names=False) & shared if changed else set()
+    if subject:  # what changed is what the statement is about: "the thesis pivoted to ..."
+        return f"a change to its {sorted(subject)[0]}"
     return None
 
 
 _CHANGED = re.compile(
     r"\b(?:pivot(?:ed|ing)?|shift(?:ed|ing)|switch(?:ed|ing)|chang(?:ed|ing)|migrat(?:ed|ing)|mov(?:ed|ing)"
-    r"|replac(?:ed|ing)|swapp?(?:ed|ing)|turned into|is now|are now|now (?:is|are|uses?|runs?))\b",
+    r"|replac(?:ed|ing)|swapp?(?:ed|ing)|turned into|is now|are now|now (?:is|are|uses?|runs?|focus(?:es)?|works?))\b",
     re.I,
 )
 
