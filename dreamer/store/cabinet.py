@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, overload
 
 from sqlalchemy import ColumnElement, Select, SQLColumnExpression, and_, insert
@@ -19,7 +19,8 @@ from sqlmodel.sql.expression import SelectOfScalar
 from dreamer.core.changeset import RESTORED, snapshot
 from dreamer.core.consolidate import Evidence, content_hash, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
-from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id, utcnow
+from dreamer.core.expiry import resolve_time
+from dreamer.core.models import CURRENT_STATUSES, ONLINE_KINDS, Memory, MemoryEvent, new_memory_id, utcnow
 from dreamer.core.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,12 @@ def memory_row(
     cardinality: str | None = None,
     now: datetime,
     valid_from: datetime | None = None,
+    tz: tzinfo = UTC,
 ) -> dict[str, Any]:
     """Every column of a new memory row, waiting in the outbox; valid from when it was said
-    (`valid_from`), else from `now`."""
+    (`valid_from`), else from `now`, and current until the day or period its text names is over
+    in the user's time zone `tz` (`dreamer.core.expiry`; a daily note, the record of a day, never)."""
+    expiry = None if kind in ONLINE_KINDS else resolve_time(text, valid_from or now, tz)
     return {
         "id": memory_id or new_memory_id(),
         "user_id": user_id,
@@ -77,6 +81,7 @@ def memory_row(
         "cardinality": cardinality,
         "valid_from": valid_from or now,
         "valid_to": None,
+        "valid_until": expiry.until if expiry is not None else None,
         "superseded_by": None,
         "created_at": now,
         "updated_at": now,
