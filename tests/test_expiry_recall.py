@@ -7,24 +7,31 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+import httpx
 import pytest
 from dreamkit import EMBED_DIM, make_runtime
+from onlinekit import ALICE_WRITER, LiveServer, bearer, online_runtime, online_settings
 from sqlmodel import select
 
 from dreamer.core.expiry import end_of_day
 from dreamer.core.models import Memory
 from dreamer.core.scope import Scope
+from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.online.agent_writes import remember
+from dreamer.online.api import create_app
+from dreamer.online.recall import context, recall
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 
 ALICE = Scope("alice")
 SAID = datetime(2027, 2, 10, 9, 0, tzinfo=UTC)  # a Wednesday
+BEFORE = datetime(2027, 2, 16, 20, 0, tzinfo=UTC)  # the Tuesday itself
+AFTER = datetime(2027, 2, 17, 8, 0, tzinfo=UTC)
 INTERVIEW = "The user has a job interview at Acme next Tuesday."
 DESIGNER = "The user works at Acme as a designer."
 KIDS = "The user has 2 kids and runs 5k on Tuesdays."
@@ -90,6 +97,49 @@ def test_a_pass_stores_until_when_a_dated_fact_is_current(rt):
     assert stored[KIDS].valid_until is None
 
 
+def test_before_its_day_a_dated_fact_is_served_as_current(rt):
+    dreamed(rt)
+    found = recall(rt, "job interview at Acme", ALICE, k=3, now=BEFORE)
+    assert [h.text for h in found.hits][0] == INTERVIEW
+    assert not any(h.past for h in found.hits)
+    first = found.as_json()["hits"][0]
+    assert (first["past"], first["valid_until"]) == (False, "2027-02-16T23:59:59+00:00")
+
+
+def test_after_its_day_a_dated_fact_is_past_and_below_every_current_fact(rt):
+    dreamed(rt)
+    found = recall(rt, "job interview at Acme", ALICE, k=3, now=AFTER)
+    assert [h.text for h in found.hits][-1] == INTERVIEW
+    assert [(h.text, h.past) for h in found.hits if h.past] == [(INTERVIEW, True)]
+    assert [h.rank for h in found.hits] == [1, 2, 3]
+    assert found.as_json()["hits"][-1]["past"] is True
+
+
+def test_a_past_fact_never_takes_the_place_of_a_current_one(rt):
+    dreamed(rt)
+    [first] = recall(rt, "job interview at Acme", ALICE, k=1, now=BEFORE).hits
+    assert first.text == INTERVIEW
+    [only] = recall(rt, "job interview at Acme", ALICE, k=1, now=AFTER).hits
+    assert only.text != INTERVIEW and not only.past
+
+
+def test_the_context_block_labels_a_past_fact_and_puts_it_last(rt):
+    dreamed(rt)
+    before = context(rt, ALICE, budget_tokens=500, now=BEFORE).text.splitlines()[1:-1]
+    after = context(rt, ALICE, budget_tokens=500, now=AFTER).text.splitlines()[1:-1]
+    assert f"- {INTERVIEW}" in before and not any("past:" in line for line in before)
+    assert after[-1] == f"- {INTERVIEW} (past: 2027-02-16)"
+    assert [line for line in after if "past:" in line] == [after[-1]]
+    assert any(line.startswith(f"- {KIDS}") for line in after)  # a number that is no date: never past
+
+
+def test_a_far_later_recall_still_labels_only_the_dated_fact(rt):
+    dreamed(rt)
+    later = datetime(2031, 1, 1, tzinfo=UTC)
+    found = recall(rt, "Acme kids Tuesdays", ALICE, k=5, now=later)
+    assert {h.text: h.past for h in found.hits} == {INTERVIEW: True, DESIGNER: False, KIDS: False}
+
+
 def test_an_agent_write_is_current_until_the_day_it_names(rt):
     written = remember(rt, ALICE, "The user has a dentist appointment tomorrow.", kind="profile")
     m = written.memory
@@ -108,3 +158,41 @@ def test_the_day_is_counted_in_the_users_time_zone_and_a_daily_note_never_expire
     assert row(INTERVIEW)["valid_until"] == datetime(2027, 2, 16, 22, 59, 59, tzinfo=UTC)  # Tuesday's end in Oslo
     assert row("The user's flight is tomorrow.")["valid_until"] == datetime(2027, 2, 12, 22, 59, 59, tzinfo=UTC)
     assert row("The user's flight is tomorrow.", kind="daily_note")["valid_until"] is None
+
+
+def test_the_http_answers_say_when_a_fact_is_past(settings, sqlite_engine, tmp_path):
+    with ScriptedServer(embed_dim=EMBED_DIM) as scripted:
+        rt = online_runtime(online_settings(settings), sqlite_engine, scripted, EdgeIndex(tmp_path / "edge", EMBED_DIM))
+        try:
+            with session_scope(rt.engine) as s:  # said a year ago: its Tuesday is long over
+                cabinet.add_memory(
+                    s,
+                    user_id="alice",
+                    kind="profile",
+                    text=INTERVIEW,
+                    source="dream",
+                    evidence=[],
+                    now=SAID - timedelta(days=365),
+                )
+            outbox.drain(rt)
+            with LiveServer(create_app(rt)) as live, httpx.Client(base_url=live.url, timeout=60) as client:
+                h = bearer(ALICE_WRITER)
+                durable = client.post("/v1/memories", headers=h, json={"text": DESIGNER, "kind": "profile"}).json()
+                soon = client.post(
+                    "/v1/memories",
+                    headers=h,
+                    json={"text": "The user has a dentist appointment tomorrow.", "kind": "profile"},
+                ).json()
+                hits = client.post("/v1/recall", headers=h, json={"query": "job interview at Acme", "k": 3}).json()[
+                    "hits"
+                ]
+                block = client.get("/v1/context", headers=h, params={"budget": 500}).json()["text"]
+        finally:
+            rt.close()
+    assert durable["valid_until"] is None
+    assert soon["valid_until"] is not None and soon["valid_until"].endswith("T23:59:59+00:00")
+    assert [(x["text"], x["past"], x["valid_until"]) for x in hits if x["past"]] == [
+        (INTERVIEW, True, "2026-02-17T23:59:59+00:00")
+    ]
+    assert hits[-1]["text"] == INTERVIEW and [x["rank"] for x in hits] == [1, 2, 3]
+    assert block.splitlines()[-2] == f"- {INTERVIEW} (past: 2026-02-17)"
