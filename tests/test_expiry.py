@@ -3,7 +3,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from dreamer.core.days import zone
-from dreamer.core.expiry import Expiry, end_of_day, is_past, resolve_time
+from dreamer.core.expiry import Expiry, end_of_day, is_past, later_end, resolve_time
 
 SAID = datetime(2027, 2, 10, 10, 0, tzinfo=UTC)  # a Wednesday
 
@@ -136,3 +136,13 @@ def test_past_is_after_the_end_of_the_day():
     assert is_past(until, datetime(2027, 2, 16, 0, 0, tzinfo=UTC))
     assert is_past(until.replace(tzinfo=None), datetime(2027, 2, 16))  # naive: UTC
     assert not is_past(None, datetime(2099, 1, 1, tzinfo=UTC))
+
+
+def test_a_fact_said_again_keeps_the_later_end():
+    first, again = end_of_day(date(2027, 2, 16)), end_of_day(date(2027, 2, 23))
+    assert later_end(first, again) == again
+    assert later_end(again, first) == again
+    assert later_end(first.replace(tzinfo=None), again) == again  # naive, as SQLite gives it back: UTC
+    assert later_end(None, again) == again
+    assert later_end(first, None) == first
+    assert later_end(None, None) is None

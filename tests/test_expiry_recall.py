@@ -18,6 +18,7 @@ from dreamer.core.models import Memory
 from dreamer.core.scope import Scope
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.revert import revert_run
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
@@ -95,6 +96,22 @@ def test_a_pass_stores_until_when_a_dated_fact_is_current(rt):
     assert as_utc(stored[INTERVIEW].valid_until) == end_of_day(date(2027, 2, 16))  # next Tuesday, from 10 February
     assert stored[DESIGNER].valid_until is None
     assert stored[KIDS].valid_until is None
+
+
+def test_a_fact_said_again_later_stays_current_until_the_later_day_and_a_revert_restores_it(rt):
+    dreamed(rt)
+    record_messages(
+        rt.engine, "s2", said(SAID + timedelta(days=7), "I have a job interview at Acme next Tuesday."), user_id="alice"
+    )
+    run = dream_pass(rt, force=True, judge=None)
+    assert run.merged >= 1
+    with session_scope(rt.engine) as s:
+        [m] = s.exec(select(Memory).where(Memory.text == INTERVIEW)).all()
+        assert as_utc(m.valid_until) == end_of_day(date(2027, 2, 23))  # a week on: the Tuesday after
+    assert revert_run(rt.engine, run.id).applied
+    with session_scope(rt.engine) as s:
+        [m] = s.exec(select(Memory).where(Memory.text == INTERVIEW)).all()
+        assert as_utc(m.valid_until) == end_of_day(date(2027, 2, 16))
 
 
 def test_before_its_day_a_dated_fact_is_served_as_current(rt):

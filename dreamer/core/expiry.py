@@ -138,6 +138,14 @@ def is_past(until: datetime | None, now: datetime) -> bool:
     return _aware(until) < _aware(now)
 
 
+def later_end(until: datetime | None, again: datetime | None) -> datetime | None:
+    """Until when a fact is current once it is said again: the later of the two ends (a
+    restated "next Tuesday" may be a week on); None when neither names one."""
+    if until is None or again is None:
+        return until or again
+    return max(_aware(until), _aware(again))
+
+
 def end_of_day(day: date, tz: tzinfo = UTC) -> datetime:
     """The last second of `day` in `tz`, as a UTC time."""
     return datetime.combine(day, time(23, 59, 59), tzinfo=tz).astimezone(UTC)

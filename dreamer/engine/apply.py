@@ -133,7 +133,7 @@ def apply_all(
     removals = [c for c in changes if c.new_id is not None and c.target in stored]
     held = {c.position for c in removals} if hold is not None and hold(len(removals)) else set()
     cabinet.insert_memories(s, rows, events)
-    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held)
+    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held, said=said, tz=tz)
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
 
 
@@ -182,17 +182,30 @@ def _merge_and_supersede(
     run_id: int | None,
     now: datetime,
     held: set[int],
+    said: list[datetime | None] | None,
+    tz: tzinfo,
 ) -> None:
     """Each merge and supersession, into a locked stored row or a memory added earlier in the
-    batch; the supersessions at a `held` position are held for a person instead."""
+    batch; the supersessions at a `held` position are held for a person instead. A merge keeps
+    the later end of a dated fact: as stored, or counted from when it was said again."""
     for c in changes:
         m = stored.get(c.target) or s.get_one(Memory, c.target)  # else added earlier in this batch
         reason = c.planned.decision.reason
         if c.new_id is None:
             importance = c.planned.candidate.importance
+            at = (said[c.position] if said else None) or now
+            until = cabinet.valid_until_of(m.text, m.kind, at, tz)
             data = {"routed": c.routed}
             cabinet.merge_into(
-                s, m, c.evidence, run_id=run_id, reason=reason, importance=importance, now=now, data=data
+                s,
+                m,
+                c.evidence,
+                run_id=run_id,
+                reason=reason,
+                importance=importance,
+                now=now,
+                data=data,
+                valid_until=until,
             )
         elif c.position in held:
             cabinet.hold(s, m, c.new_id, run_id=run_id, reason=reason, now=now)
