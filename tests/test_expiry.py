@@ -36,7 +36,8 @@ DATED = [
     ("The user's recital is on Monday.", date(2027, 2, 15)),
     ("The user's dentist visit was on Monday.", None),  # a past verb: what happened
     ("The user has to send the draft by Wednesday.", date(2027, 2, 17)),
-    ("The user's deadline is Friday.", date(2027, 2, 12)),
+    ("The user's deadline is this coming Friday.", date(2027, 2, 12)),
+    ("The user's party is on Saturday.", date(2027, 2, 13)),
     # counted and periods
     ("The user starts the new job in two weeks.", date(2027, 2, 24)),
     ("The user's results come in 3 days.", date(2027, 2, 13)),
@@ -80,7 +81,25 @@ DURABLE = [
     "The user's favourite month is May.",
     "The user may 3D print a case.",
     "The user sleeps 8 hours a night.",
+    "The user's day off is Friday.",
+    "The user runs on Sundays and rests on Monday.",
+    "The user hikes on weekends, this weekend too.",
 ]
+
+
+@pytest.mark.parametrize(
+    ("text", "said", "tz"),
+    [
+        ("The user retires in 900 years.", datetime(9990, 1, 1, tzinfo=UTC), UTC),
+        ("The user's deadline is 9999-12-31.", SAID, zone("America/New_York")),
+        ("The user's review is on the 99th.", SAID, UTC),
+        ("The user's exam is on Feb 30 and 31 June.", SAID, UTC),
+        ("The user's exam is on 29 February.", datetime(9998, 3, 1, tzinfo=UTC), UTC),
+        ("The user's exam is tomorrow.", datetime(1, 1, 1, tzinfo=UTC), zone("America/New_York")),
+    ],
+)
+def test_a_time_off_the_calendar_names_no_end(text, said, tz):
+    assert resolve_time(text, said, tz) is None
 
 
 @pytest.mark.parametrize(("text", "day"), DATED)

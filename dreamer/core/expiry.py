@@ -76,7 +76,7 @@ _NTH = re.compile(
 _DAY_WORD = re.compile(
     r"\b(?<!as of )(?P<w>today|tonight|this (?:morning|afternoon|evening)|(?:the day after )?tomorrow)\b", re.I
 )
-_WEEKDAY = re.compile(rf"\b(?P<w>next|this(?: coming)?|coming|on|by|until|till|before|is) {_WD}", re.I)
+_WEEKDAY = re.compile(rf"\b(?P<w>next|this(?: coming)?|coming|on|by|until|till|before) {_WD}", re.I)
 _IN_COUNT = re.compile(
     rf"\b(?:in|within)(?: the next)? {_COUNT} (?P<u>day|week|month|year)s?\b(?!\s+(?:ago|old|running|in a row))", re.I
 )
@@ -92,7 +92,7 @@ _OPEN = re.compile(
 )
 _RECURRING = re.compile(
     r"\b(?:every|each|weekly|daily|nightly|monthly|quarterly|annually|yearly|usually|always|born|birthday"
-    r"|anniversary|since)\b",
+    r"|anniversary|since|(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends)\b",
     re.I,
 )
 _PAST_TIME = re.compile(rf"\b(?:ago|yesterday|last (?:{'|'.join(WEEKDAYS)}|week|weekend|month|quarter|year))\b", re.I)
@@ -123,12 +123,15 @@ def resolve_time(text: str, said: datetime, tz: tzinfo = UTC) -> Expiry | None:
     if _RECURRING.search(text) or _PAST_TIME.search(text):
         return None
     at = said if said.tzinfo is not None else said.replace(tzinfo=UTC)
-    today = at.astimezone(tz).date()
-    days = [d for d in _days(text, today) if d >= today]
+    try:
+        today = at.astimezone(tz).date()
+        ends = [end_of_day(d, tz) for d in _days(text, today) if d >= today]
+    except (OverflowError, ValueError):  # off the calendar's ends ("in 900 years" of 9990)
+        ends = []
     provisional = _OPEN.search(text) is not None
-    if not days:
+    if not ends:
         return Expiry(None, provisional=True) if provisional else None
-    return Expiry(end_of_day(max(days), tz), provisional=provisional)
+    return Expiry(max(ends), provisional=provisional)
 
 
 def is_past(until: datetime | None, now: datetime) -> bool:
