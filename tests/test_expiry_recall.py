@@ -132,6 +132,14 @@ def test_after_its_day_a_dated_fact_is_past_and_below_every_current_fact(rt):
     assert found.as_json()["hits"][-1]["past"] is True
 
 
+def test_a_recall_about_what_happened_labels_but_keeps_the_order(rt):
+    dreamed(rt)
+    before = recall(rt, "job interview at Acme", ALICE, k=3, now=BEFORE)
+    history = recall(rt, "job interview at Acme", ALICE, k=3, now=AFTER, past_last=False)
+    assert [h.memory_id for h in history.hits] == [h.memory_id for h in before.hits]
+    assert [h.past for h in history.hits] == [h.text == INTERVIEW for h in before.hits]
+
+
 def test_a_past_fact_never_takes_the_place_of_a_current_one(rt):
     dreamed(rt)
     [first] = recall(rt, "job interview at Acme", ALICE, k=1, now=BEFORE).hits

@@ -213,11 +213,12 @@ def recall(
     until: datetime | None = None,
     include_all: bool = False,
     now: datetime | None = None,
+    past_last: bool = True,
 ) -> RecallResult:
     """The k best current memories of `scope` for `query`, ranked by `dreamer.ranking` (dense +
     BM25 fused by weight with the speaker match, or one search alone; BM25 alone without an
-    embedder), those whose time is over at `now` (default: the present) marked past and after
-    the others."""
+    embedder), those whose time is over at `now` (default: the present) marked past and, with
+    `past_last` (a recall for the present, not one about what happened), after the others."""
     st = rt.settings
     k = k or st.recall_k
     flt = SearchFilter(
@@ -229,20 +230,28 @@ def recall(
     limit = max(st.candidate_multiplier * k, st.recall_candidates)
     ranked = rank(rt, query, scope, limit, flt, head=k)
     result = RecallResult(query, ranked.mode, note=ranked.note)
-    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k, now or utcnow())
+    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k, now or utcnow(), past_last)
     return result
 
 
 def _load_best(
-    rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int, now: datetime
+    rt: Runtime,
+    ranked: list[tuple[str, float]],
+    scope: Scope,
+    include_all: bool,
+    k: int,
+    now: datetime,
+    past_last: bool = True,
 ) -> list[RecallHit]:
     """The first k candidates that SQL confirms, the current before the past, read window by
     window (the k best, then the rest): a stale index entry or a past fact dropped or moved here
     still does not cost a current hit, and a recall over many candidates reads only what it returns."""
     window = max(k, 1)
     hits = _load(rt, ranked[:window], scope, include_all, now)
-    if sum(not h.past for h in hits) < k and len(ranked) > window:
+    if sum(not (past_last and h.past) for h in hits) < k and len(ranked) > window:
         hits += _load(rt, ranked[window:], scope, include_all, now)
+    if not past_last:
+        return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
     best = present_first(newest_in_slot(present_first(hits, now)[:k]), now)
     return [replace(h, rank=i) for i, h in enumerate(best, start=1)]
 
