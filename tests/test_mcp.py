@@ -44,6 +44,7 @@ async def the_memory_round_trip(session: ClientSession) -> None:
 
     hits = data(await session.call_tool("search_memories", {"query": "window seats trains", "k": 3}))["hits"]
     assert [h["memory_id"] for h in hits] == [mid]
+    assert (hits[0]["past"], hits[0]["valid_until"], added["valid_until"]) == (False, None, None)  # no date in it
 
     block = data(await session.call_tool("get_context", {}))
     assert block["memory_ids"] == [mid]

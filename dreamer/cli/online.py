@@ -127,11 +127,13 @@ def recall_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Hybrid recall over one user's memories."""
+    from dreamer.core.models import utcnow
     from dreamer.core.scope import Scope
-    from dreamer.online.recall import recall
+    from dreamer.online.recall import past_mark, recall
 
+    now = utcnow()
     with index_runtime(ctx, "POST /v1/recall") as rt:
-        found = recall(rt, query, Scope(user_id=user), k=k, include_all=include_all)
+        found = recall(rt, query, Scope(user_id=user), k=k, include_all=include_all, now=now)
     if as_json:
         print_json(found.as_json())
         return
@@ -139,7 +141,10 @@ def recall_cmd(
     if found.note:
         out.print(f"  note: {found.note}", markup=False)
     for h in found.hits:
-        out.print(f"{h.rank:>3}. {h.score:.3f}  {h.memory_id[:12]}  [{h.kind}, {h.status}]  {h.text}", markup=False)
+        past = past_mark(h.valid_until, now, rt.settings.tz)
+        out.print(
+            f"{h.rank:>3}. {h.score:.3f}  {h.memory_id[:12]}  [{h.kind}, {h.status}]  {h.text}{past}", markup=False
+        )
 
 
 @app.command("context")

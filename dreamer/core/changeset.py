@@ -19,7 +19,7 @@ from typing import Any
 from dreamer.core.consolidate import Evidence, evidence_key, promoted_status
 
 UNDOABLE = ("add", "merge", "supersede", "forget", "hold")
-RESTORED = ("status", "importance", "last_seen", "updated_at", "valid_to", "superseded_by")
+RESTORED = ("status", "importance", "last_seen", "updated_at", "valid_to", "valid_until", "superseded_by")
 """The fields of a memory a change overwrites and its undo puts back (the evidence apart)."""
 REVERTED = "reverted"  # the status of a memory whose adding was undone: not current, and not refused later
 
@@ -132,6 +132,6 @@ def _status_before(data: Mapping[str, Any], row: Mapping[str, Any], fallback: st
 
 
 def _time(key: str, value: Any) -> Any:
-    if key in ("last_seen", "updated_at", "valid_to") and isinstance(value, str):
+    if key in ("last_seen", "updated_at", "valid_to", "valid_until") and isinstance(value, str):
         return datetime.fromisoformat(value)
     return value

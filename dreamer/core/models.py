@@ -116,6 +116,7 @@ class Memory(SQLModel, table=True):
     cardinality: str | None = Field(default=None, max_length=8)  # one | many
     valid_from: datetime = Field(default_factory=utcnow)
     valid_to: datetime | None = None
+    valid_until: datetime | None = None  # when what it says is over (`dreamer.core.expiry`): past after it
     superseded_by: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)

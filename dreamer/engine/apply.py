@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from sqlmodel import Session as DBSession
@@ -51,6 +51,7 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
             now=now,
             hold=lambda n: guard.holds(s, sess.user_id, n),
             said=said,
+            tz=rt.settings.tz,
         )
         cursor.processed_seq = work.upto
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
@@ -95,12 +96,12 @@ def apply_all(
     now: datetime | None = None,
     hold: Callable[[int], bool] | None = None,
     said: list[datetime | None] | None = None,
+    tz: tzinfo = UTC,
 ) -> list[str]:
     """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
     added, superseded, or held: added, its supersession held for a person), in order. New memories
-    and their add events are written first, two statements in all; merges and supersessions then
-    load their targets like any stored row. `hold(n)` is asked, before anything is written, whether
-    the batch's n supersessions are held (the guard). `said`: when each was said (None: `now`)."""
+    and their add events are written first, then merges and supersessions. `hold(n)`: whether the
+    batch's n supersessions are held (the guard); `said`: when each was said (None: `now`), in `tz`."""
     now = now or utcnow()
     stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict[str, Any]] = []
@@ -112,7 +113,7 @@ def apply_all(
         outcome, target = _resolve(p, planned, stored, superseded)
         routed = _routed(p, planned)
         if outcome in ("added", "superseded"):
-            row = _memory_row(p, owner, source=source, evidence=ev, now=now, said=at)
+            row = _memory_row(p, owner, source=source, evidence=ev, now=now, said=at, tz=tz)
             rows.append(row)
             data = {"evidence": ev, "routed": routed}
             events.append(
@@ -132,7 +133,7 @@ def apply_all(
     removals = [c for c in changes if c.new_id is not None and c.target in stored]
     held = {c.position for c in removals} if hold is not None and hold(len(removals)) else set()
     cabinet.insert_memories(s, rows, events)
-    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held)
+    _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held, said=said, tz=tz)
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
 
 
@@ -143,7 +144,14 @@ def said_at(lines: list[Line], planned: list[Planned]) -> list[datetime | None]:
 
 
 def _memory_row(
-    p: Planned, owner: Scope, *, source: str, evidence: list[Evidence], now: datetime, said: datetime | None
+    p: Planned,
+    owner: Scope,
+    *,
+    source: str,
+    evidence: list[Evidence],
+    now: datetime,
+    said: datetime | None,
+    tz: tzinfo,
 ) -> dict[str, Any]:
     """The row of the memory a candidate adds, in `owner`'s scope, valid from when it was said."""
     return cabinet.memory_row(
@@ -162,6 +170,7 @@ def _memory_row(
         cardinality=p.topic.cardinality if p.topic else None,
         now=now,
         valid_from=said,
+        tz=tz,
     )
 
 
@@ -173,17 +182,30 @@ def _merge_and_supersede(
     run_id: int | None,
     now: datetime,
     held: set[int],
+    said: list[datetime | None] | None,
+    tz: tzinfo,
 ) -> None:
     """Each merge and supersession, into a locked stored row or a memory added earlier in the
-    batch; the supersessions at a `held` position are held for a person instead."""
+    batch; the supersessions at a `held` position are held for a person instead. A merge keeps
+    the later end of a dated fact: as stored, or counted from when it was said again."""
     for c in changes:
         m = stored.get(c.target) or s.get_one(Memory, c.target)  # else added earlier in this batch
         reason = c.planned.decision.reason
         if c.new_id is None:
             importance = c.planned.candidate.importance
+            at = (said[c.position] if said else None) or now
+            until = cabinet.valid_until_of(m.text, m.kind, at, tz)
             data = {"routed": c.routed}
             cabinet.merge_into(
-                s, m, c.evidence, run_id=run_id, reason=reason, importance=importance, now=now, data=data
+                s,
+                m,
+                c.evidence,
+                run_id=run_id,
+                reason=reason,
+                importance=importance,
+                now=now,
+                data=data,
+                valid_until=until,
             )
         elif c.position in held:
             cabinet.hold(s, m, c.new_id, run_id=run_id, reason=reason, now=now)

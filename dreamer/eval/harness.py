@@ -258,7 +258,9 @@ def _score(rt: Runtime, conv: Conversation, dmap: DiaMap, ks: Sequence[int], tot
     totals.memories += len(current)
     scope = Scope(user_id=conv.sample_id)
     for q in conv.questions:
-        hits = recall(rt, q.text, scope, k=max(ks)).hits
+        # the questions ask what happened over the conversation: a dated fact being over now is
+        # no reason to rank it lower
+        hits = recall(rt, q.text, scope, k=max(ks), past_last=False).hits
         totals.rows.append(score_question(q, [dmap.dia_ids(h.evidence) for h in hits], covered, ks))
 
 

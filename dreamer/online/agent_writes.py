@@ -113,7 +113,9 @@ def remember(
             raise WriteRejected(f"not stored: {p.decision.reason}")
         lock.confirm()  # a lock that ran out while the model judged may have let another writer in
         with session_scope(rt.engine) as s:
-            [outcome] = apply_all(s, planned, scope, source="agent", evidence=[evidence], now=utcnow())
+            [outcome] = apply_all(
+                s, planned, scope, source="agent", evidence=[evidence], now=utcnow(), tz=rt.settings.tz
+            )
             memory = s.get(Memory, p.memory_id)
         if memory is None:
             raise NotFound(f"no memory {p.memory_id}")

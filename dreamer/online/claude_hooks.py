@@ -26,7 +26,7 @@ from sqlmodel import select
 
 from dreamer.core.errors import DreamerError, IngestError
 from dreamer.core.memory_text import as_data
-from dreamer.core.models import Session
+from dreamer.core.models import Session, utcnow
 from dreamer.core.redact import context_markers, new_block_id
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
@@ -35,7 +35,7 @@ from dreamer.ingest.claude_code import FORMAT as CLAUDE_CODE
 from dreamer.ingest.watch import Outcome, Owner, watch_file
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_trigger import MANUAL
-from dreamer.online.recall import context, recall
+from dreamer.online.recall import context, past_mark, recall
 from dreamer.store.busy import activity_key
 from dreamer.store.db import session_scope
 
@@ -106,11 +106,12 @@ def _prompt_submitted(rt: Runtime, scope: Scope, hook: HookInput) -> dict[str, A
     k = rt.settings.hook_recall_k
     if k <= 0 or not hook.prompt:
         return None
-    hits = recall(rt, hook.prompt, scope, k=k).hits
+    now = utcnow()
+    hits = recall(rt, hook.prompt, scope, k=k, now=now).hits
     if not hits:
         return None
     opening, closing = context_markers(new_block_id())
-    lines = [f"- {as_data(h.text)}" for h in hits]
+    lines = [f"- {as_data(h.text)}{past_mark(h.valid_until, now, rt.settings.tz)}" for h in hits]
     return _additional(hook.event, "\n".join([opening, *lines, closing]))
 
 

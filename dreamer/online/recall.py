@@ -4,22 +4,27 @@ budgeted context block of preferences and profile facts to inject.
 The context block is data, not markup: each memory is one line rendered by
 `memory_text.as_data` (normalised, redacted, markup defused), between markers whose id is drawn
 for this render (`redact.context_markers`), so no stored text can close the block or forge one;
-the dreamer strips a block by that id when it comes back in a transcript."""
+the dreamer strips a block by that id when it comes back in a transcript.
+
+A fact whose time is over (its `valid_until`, `dreamer.core.expiry`: "the interview is next
+Tuesday" after that Tuesday) is past: recall and the context block label it so, with the day it
+ended, and rank it below every current fact; before that day it is served as any other."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import select as sql_select
 from sqlmodel import col, select
 
 from dreamer.core.consolidate import Evidence
+from dreamer.core.expiry import is_past
 from dreamer.core.memory_text import as_data
-from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory
+from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory, utcnow
 from dreamer.core.redact import context_markers, new_block_id
 from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
@@ -32,6 +37,7 @@ from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound="Slotted")
+D = TypeVar("D", bound="Dated")
 
 HIT_COLUMNS = (
     col(Memory.id),
@@ -41,6 +47,7 @@ HIT_COLUMNS = (
     col(Memory.evidence),
     col(Memory.created_at),
     col(Memory.valid_from),
+    col(Memory.valid_until),
     col(Memory.last_seen),
     col(Memory.topic),
     col(Memory.cardinality),
@@ -104,8 +111,30 @@ def only_newest_in_slot(items: Sequence[S]) -> list[S]:
     return out
 
 
-def context_line(m: Memory) -> str:
-    """One line of the context block; a present state says when it was last confirmed."""
+class Dated(Protocol):
+    """What `present_first` reads of a memory or a hit: until when it is current."""
+
+    valid_until: datetime | None
+
+
+def present_first(items: Sequence[D], now: datetime) -> list[D]:
+    """`items` in order, but those past at `now` after every current one."""
+    return [m for m in items if not is_past(m.valid_until, now)] + [m for m in items if is_past(m.valid_until, now)]
+
+
+def past_mark(until: datetime | None, now: datetime, tz: tzinfo = UTC) -> str:
+    """The mark of a fact whose time is over at `now`, with the day it ended in `tz`
+    (" (past: 2027-02-15)"); "" for one still current."""
+    if until is None or not is_past(until, now):
+        return ""
+    return f" (past: {as_utc(until).astimezone(tz).date().isoformat()})"
+
+
+def context_line(m: Memory, now: datetime | None = None, tz: tzinfo = UTC) -> str:
+    """One line of the context block: a fact whose time is over at `now` says so, with the day it
+    ended; a present state says when it was last confirmed."""
+    if mark := past_mark(m.valid_until, now or utcnow(), tz):
+        return f"- {as_data(m.text)}{mark}"
     if describes_present(m.text, m.kind):
         return f"- {as_data(m.text)} (as of {as_utc(m.last_seen).date().isoformat()})"
     return f"- {as_data(m.text)}"
@@ -141,6 +170,8 @@ class RecallHit:
     topic: str | None = None
     cardinality: str | None = None
     rank: int = 0
+    valid_until: datetime | None = None
+    past: bool = False  # its time is over (`valid_until` before the recall's now)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -155,6 +186,8 @@ class RecallHit:
             "valid_from": self.valid_from.isoformat(),
             "last_seen": as_utc(self.last_seen).isoformat(),
             "topic": self.topic,
+            "valid_until": as_utc(self.valid_until).isoformat() if self.valid_until is not None else None,
+            "past": self.past,
         }
 
 
@@ -179,9 +212,13 @@ def recall(
     since: datetime | None = None,
     until: datetime | None = None,
     include_all: bool = False,
+    now: datetime | None = None,
+    past_last: bool = True,
 ) -> RecallResult:
     """The k best current memories of `scope` for `query`, ranked by `dreamer.ranking` (dense +
-    BM25 fused by weight with the speaker match, or one search alone; BM25 alone without an embedder)."""
+    BM25 fused by weight with the speaker match, or one search alone; BM25 alone without an
+    embedder), those whose time is over at `now` (default: the present) marked past and, with
+    `past_last` (a recall for the present, not one about what happened), after the others."""
     st = rt.settings
     k = k or st.recall_k
     flt = SearchFilter(
@@ -193,21 +230,30 @@ def recall(
     limit = max(st.candidate_multiplier * k, st.recall_candidates)
     ranked = rank(rt, query, scope, limit, flt, head=k)
     result = RecallResult(query, ranked.mode, note=ranked.note)
-    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k)
+    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k, now or utcnow(), past_last)
     return result
 
 
 def _load_best(
-    rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, k: int
+    rt: Runtime,
+    ranked: list[tuple[str, float]],
+    scope: Scope,
+    include_all: bool,
+    k: int,
+    now: datetime,
+    past_last: bool = True,
 ) -> list[RecallHit]:
-    """The first k candidates that SQL confirms, read window by window (the k best, then the
-    rest): a stale index entry dropped here still does not cost a hit, and a recall over many
-    candidates reads only what it returns."""
+    """The first k candidates that SQL confirms, the current before the past, read window by
+    window (the k best, then the rest): a stale index entry or a past fact dropped or moved here
+    still does not cost a current hit, and a recall over many candidates reads only what it returns."""
     window = max(k, 1)
-    hits = _load(rt, ranked[:window], scope, include_all)
-    if len(hits) < k and len(ranked) > window:
-        hits += _load(rt, ranked[window:], scope, include_all)
-    return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
+    hits = _load(rt, ranked[:window], scope, include_all, now)
+    if sum(not (past_last and h.past) for h in hits) < k and len(ranked) > window:
+        hits += _load(rt, ranked[window:], scope, include_all, now)
+    if not past_last:
+        return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
+    best = present_first(newest_in_slot(present_first(hits, now)[:k]), now)
+    return [replace(h, rank=i) for i, h in enumerate(best, start=1)]
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -217,7 +263,9 @@ def _epoch(when: datetime | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-def _load(rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool) -> list[RecallHit]:
+def _load(
+    rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, now: datetime
+) -> list[RecallHit]:
     """Read the hits back from SQL, the system of record, re-checking scope and status (only
     the columns a hit needs, on a plain connection)."""
     if not ranked:
@@ -244,6 +292,8 @@ def _load(rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_al
                 m.last_seen,
                 m.topic,
                 m.cardinality,
+                valid_until=m.valid_until,
+                past=is_past(m.valid_until, now),
             )
         )
     return out
@@ -263,10 +313,17 @@ class ContextBlock:
 
 
 def context(
-    rt: Runtime, scope: Scope, *, budget_tokens: int | None = None, block_id: str | None = None
+    rt: Runtime,
+    scope: Scope,
+    *,
+    budget_tokens: int | None = None,
+    block_id: str | None = None,
+    now: datetime | None = None,
 ) -> ContextBlock:
     """Preferences and profile facts worth injecting, ranked and cut to the token budget, between
-    markers of `block_id` (drawn afresh for each render unless given)."""
+    markers of `block_id` (drawn afresh for each render unless given); those whose time is over
+    at `now` (default: the present) are labelled past and come after the others."""
+    now = now or utcnow()
     budget = budget_tokens if budget_tokens is not None else rt.settings.context_budget
     with session_scope(rt.engine) as s:
         rows = s.exec(
@@ -276,8 +333,11 @@ def context(
             .where(col(Memory.status).in_(("candidate", "verified")))
             .where(col(Memory.untrusted).is_(False))
         ).all()
-    ranked = only_newest_in_slot(sorted((m for m in rows if scope.matches(m)), key=context_rank_key))
-    lines = [context_line(m) for m in ranked]
+    ranked = present_first(
+        only_newest_in_slot(present_first(sorted((m for m in rows if scope.matches(m)), key=context_rank_key), now)),
+        now,
+    )
+    lines = [context_line(m, now, rt.settings.tz) for m in ranked]
     opening, closing = context_markers(block_id or new_block_id())
     overhead = count_tokens(opening) + count_tokens(closing) + 2
     kept = cut_to_budget(lines, budget, overhead=overhead)

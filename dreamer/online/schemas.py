@@ -117,6 +117,7 @@ def memory_json(m: Memory) -> dict[str, Any]:
         "source": m.source,
         "evidence": m.evidence,
         "topic": m.topic,
+        "valid_until": as_utc(m.valid_until).isoformat() if m.valid_until is not None else None,
         "created_at": as_utc(m.created_at).isoformat(),
         "updated_at": as_utc(m.updated_at).isoformat(),
     }

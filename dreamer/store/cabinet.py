@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, overload
 
 from sqlalchemy import ColumnElement, Select, SQLColumnExpression, and_, insert
@@ -19,7 +19,8 @@ from sqlmodel.sql.expression import SelectOfScalar
 from dreamer.core.changeset import RESTORED, snapshot
 from dreamer.core.consolidate import Evidence, content_hash, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
-from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, new_memory_id, utcnow
+from dreamer.core.expiry import later_end, resolve_time
+from dreamer.core.models import CURRENT_STATUSES, ONLINE_KINDS, Memory, MemoryEvent, new_memory_id, utcnow
 from dreamer.core.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,11 @@ def memory_row(
     cardinality: str | None = None,
     now: datetime,
     valid_from: datetime | None = None,
+    tz: tzinfo = UTC,
 ) -> dict[str, Any]:
     """Every column of a new memory row, waiting in the outbox; valid from when it was said
-    (`valid_from`), else from `now`."""
+    (`valid_from`), else from `now`, and current until the day or period its text names is over
+    in the user's time zone `tz` (`dreamer.core.expiry`; a daily note, the record of a day, never)."""
     return {
         "id": memory_id or new_memory_id(),
         "user_id": user_id,
@@ -77,12 +80,19 @@ def memory_row(
         "cardinality": cardinality,
         "valid_from": valid_from or now,
         "valid_to": None,
+        "valid_until": valid_until_of(text, kind, valid_from or now, tz),
         "superseded_by": None,
         "created_at": now,
         "updated_at": now,
         "last_seen": now,
         "indexed_at": None,
     }
+
+
+def valid_until_of(text: str, kind: str, said: datetime, tz: tzinfo = UTC) -> datetime | None:
+    """Until when a memory of `kind` saying `text`, said at `said`, is current (None: no end)."""
+    expiry = None if kind in ONLINE_KINDS else resolve_time(text, said, tz)
+    return expiry.until if expiry is not None else None
 
 
 def event_row(
@@ -158,14 +168,17 @@ def merge_into(
     importance: float | None = None,
     now: datetime | None = None,
     data: dict[str, Any] | None = None,
+    valid_until: datetime | None = None,
 ) -> Memory:
-    """`data`: more to record in the merge event."""
+    """`data`: more to record in the merge event; `valid_until`: until when the fact is current
+    as said this time (the later end is kept)."""
     now = now or utcnow()
     before, snap, old = m.status, restorable(m), list(m.evidence)
     m.evidence = merge_evidence(old, evidence)
     m.status = promoted_status(m.status, m.evidence, untrusted=m.untrusted)
     if importance is not None:
         m.importance = max(m.importance, importance)
+    m.valid_until = later_end(m.valid_until, valid_until)
     m.last_seen = m.updated_at = now
     m.indexed_at = None
     s.add(m)
