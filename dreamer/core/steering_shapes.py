@@ -39,7 +39,8 @@ ORDER_VERB = (
 )
 RULES = (
     r"(?:instructions?|prompts?|rules|guidelines|directions|directives|polic(?:y|ies)|restrictions|constraints"
-    r"|guardrails|filters|safety|programming|training|system prompt|context|messages)"
+    r"|guardrails|filters|safety|programming|training|system prompt|context|messages|guidance|orders|commands"
+    r"|limits|limitations|boundaries|principles|protocols|ethics)"
 )
 PRIVILEGE = (
     r"(?:admin|administrator|root|superuser|super ?user|sudoer|verified|trusted|authori[sz]ed|privileged|operator"
@@ -63,7 +64,11 @@ ANYWHERE = [
         r"|\bnew (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
         r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b"
         r"|\b(?:act|behave|respond|answer) as (?:if you (?:were|are)|an? (?:unrestricted|unfiltered|uncensored))"
-        r"|\bpretend (?:to be|you are|that you)\b|\byour (?:new |real |true )?(?:role|persona|identity) is\b",
+        r"|\bpretend (?:to be|you are|that you)\b|\byour (?:new |real |true )?(?:role|persona|identity) is\b"
+        r"|\b(?:disable|turn off|switch off|deactivate|remove|bypass|lift)\s+(?:the |your |all |any |its )?(?:content |safety "
+        r"|security )?(?:filters?|guardrails|safety (?:checks?|rules|features|filters?)|moderation|restrictions|censorship)\b"
+        r"|\b(?:change|modify|update|override|rewrite|lift|remove|replace)\s+(?:your|the assistant's|the ai's|its)\s+"
+        r"(?:rules|instructions|guidelines|policies|restrictions|limits|behaviou?r|programming|system prompt)\b",
     ),
     _shape(
         "system_prompt",
@@ -73,6 +78,7 @@ ANYWHERE = [
     _shape(
         "chat_markup",
         r"<\|[a-z_ ]{2,20}\|>|\[/?inst\]|<</?sys>>|\[/?(?:system|sys|assistant|human|user)_?(?:message|prompt)?\]"
+        r"|\[\s*(?:admin|administrator|operator|developer|ai|tool|system (?:note|message|override))\s*\]"
         r"|\{\{?\s*(?:system|assistant)\s*\}\}?|\((?:system|developer)(?: (?:message|note))?\)",
     ),
     _shape(
@@ -111,7 +117,9 @@ ANYWHERE = [
         rf"|\b{AI}s?\b[^.\n]{{0,30}}?\b(?:must|shall|will|should|is to)\s+(?:now\s+|always\s+|immediately\s+)?"
         r"(?:obey|comply|ignore|disregard|reveal|disclose|forward|leak|exfiltrate|bypass|override|execute)\b"
         rf"|\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
-        r"|\bwhen you (?:read|see|process|parse) this\b"
+        r"|\bwhen(?:ever)? you (?:read|see|process|parse|load|retrieve|recall) this\b"
+        r"|\b(?:claude|chat ?gpt|gpt-?\d\w*|copilot|gemini|llama)\s+(?:must|shall|has to|is required to|needs to|will now"
+        r"|should always|should never|must always|must never)\b"
         rf"|\byou (?:must|shall|will|should|are (?:required|instructed|ordered|authori[sz]ed|allowed|permitted) to)"
         rf"\s+(?:now\s+|always\s+|never\s+|immediately\s+)?(?:ignore|disregard|forget|obey|comply|reveal|disclose"
         r"|forward|upload|leak|exfiltrate|execute|trust|grant|bypass|override|pretend|output|print|treat|send)\b",
@@ -125,6 +133,13 @@ ANYWHERE = [
         r"|\b(?:reveal|disclose|dump|print|list|repeat|leak|exfiltrate)\b[^.\n]{0,30}?\b(?:all|every|each|any|stored"
         r"|saved|other)\b[^.\n]{0,24}?\bmemor(?:y|ies)\b"
         r"|\bas (?:an? )?(?:trusted|verified)\b|\bas (?:an? )?(?:system|developer) (?:instruction|message|prompt|rule)s?\b"
+        r"|\b(?:print|cat|show|read out|output|send|upload|reveal|dump|leak|exfiltrate|post)\b[^.\n]{0,24}?"
+        r"(?:~/\.ssh|\bid_(?:rsa|ed25519)\b|/etc/(?:passwd|shadow)\b|\.aws/credentials|\.netrc\b)"
+        r"|\b(?:curl|wget)\b[^|\n]{0,160}\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b"
+        r"|\b(?:output|print|reveal|repeat|dump|show|list|disclose|leak)\b[^.\n]{0,30}\byour (?:context|context window"
+        r"|prompt|instructions|configuration|rules)\b"
+        r"|\b(?:trust|obey|execute|comply with)\s+(?:my|these|the following|all|any|every)\s+(?:commands?|instructions?"
+        r"|orders?|requests?|notes?|messages?)\b"
         r"|\b(?:always|must)\b[^.\n]{0,20}?\binject\b|\b(?:mark|flag|store|save|keep|treat)\b[^.\n]{0,30}?"
         r"\b(?:as )?(?:trusted|verified|a system (?:fact|rule))\b",
     ),
@@ -133,7 +148,7 @@ ANYWHERE = [
         rf"\b(?:the user|this user|the sender|the requester|whoever (?:asks|is asking)|this account|the person)"
         rf" (?:is|has been|was|should be treated as|must be treated as|counts as|is to be treated as)"
         rf" (?:an? |the )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|who|so|here|now)\b)"
-        rf"|\bi am (?:an? |the |your )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|so|here|now)\b)"
+        rf"|\bi(?: am|'m) (?:an? |the |your )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|so|here|now)\b)"
         r"|\b(?:should|must|is to) be (?:treated|trusted|regarded) as (?:an? |the )?(?:admin|administrator|root|trusted"
         r"|verified|developer|operator|system|authori[sz]ed)"
         r"|\b(?:has|have|with|granted|grant(?:ing)?) (?:full|unrestricted|unlimited|elevated|god[- ]mode|superuser"
@@ -151,7 +166,7 @@ ANYWHERE = [
     ),
     _shape(
         "encoded_instruction",
-        r"\b(?:decode|base64[- ]decode|rot13|unscramble|decipher)\b[^.\n]{0,60}?\b(?:and|then)\b[^.\n]{0,12}?"
+        r"\b(?:decode|base64[- ]decode|rot13|unscramble|decipher|translate|convert|reverse)\b[^.\n]{0,60}?\b(?:and|then)\b[^.\n]{0,12}?"
         r"\b(?:follow|execute|run|obey|do|apply|act on|carry out)\b",
     ),
 ]
