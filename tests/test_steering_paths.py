@@ -138,6 +138,8 @@ def dreamt_and_flushed(rt, texts: list[str]) -> tuple[dict[str, bool], dict[str,
         assert flush_session(rt, sid).status == "flushed"
     with session_scope(rt.engine) as s:
         mems = s.exec(select(Memory)).all()
+    for m in mems:  # each path records why, on the evidence it kept
+        assert not m.untrusted or all(e.get("untrusted_reason") for e in m.evidence), (m.text, m.evidence)
     dreamt = {m.text: m.untrusted for m in mems if m.user_id == "alice"}
     flushed = {m.text: m.untrusted for m in mems if m.user_id == "bob" and m.kind == "daily_note"}
     return dreamt, flushed

@@ -65,5 +65,6 @@ def mark_untrusted(candidates: list[Candidate], lines: list[Line], mode: str) ->
         reason = untrusted_reason(cand.text, [by_seq[q] for q in cand.seqs if q in by_seq], mode)
         if reason:
             log.info("candidate flagged untrusted (%s)", reason)
-        out.append(cand.model_copy(update={"untrusted": reason is not None, "text": stored_text(cand.text)}))
+        update = {"untrusted": reason is not None, "untrusted_reason": reason, "text": stored_text(cand.text)}
+        out.append(cand.model_copy(update=update))
     return out

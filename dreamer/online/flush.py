@@ -268,14 +268,15 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
     for note, text in zip(notes, texts):
         if len(normalise(text)) < 3:
             continue
-        evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": note.seqs}]
+        evidence: dict[str, Any] = {"session_id": sess.id, "external_id": sess.external_id, "seqs": note.seqs}
+        reason = untrusted_reason(note.text, [by_seq[q] for q in note.seqs if q in by_seq], sess.mode)
+        if reason:  # as a dreamed candidate's: recorded, never counted towards verification
+            log.info("daily note flagged untrusted (%s)", reason)
+            evidence.update(untrusted=True, untrusted_reason=reason)
         m = existing.get(content_hash(text))
         if m is not None:
-            cabinet.merge_into(s, m, evidence, reason="flushed again", now=now)
+            cabinet.merge_into(s, m, [evidence], reason="flushed again", now=now)
         else:
-            reason = untrusted_reason(note.text, [by_seq[q] for q in note.seqs if q in by_seq], sess.mode)
-            if reason:
-                log.info("daily note flagged untrusted (%s)", reason)
             m = cabinet.add_memory(
                 s,
                 user_id=sess.user_id,
@@ -285,7 +286,7 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
                 kind="daily_note",
                 text=text,
                 source="flush",
-                evidence=evidence,
+                evidence=[evidence],
                 untrusted=reason is not None,
                 reason=f"flush ({window.trigger})",
                 now=now,
