@@ -69,17 +69,23 @@ def served(settings, sqlite_engine, tmp_path):
             rt.close()
 
 
-def mcp_context(url: str) -> str:
-    async def call() -> str:
+def over_mcp(url: str, calls: list[tuple[str, dict]]) -> list:
+    """The results of `calls` (tool, arguments), in order, as alice's writer over streamable HTTP."""
+
+    async def call() -> list:
         async with httpx2.AsyncClient(headers=bearer(ALICE_WRITER), timeout=60) as http:
             async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
-                    result = await session.call_tool("get_context", {"budget": 50_000})
-                    assert not result.is_error, result.content
-                    return json.loads(result.content[0].text)["text"]
+                    return [await session.call_tool(tool, args) for tool, args in calls]
 
     return anyio.run(call)
+
+
+def mcp_context(url: str) -> str:
+    [result] = over_mcp(url, [("get_context", {"budget": 50_000})])
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)["text"]
 
 
 def served_texts(rt, live, client) -> dict[str, str]:
@@ -115,8 +121,11 @@ def test_every_steering_agent_write_is_refused_and_benign_ones_are_served(served
     for text in BENIGN:
         r = client.post("/v1/memories", headers=bearer(ALICE_WRITER), json={"text": text})
         assert r.status_code == 200, (text, r.text)
+    for result in over_mcp(live.url, [("add_memory", {"text": t, "kind": "preference"}) for t in SAMPLE]):
+        assert result.is_error and "tries to steer the memory system" in result.content[0].text, result.content
     print(
-        f"\nagent writes: {refused} of {len(STEERING)} steering refused, {len(BENIGN)} of {len(BENIGN)} benign stored"
+        f"\nagent writes: {refused} of {len(STEERING)} steering refused over HTTP, {len(SAMPLE)} of {len(SAMPLE)}"
+        f" over MCP; {len(BENIGN)} of {len(BENIGN)} benign stored"
     )
     seen = served_texts(rt, live, client)
     assert_nothing_steers(seen)
