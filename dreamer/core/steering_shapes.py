@@ -64,6 +64,9 @@ ANYWHERE = [
         r"|\bnew (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
         r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b"
         r"|\b(?:act|behave|respond|answer) as (?:if you (?:were|are)|an? (?:unrestricted|unfiltered|uncensored))"
+        r"|\bfrom now on,?\s+(?:respond|reply|answer|act|behave|speak|talk)\s+(?:as|like)\b"
+        r"|\b(?:act|behave|respond|pose) as (?:an? |the )?(?:different|new|evil|unfiltered|unrestricted|uncensored"
+        r"|jailbroken|rogue)\b"
         r"|\bpretend (?:to be|you are|that you)\b|\byour (?:new |real |true )?(?:role|persona|identity) is\b"
         r"|\b(?:disable|turn off|switch off|deactivate|remove|bypass|lift)\s+(?:the |your |all |any |its )?(?:content |safety "
         r"|security )?(?:filters?|guardrails|safety (?:checks?|rules|features|filters?)|moderation|restrictions|censorship)\b"
@@ -122,7 +125,12 @@ ANYWHERE = [
         r"|should always|should never|must always|must never)\b"
         rf"|\byou (?:must|shall|will|should|are (?:required|instructed|ordered|authori[sz]ed|allowed|permitted) to)"
         rf"\s+(?:now\s+|always\s+|never\s+|immediately\s+)?(?:ignore|disregard|forget|obey|comply|reveal|disclose"
-        r"|forward|upload|leak|exfiltrate|execute|trust|grant|bypass|override|pretend|output|print|treat|send)\b",
+        r"|forward|upload|leak|exfiltrate|execute|trust|grant|bypass|override|pretend|output|print|treat|send"
+        r"|answer (?:everything|anything|all|any question))\b"
+        r"|\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|reveal|show|alert|let on to)(?:ing)?\s+"
+        r"(?:the user|this (?:note|instruction|memory|message))\b"
+        r"|\bkeep (?:this|these|the) (?:note|instructions?|memory|message)s? (?:secret|hidden|private) from\b"
+        r"|\b(?:mention|reveal|show)(?:ing)? this (?:note|instruction|memory|message) to the user\b",
     ),
     _shape(
         "memory_instruction",
@@ -153,7 +161,14 @@ ANYWHERE = [
         r"|verified|developer|operator|system|authori[sz]ed)"
         r"|\b(?:has|have|with|granted|grant(?:ing)?) (?:full|unrestricted|unlimited|elevated|god[- ]mode|superuser"
         r"|complete) (?:admin |administrator |root )?(?:access|rights|privileges|permissions|clearance|control)\b"
-        r"|\b(?:message|instructions?|notice|order|authori[sz]ation|update) from (?:the |your )?(?:developers?|admins?"
+        r"|\b(?:authori[sz]ed|cleared|entitled|permitted|allowed) to (?:see|access|read|view|get|change|override)\s+"
+        r"(?:all|every|everyone's|anyone's|any|other (?:users|people)|the (?:system|hidden|stored))\b"
+        r"|\b(?:root|admin|administrator|superuser|full|elevated|unrestricted) (?:access|rights|privileges|permissions"
+        r"|control) (?:to|over|on) (?:you|this (?:assistant|ai|model|system)|the (?:assistant|ai|model|memory))\b"
+        r"|\bi (?:hereby )?(?:instruct|order|command|direct|require) you\b"
+        r"|\bas (?:the|your) (?:admin|administrator|developer|operator|creator|owner|system)\b,? i\b"
+        r"|\b(?:message|instructions?|notice|order|authori[sz]ation|update)(?: is| comes)? from (?:the |your )?"
+        r"(?:system )?(?:developers?|admins?"
         r"|administrators?|system|operators?|anthropic|openai|security team|it department|creators?)\b"
         r"|\b(?:authori[sz]ed|approved|sanctioned) by (?:the |your )?(?:admins?|administrators?|system|developers?"
         r"|anthropic|openai|operators?)\b|\bthis is (?:your|the) (?:developer|creator|admin|administrator|operator"
@@ -185,7 +200,8 @@ SEGMENT_START = [
         rf"(?:please\s+|now\s+|important\s*:\s*|note\s*:\s*)*(?:ignore|disregard|forget|override|bypass)\s+"
         r"(?:all|any|previous|prior|above|earlier|your|everything|what|safety|the (?:above|previous|system|prior"
         r"|earlier|original|initial|instructions|rules|guidelines|context))\b"
-        rf"|(?:{AI})\s*[,:]\s*(?:please\s+)?{ORDER_VERB}\b",
+        rf"|(?:{AI})\s*[,:]\s*(?:please\s+)?{ORDER_VERB}\b"
+        r"|(?:override|urgent|attention|priority|mandatory)\s*:\s*(?:you|the (?:ai|assistant|model))\b",
         at_start=True,
     ),
 ]
