@@ -13,6 +13,7 @@ stays."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -109,3 +110,15 @@ def test_the_view_makes_every_break_a_line_and_every_sentence_a_start():
     view = matching_view("a.\u2028b\x85c\x0bd. system: x &lt;y&gt;")
     assert view == "a.\nb\nc\nd. system: x <y>"
     assert segments(view) == ["a.", "b", "c", "d.", "system: x <y>"]
+
+
+@pytest.mark.parametrize(
+    "unit", ["user: a ", "<memory ", "ignore ", "QUFB", "a. ", "you must ", "the ai ", "Human: x\n", "<" + "a" * 50]
+)
+def test_the_check_reads_a_long_text_in_linear_time(unit):
+    """A tool's output or a long message is read in one pass: 200 000 characters of a repeated
+    shape take well under a second (a lazy run without a bound took 50 s for 100 000)."""
+    text = unit * (200_000 // len(unit))
+    started = time.perf_counter()
+    steering_markers(text)
+    assert time.perf_counter() - started < 3.0

@@ -88,7 +88,7 @@ ANYWHERE = [
         "fake_tag",
         r"<\s*/?\s*(?:memory[\s_-]*context|recalled[\s_-]*memor(?:y|ies)|transcript|system|sys|instructions?|assistant"
         r"|human|user[\s_-]*(?:message|input|query)|prompt|tool[\s_-]*\w*|function[\s_-]*\w*|antml\w*|admin|developer"
-        r"|[\w-]*memor(?:y|ies)[\w-]*|[\w-]*context[\w-]*)\s*(?:[\s/][^<>]*)?(?:>|$)",
+        r"|[\w-]{0,30}memor(?:y|ies)[\w-]{0,30}|[\w-]{0,30}context[\w-]{0,30})\s*(?:[\s/][^<>]{0,200})?(?:>|$)",
     ),
     _shape("fake_system_line", r"(?-i:\b(?:SYSTEM|DEVELOPER|ASSISTANT|ADMIN)\s*:)"),
     _shape(
@@ -98,7 +98,7 @@ ANYWHERE = [
     ),
     _shape(
         "dialogue",
-        rf"\b(?:human|user|me|q)\s*:[^\n]*?(?:\n|\s)(?:{ROLE}|a)\s*:|\b{ROLE}\s*:[^\n]*?(?:\n|\s)(?:human|user|q)\s*:",
+        rf"\b(?:human|user|me|q)\s*:[^\n]{{0,300}}?\s(?:{ROLE}|a)\s*:|\b{ROLE}\s*:[^\n]{{0,300}}?\s(?:human|user|q)\s*:",
     ),
     _shape(
         "tool_call",
