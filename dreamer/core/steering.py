@@ -26,7 +26,7 @@ import re
 
 from dreamer.core.memory_text import normalise
 from dreamer.core.redact import without_injected_blocks
-from dreamer.core.steering_shapes import ANYWHERE, SEGMENT_START, Shape
+from dreamer.core.steering_shapes import ANYWHERE, MEMORY_ONLY, SEGMENT_START, Shape
 
 # Letters of Cyrillic, Greek and other scripts that a reader takes for Latin ones.
 _CONFUSABLE = str.maketrans(
@@ -105,18 +105,20 @@ def _shape_names(view: str, shapes: list[Shape]) -> list[str]:
     return found
 
 
-def steering_markers(text: str, *, decode: bool = True) -> list[str]:
+def steering_markers(text: str, *, line: bool = False, decode: bool = True) -> list[str]:
     """The names of the steering shapes found in `text` (none: it is data). Only complete
     blocks the online side injected are set aside first, so a stray or look-alike tag stays as
-    evidence; base64 runs are read decoded too (`decode`)."""
-    shapes = [*ANYWHERE, *SEGMENT_START]
+    evidence; base64 runs are read decoded too (`decode`). A memory is one line of data, so a
+    heading in it opens a section; a transcript line (`line`: a message a memory rests on) may
+    hold Markdown or code, where ``# `` is ordinary, so headings are not looked for there."""
+    shapes = [*ANYWHERE, *(s for s in SEGMENT_START if not (line and s.name in MEMORY_ONLY))]
     views = [_flatten(without_injected_blocks(v)) for v in _readings(text)]
     found: list[str] = []
     for view in views:
         found += _shape_names(view, shapes)
     if decode and not found:
         for decoded in _decoded_runs(views[-1]):
-            if steering_markers(decoded, decode=False):
+            if steering_markers(decoded, line=line, decode=False):
                 found.append("encoded_instruction")
                 break
     return list(dict.fromkeys(found))

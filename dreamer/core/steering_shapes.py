@@ -186,6 +186,8 @@ ANYWHERE = [
     ),
 ]
 
+MEMORY_ONLY = frozenset({"heading"})  # shapes of a memory's own text, not of the transcript lines it rests on
+
 SEGMENT_START = [
     _shape(
         "role_marker",
@@ -195,6 +197,12 @@ SEGMENT_START = [
         at_start=True,
     ),
     _shape("heading", r"#{1,6}(?:\s|$)|={3,}\s*$|-{3,}\s*(?:system|instructions?|assistant)\b", at_start=True),
+    _shape(
+        "role_heading",  # a heading that names a role or a rule set, steering in a transcript line too
+        r"#{1,6}\s*(?:system|sys|instructions?|assistant|developer|admin|administrator|operator|override|prompt"
+        r"|new (?:rules|instructions)|rules for)\b",
+        at_start=True,
+    ),
     _shape(
         "order",
         rf"(?:please\s+|now\s+|important\s*:\s*|note\s*:\s*)*(?:ignore|disregard|forget|override|bypass)\s+"

@@ -21,19 +21,19 @@ from dreamer.engine.transcript import Line
 log = logging.getLogger(__name__)
 
 
-def injection_markers(text: str, *, said_by_user: bool = False) -> list[str]:
+def injection_markers(text: str, *, said_by_user: bool = False, line: bool = False) -> list[str]:
     """The names of the steering shapes found in `text` (`dreamer.core.steering`: the one check
-    every path asks). `said_by_user` is kept for callers: the check is the same for every
-    speaker."""
+    every path asks), a memory's text or (`line`) a transcript line it rests on. `said_by_user`
+    is kept for callers: the check is the same for every speaker."""
     del said_by_user
-    return steering_markers(text)
+    return steering_markers(text, line=line)
 
 
 def message_steering(content: str, role: str, mode: str, tool_chars: int) -> tuple[str, ...]:
     """The steering patterns in a stored message as it was said, before its injected blocks are
     stripped (of a tool's output, the part a transcript shows); kept on its transcript line."""
     text = content[: tool_chars + PREFIX_MARGIN] if role == "tool" else content
-    return tuple(injection_markers(text, said_by_user=role == "user" and mode != "code"))
+    return tuple(injection_markers(text, said_by_user=role == "user" and mode != "code", line=True))
 
 
 def steering_reason(text: str, sources: list[Line], mode: str) -> str | None:
@@ -41,7 +41,8 @@ def steering_reason(text: str, sources: list[Line], mode: str) -> str | None:
     the transcript shows it), or None."""
     found = injection_markers(text)
     for line in sources:
-        found += [*line.steering, *injection_markers(line.text, said_by_user=line.role == "user" and mode != "code")]
+        said = line.role == "user" and mode != "code"
+        found += [*line.steering, *injection_markers(line.text, said_by_user=said, line=True)]
     return ", ".join(dict.fromkeys(found)) if found else None
 
 
