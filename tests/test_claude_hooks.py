@@ -7,6 +7,9 @@ merges with what is there."""
 from __future__ import annotations
 
 import json
+import random
+import sys
+from pathlib import Path
 
 import pytest
 from claudekit import CWD, SESSION, append_turns, hook_input
@@ -153,6 +156,30 @@ def test_a_missing_transcript_exits_0_with_one_log_line(home):
     assert line.startswith(f"dreamer hook Stop: transcript {home / 'gone.jsonl'} cannot be read: No such file")
     [logged] = log_lines(home)
     assert logged.endswith(line)
+
+
+def garbage(home, name: str):
+    """A file that is no transcript: a system file, 40 MB of random bytes, bytes without a line break."""
+    if name == "system file":
+        return Path("/etc/passwd") if Path("/etc/passwd").is_file() else Path(sys.executable)
+    path = home / f"{name.replace(' ', '-')}.jsonl"
+    size = 40 * 1024 * 1024 if name == "40 MB of garbage" else 4096
+    data = random.Random(7).randbytes(size)
+    path.write_bytes(data if name == "40 MB of garbage" else data.replace(b"\n", b" "))
+    return path
+
+
+@pytest.mark.parametrize("name", ["system file", "40 MB of garbage", "no line break"])
+def test_a_transcript_that_is_no_transcript_exits_0_with_one_log_line(home, name):
+    path = garbage(home, name)
+    proc = hook(home, "Stop", hook_input("Stop", path))
+    assert (proc.returncode, proc.stdout) == (0, "")
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"dreamer hook Stop: transcript {path} is not a Claude Code transcript: "), line
+    assert "Traceback" not in proc.stderr
+    [logged] = log_lines(home)
+    assert logged.endswith(line)
+    assert messages(home) == []
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sqlite3
 import stat
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from clikit import assert_one_error_line, run, write_chat
@@ -17,7 +20,7 @@ from sqlmodel import select
 
 from dreamer.core.errors import NoSpace
 from dreamer.core.models import Message
-from dreamer.core.private import MB, check_free_space, space_problem
+from dreamer.core.private import HARD_FLOOR_MB, MB, check_free_space, space_problem
 from dreamer.ingest.files import ingest_file
 from dreamer.ingest.store import append_messages, record_messages
 from dreamer.store.db import session_scope
@@ -97,7 +100,11 @@ def test_space_problem_names_the_folder_and_the_space_left():
         " free some space or lower the setting"
     )
     assert space_problem(Path("/srv/dreamer"), 100 * MB, 100) is None
-    assert space_problem(Path("/srv/dreamer"), 0, 0) is None  # 0: no check
+    assert space_problem(Path("/srv/dreamer"), 16 * MB, 0) is None  # 0: the hard floor only
+    assert space_problem(Path("/srv/dreamer"), 0, 0) == (
+        "only 0.0 MB free under /srv/dreamer, below the hard floor of 16 MB (DREAMER_MIN_FREE_MB cannot lower it):"
+        " nothing was written; free some space"
+    )
 
 
 def test_check_free_space_looks_at_the_nearest_folder_there(tmp_path):
@@ -132,3 +139,30 @@ def test_ingest_and_dream_stop_before_writing_when_the_disk_is_nearly_full(tmp_p
         assert db.execute("SELECT count(*) FROM memories").fetchone() == (0,)
     assert list((tmp_path / "data" / "workspace").iterdir()) == []
     assert not (tmp_path / "data" / "index").exists()
+
+
+@pytest.mark.parametrize(
+    "args, min_free",
+    [(["reindex", "--check"], "100"), (["reindex", "--check"], "0"), (["reindex"], "0"), (["dream"], "0")],
+)
+def test_a_full_disk_is_refused_in_one_line_whatever_min_free_mb_says(tmp_path, monkeypatch, capsys, args, min_free):
+    """On a full disk the store and the embedded index die with a bus error when written or
+    mapped: every command stops before it opens them, even with DREAMER_MIN_FREE_MB=0."""
+    write_chat(tmp_path / "c.jsonl", *[("user", "I prefer green tea."), ("assistant", "ok")] * 4)
+    assert run(tmp_path, "ingest", "c.jsonl", "--user", "alice").returncode == 0
+    from dreamer.cli import main
+
+    data = tmp_path / "data"
+    for name, value in {"DATA_DIR": str(data), "EMBEDDER": "none", "LLM_BASE_URL": "", "MIN_FREE_MB": min_free}.items():
+        monkeypatch.setenv(f"DREAMER_{name}", value)
+    full = SimpleNamespace(total=10**12, used=10**12 - MB // 2, free=MB // 2)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: full)
+    monkeypatch.setattr(sys, "argv", ["dreamer", *args])
+    with pytest.raises(SystemExit) as code:
+        main()
+    assert code.value.code == 1
+    [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    floor = f"below the hard floor of {HARD_FLOOR_MB} MB (DREAMER_MIN_FREE_MB cannot lower it)"
+    expected = f"(DREAMER_MIN_FREE_MB is {min_free})" if args == ["dream"] and min_free != "0" else floor
+    assert line.startswith(f"error: only 0.5 MB free under {data}") and expected in line, line
+    assert not (data / "index").exists()

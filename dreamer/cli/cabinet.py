@@ -22,9 +22,11 @@ memories_app = command_group("memories", "List, show and forget memories.")
 
 def runtime(ctx: typer.Context, engine: Engine | None = None) -> Runtime:
     """The runtime over the configured store (`engine`, if the caller has opened it)."""
+    from dreamer.core.private import check_free_space
     from dreamer.engine.runtime import Runtime
 
     settings = settings_of(ctx)
+    check_free_space(settings.data_dir)  # the hard floor: a store or index opened on a full disk dies
     return Runtime.open(settings, engine=engine or open_store(settings))
 
 

@@ -43,9 +43,9 @@ def dream(
     from dreamer.engine.dream import dream_pass
 
     settings = settings_of(ctx)
+    check_free_space(settings.data_dir, settings.min_free_mb)  # before the store or index is opened: nothing written
     engine = open_store(settings)
     require_sessions(engine, session or [], user)
-    check_free_space(settings.data_dir, settings.min_free_mb)  # before the index is opened: nothing written
     with runtime(ctx, engine) as rt:
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     _print_run(run, as_json)

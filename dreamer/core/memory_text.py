@@ -37,11 +37,19 @@ def stored_text(text: str) -> str:
     return redact(normalise(text))
 
 
+def one_line(text: str) -> str:
+    """`text` on one line: every line or paragraph break (``\\r``, ``\\n``, U+0085, U+2028,
+    U+2029, vertical tab, form feed), every other control or format character and every run of
+    spaces becomes one space. Letters of any script are kept as they are."""
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in text)
+    return " ".join(spaced.split())
+
+
 def as_data(text: str) -> str:
     """A memory's text as a context block shows it: normalised and redacted again (a row kept
-    before either existed is shown safely too), on one line (every line break and run of
-    spaces one space), with ``<`` and ``>`` shown as ‹ › and an entity's ``&`` followed by a
-    space (``& lt;``), so it reads as text and can never be taken for markup, even by a reader
-    that normalises or decodes entities."""
-    one_line = " ".join(stored_text(text).split())
-    return _ENTITY.sub(DEFUSED["&"], one_line).replace("<", DEFUSED["<"]).replace(">", DEFUSED[">"])
+    before either existed is shown safely too; the invisible format characters go first, so a
+    secret split by one is still found), on one line (`one_line`), with ``<`` and ``>`` shown as
+    ‹ › and an entity's ``&`` followed by a space (``& lt;``), so it reads as text and can never
+    be taken for markup, even by a reader that normalises or decodes entities."""
+    flat = one_line(stored_text(text))
+    return _ENTITY.sub(DEFUSED["&"], flat).replace("<", DEFUSED["<"]).replace(">", DEFUSED[">"])

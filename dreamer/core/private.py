@@ -1,5 +1,7 @@
 """The data folder is its owner's: folders dreamer creates are 0700 and its files 0600, whatever
-the umask; and nothing is written under it while the disk has less than `min_free_mb` free."""
+the umask; and nothing is written under it while the disk has less than `min_free_mb` free, nor
+ever with less than `HARD_FLOOR_MB` free, whatever the setting says: a store or an embedded
+index written or mapped on a full disk dies (a bus error) instead of failing cleanly."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dreamer.core.errors import NoSpace
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 MB = 1024 * 1024
+HARD_FLOOR_MB = 16  # free space below which nothing is written or mapped, whatever `min_free_mb` says
 
 
 def private_dir(path: Path) -> Path:
@@ -43,20 +46,24 @@ def private_file(path: Path) -> Path:
 
 
 def space_problem(folder: Path, free_bytes: int, min_free_mb: int) -> str | None:
-    """Why writing under `folder` with `free_bytes` free would break the rule of `min_free_mb`, or None."""
-    if min_free_mb <= 0 or free_bytes >= min_free_mb * MB:
+    """Why writing under `folder` with `free_bytes` free would break the rule of `min_free_mb`
+    (never less than `HARD_FLOOR_MB`), or None."""
+    if free_bytes >= max(min_free_mb, HARD_FLOOR_MB) * MB:
         return None
+    if min_free_mb >= HARD_FLOOR_MB:
+        return (
+            f"only {free_bytes / MB:.1f} MB free under {folder} (DREAMER_MIN_FREE_MB is {min_free_mb}):"
+            " nothing was written; free some space or lower the setting"
+        )
     return (
-        f"only {free_bytes / MB:.1f} MB free under {folder} (DREAMER_MIN_FREE_MB is {min_free_mb}):"
-        " nothing was written; free some space or lower the setting"
+        f"only {free_bytes / MB:.1f} MB free under {folder}, below the hard floor of {HARD_FLOOR_MB} MB"
+        " (DREAMER_MIN_FREE_MB cannot lower it): nothing was written; free some space"
     )
 
 
-def check_free_space(folder: Path, min_free_mb: int) -> None:
+def check_free_space(folder: Path, min_free_mb: int = 0) -> None:
     """`NoSpace` when the disk holding `folder` (or the nearest folder above it that exists) has
-    less than `min_free_mb` MB free."""
-    if min_free_mb <= 0:
-        return
+    less than `min_free_mb` MB free, or less than `HARD_FLOOR_MB` (whatever `min_free_mb` says)."""
     here = Path(folder).absolute()
     while not here.exists() and here != here.parent:
         here = here.parent

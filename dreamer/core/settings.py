@@ -46,7 +46,8 @@ class Settings(BaseSettings):
         100,
         ge=0,
         le=MAX_COUNT,
-        description="A pass or an ingest writes nothing while the data folder's disk has less free (MB); 0 = no check",
+        description="A pass or an ingest writes nothing while the data folder's disk has less free (MB); never below"
+        " a hard floor of 16 MB, even at 0",
     )
     store_raw_messages: bool = Field(
         False, description="Keep messages as they were said; default: secrets redacted before they are stored"

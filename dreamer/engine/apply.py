@@ -70,6 +70,8 @@ def _evidence(sess: Session, cand: Candidate) -> list[Evidence]:
     evidence: Evidence = {"session_id": sess.id, "external_id": sess.external_id, "seqs": cand.seqs}
     if cand.untrusted:
         evidence["untrusted"] = True  # recorded, but never counts towards verification
+        if cand.untrusted_reason:
+            evidence["untrusted_reason"] = cand.untrusted_reason  # why: the steering shapes, or not the user's
     return [evidence]
 
 

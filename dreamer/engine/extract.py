@@ -75,6 +75,7 @@ class Candidate(Item):
     kind: Kind
     # Set by `mark_untrusted` after extraction, never taken from the model (not in its schema).
     untrusted: SkipJsonSchema[bool] = False
+    untrusted_reason: SkipJsonSchema[str | None] = None  # why, as `mark_untrusted` found it
     # Why it does not rest on what was said, set by `engine.grounding.ground`: it is rejected.
     ungrounded: SkipJsonSchema[str | None] = None
 
@@ -242,6 +243,7 @@ def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
                 "importance": max(first.importance, cand.importance),
                 "tags": list(dict.fromkeys(first.tags + cand.tags))[:8],
                 "untrusted": first.untrusted or cand.untrusted,
+                "untrusted_reason": first.untrusted_reason or cand.untrusted_reason,
                 "ungrounded": first.ungrounded if cand.ungrounded else None,
             }
         )

@@ -96,8 +96,11 @@ class Runtime:
     @property
     def index(self) -> MemoryIndex:
         if self._index is UNSET:
+            from dreamer.core.private import check_free_space
             from dreamer.engine.documents import DocumentedIndex
             from dreamer.index.build import build_index
+
+            check_free_space(self.settings.data_dir)  # the hard floor: an index mapped on a full disk dies
 
             embedder = self.embedder
             dim = embedder.dim if embedder is not None else self.settings.embed_dim

@@ -8,7 +8,7 @@ source ``agent``, indexed through the outbox, and the user's Markdown is rendere
 
 A write goes through the checks every memory does: its text is normalised and its secrets
 redacted (`memory_text.stored_text`), and a text the untrusted rule finds steering
-(`untrusted.steering_reason`) is refused with the reason (`UntrustedWrite`, a 422): an agent
+(`dreamer.core.steering`, the check every path asks) is refused with the reason (`UntrustedWrite`, a 422): an agent
 write is explicit, so the caller is told, where a dreamed candidate is kept flagged untrusted.
 
 A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
@@ -34,6 +34,7 @@ from dreamer.core.errors import DreamerError, NotFound
 from dreamer.core.memory_text import stored_text
 from dreamer.core.models import Memory, Session, utcnow
 from dreamer.core.scope import Scope
+from dreamer.core.steering import steering_reason
 from dreamer.core.topics import Cardinality
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_all
@@ -41,7 +42,6 @@ from dreamer.engine.extract import Candidate, Kind
 from dreamer.engine.judge import LLMJudge
 from dreamer.engine.plan import plan_candidates
 from dreamer.engine.runtime import Runtime
-from dreamer.engine.untrusted import steering_reason
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import KeyedLocks
@@ -101,7 +101,7 @@ def remember(
     a new value of the slot it fills (`topic`, else as its phrasing makes clear) is judged
     against the old one, or, without a model, supersedes it when the slot holds one value.
     `UntrustedWrite` for a text that tries to steer the memory system."""
-    if reason := steering_reason(text, [], "agent"):
+    if reason := steering_reason(text):
         raise UntrustedWrite(f"not stored: the text tries to steer the memory system ({reason})")
     candidate = _candidate(stored_text(text), kind, importance, topic, cardinality)
     evidence = _evidence(rt, scope, session_id)

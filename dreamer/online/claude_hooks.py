@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd")
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")  # those whose additionalContext Claude Code reads
 CLAUDE_TIMEOUT_MARGIN = 10  # seconds Claude Code waits beyond the hook's own bound
+HEAD_BYTES = 64  # what `unreadable` reads of a transcript that gave nothing
 
 
 @dataclass
@@ -124,8 +125,26 @@ def _ingest(rt: Runtime, scope: Scope, hook: HookInput) -> Outcome:
     )
     if outcome.status == "missing":
         raise IngestError(f"transcript {hook.transcript_path} {outcome.problem}")
+    if problem := unreadable(outcome, Path(hook.transcript_path)):
+        raise IngestError(f"transcript {hook.transcript_path} is not a Claude Code transcript: {problem}")
     log.info("%s: %s, %d message(s) added", hook.transcript_path, outcome.status, outcome.added)
     return outcome
+
+
+def unreadable(outcome: Outcome, path: Path) -> str | None:
+    """Why a transcript just read gave nothing a Claude Code transcript holds, or None: no
+    message and no session came of it, and either its lines were rejected or it does not open
+    like JSON Lines (a system file, a binary one). A file read before and unchanged is None."""
+    if outcome.status == "unchanged" or outcome.added or outcome.sessions:
+        return None
+    if outcome.problem:
+        return outcome.problem
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(HEAD_BYTES).lstrip()
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return None if not head or head.startswith(b"{") else "it does not hold JSON lines"
 
 
 def _flush(rt: Runtime, scope: Scope, outcome: Outcome) -> None:

@@ -32,7 +32,7 @@ from dreamer.engine.rules import RulesExtractor
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.shared_index import end_turn
 from dreamer.engine.transcript import Chunk, Line, chunk_lines, render_body
-from dreamer.engine.untrusted import message_steering, steering_reason
+from dreamer.engine.untrusted import message_steering, untrusted_reason
 from dreamer.llm.cards import render_card
 from dreamer.llm.client import LLM, Usage
 from dreamer.online.agent_writes import user_lock
@@ -257,8 +257,9 @@ def _write(
 
 
 def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: datetime, day: str) -> list[tuple[str, str]]:
-    """Each note stored as every memory is (normalised, redacted), flagged untrusted when it or
-    a line it rests on tries to steer the memory system."""
+    """Each note stored as every memory is (normalised, redacted), flagged untrusted by the very
+    rule a dreamed candidate meets (`untrusted.untrusted_reason`): it or a line it rests on
+    steers, or, in agent mode, no line of the user's own supports it."""
     sess = window.session
     texts = [stored_text(n.text) for n in notes]
     by_seq = {ln.seq: ln for ln in window.lines}
@@ -267,12 +268,15 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
     for note, text in zip(notes, texts):
         if len(normalise(text)) < 3:
             continue
-        evidence = [{"session_id": sess.id, "external_id": sess.external_id, "seqs": note.seqs}]
+        evidence: dict[str, Any] = {"session_id": sess.id, "external_id": sess.external_id, "seqs": note.seqs}
+        reason = untrusted_reason(note.text, [by_seq[q] for q in note.seqs if q in by_seq], sess.mode)
+        if reason:  # as a dreamed candidate's: recorded, never counted towards verification
+            log.info("daily note flagged untrusted (%s)", reason)
+            evidence.update(untrusted=True, untrusted_reason=reason)
         m = existing.get(content_hash(text))
         if m is not None:
-            cabinet.merge_into(s, m, evidence, reason="flushed again", now=now)
+            cabinet.merge_into(s, m, [evidence], reason="flushed again", now=now)
         else:
-            steering = steering_reason(note.text, [by_seq[q] for q in note.seqs if q in by_seq], sess.mode)
             m = cabinet.add_memory(
                 s,
                 user_id=sess.user_id,
@@ -282,8 +286,8 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
                 kind="daily_note",
                 text=text,
                 source="flush",
-                evidence=evidence,
-                untrusted=steering is not None,
+                evidence=[evidence],
+                untrusted=reason is not None,
                 reason=f"flush ({window.trigger})",
                 now=now,
             )

@@ -55,6 +55,7 @@ HIT_COLUMNS = (
     col(Memory.agent_id),
     col(Memory.project),
     col(Memory.team),
+    col(Memory.untrusted),
 )
 
 
@@ -267,7 +268,8 @@ def _load(
     rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, now: datetime
 ) -> list[RecallHit]:
     """Read the hits back from SQL, the system of record, re-checking scope and status (only
-    the columns a hit needs, on a plain connection)."""
+    the columns a hit needs, on a plain connection). A memory flagged untrusted is never a hit
+    unless `include_all` asks for every memory: recall feeds prompts, as the context block does."""
     if not ranked:
         return []
     ids = [i for i, _ in ranked]
@@ -276,7 +278,7 @@ def _load(
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)
-        if m is None or not scope.matches(m) or (not include_all and m.status not in CURRENT_STATUSES):
+        if m is None or not scope.matches(m) or (not include_all and (m.status not in CURRENT_STATUSES or m.untrusted)):
             continue
         evidence = list(m.evidence)
         out.append(
