@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from dreamer.eval.profiles import MemoryTest, Profile, _profile
-from dreamer.eval.profiles_score import Scores, StoredMemory, score_supersessions, score_test, score_updates
+from dreamer.eval.profiles_score import (
+    Scores,
+    StoredMemory,
+    count_noise,
+    score_supersessions,
+    score_test,
+    score_updates,
+)
 
 OBSIDIAN = "The user uses Obsidian for all note-taking."
 LOGSEQ = "The user moved their notes to Logseq."
@@ -159,3 +166,13 @@ def test_a_supersession_retiring_a_fact_no_annotation_replaces_is_false():
 def test_a_must_not_that_is_not_a_list_of_texts_is_refused():
     with pytest.raises(ValueError, match="memory test t: must_not must be a list of texts"):
         _profile_of([{"test_id": "t", "session": 1, "query": "q", "category": "simple_recall", "must_not": "Leeds"}])
+
+
+def test_a_memory_said_in_fewer_words_than_a_fact_is_supported_not_noise():
+    profile = _profile_of()
+    m = profile.matcher
+    assert m.supports("The user keeps notes in Obsidian.")  # stands for a fact
+    assert m.supports("The user moved the notes to Logseq.")
+    assert not m.supports("The user loves it.")  # one content word: nothing to say
+    assert not m.supports("The user likes jazz.")
+    assert count_noise(profile, [_row("a", "The user has a Pixel."), _row("b", "The user likes jazz.")]) == 1

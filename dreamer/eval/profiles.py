@@ -38,6 +38,7 @@ CATEGORIES = (
 MATCH_SHARE = 0.5
 ROLES = ("user", "assistant", "system", "tool")
 NEGATION = re.compile(r"\b(?:not|no|never|no longer|quit|quits|stopped|gave up|given up)\b|n't\b", re.I)
+_NEGATION_WORDS = frozenset({"not", "no", "never", "longer", "quit", "stopp", "stopped", "gave", "given", "up"})
 STOP_WORDS = frozenset(
     "a an the and or but of to in on at for with from by as is are was were be been being it its this that "
     "these those their them they he she his her user user's users s i me my we our you your has have had do "
@@ -158,7 +159,7 @@ class Matcher:
         disagree on negation)."""
         if bool(NEGATION.search(text)) != bool(NEGATION.search(target)):
             return 0.0
-        words, wanted = set(stems(text)), set(stems(target))
+        words, wanted = set(stems(text)) - _NEGATION_WORDS, set(stems(target)) - _NEGATION_WORDS
         total = sum(self.weight.get(w, self.unseen) for w in wanted)
         covered = sum(self.weight.get(w, self.unseen) for w in wanted & words)
         return round(covered / total, 9) if total else 0.0  # rounded: the order of a set's sum is not
@@ -172,6 +173,16 @@ class Matcher:
             return True
         share = self.share(text, target)
         return share >= MATCH_SHARE and (best is None or share > self.share(text, best))
+
+    def supports(self, text: str) -> bool:
+        """Whether an annotated fact says what `text` says: the fact it stands for, or one that
+        covers at least `MATCH_SHARE` of a text of two content words or more, said in fewer
+        words ("quit keto" for "stopped doing keto")."""
+        if self.match(text) is not None:
+            return True
+        if len(set(stems(text)) - _NEGATION_WORDS) < 2:
+            return False
+        return any(self.share(fact, text) >= MATCH_SHARE for fact in self.facts)
 
     def resolve(self, named: str, among: list[str]) -> str | None:
         """The text in `among` that `named` names, in full or in fewer words: the same

@@ -156,5 +156,5 @@ def score_test(profile: Profile, test: MemoryTest, hits: Sequence[StoredMemory],
 
 
 def count_noise(profile: Profile, memories: Sequence[StoredMemory]) -> int:
-    """Memories standing for no annotated fact of the profile."""
-    return sum(profile.matcher.match(m.text) is None for m in memories)
+    """Memories that no annotated fact of the profile supports (`Matcher.supports`)."""
+    return sum(not profile.matcher.supports(m.text) for m in memories)
