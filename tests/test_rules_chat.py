@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dreamer.core.topics import infer_topic
-from dreamer.engine.rules import rule_matches
+from dreamer.engine.rules import rule_matches, says_nothing
 from dreamer.engine.rules_casual import read_casual
 
 HEARD = [
@@ -77,3 +77,18 @@ def test_a_short_month_beside_its_day_is_written_out() -> None:
 
 def test_a_modal_is_not_conjugated() -> None:
     assert rule_matches("i'm a nurse, i can work nights", "agent") == [("profile", "The user is a nurse.")]
+
+
+@pytest.mark.parametrize(
+    "statement,empty",
+    [
+        ("The user loves it.", True),
+        ("The user always has a banana w peanut butter, fav thing, is that enough for 10k.", True),
+        ("The user wants a bigger flat?", True),
+        ("The user loves it when the build is green.", False),
+        ("The user loves hiking.", False),
+        ("The user is vegetarian.", False),
+    ],
+)
+def test_a_statement_that_keeps_nothing_is_not_kept(statement, empty):
+    assert says_nothing(statement) is empty

@@ -124,6 +124,8 @@ class RulesExtractor:
             if line.context_only or not _speaks_for_user(line, mode):
                 continue
             for kind, text in rule_matches(line.text, mode):
+                if mode != "code" and says_nothing(text):
+                    continue
                 topic = infer_topic(text, kind)
                 out.append(
                     Candidate(
@@ -137,6 +139,19 @@ class RulesExtractor:
                     )
                 )
         return ExtractResult(candidates=collapse_duplicates(out)[: self.limit * chunk.sessions])
+
+
+_EMPTY = re.compile(
+    r"\?\s*$|\b(?:is that|is it|should i|should the user|can i|can the user|would that)\b"
+    r"|\b(?:loves?|likes?|hates?|enjoys?|prefers?|wants?|needs?)\s+(?:it|that|this|them|those|these)\s*[.!]?$",
+    re.I,
+)
+
+
+def says_nothing(statement: str) -> bool:
+    """A statement that keeps nothing: a question ("is that enough for 10k?"), or a liking of
+    what only the talk around it names ("the user loves it")."""
+    return bool(_EMPTY.search(statement))
 
 
 def _speaks_for_user(line: Line, mode: str) -> bool:
