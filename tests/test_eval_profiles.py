@@ -153,3 +153,21 @@ def test_rules_without_a_model_on_the_tiny_file(tmp_path):
     assert r["tests"] == TESTS
     assert r["noise"] == {"stored": 0, "share": 0.0}  # the supposed bakery is not stored
     assert r["unrouted"] == [NOTEPAD | {"old_stored": []}]  # "at the moment" is no rule's phrasing
+
+
+def _run(tmp_path, name: str, extractor: str, judge: str) -> dict:
+    settings = Settings(_env_file=None, data_dir=tmp_path / "unused")
+    return run_profiles(settings, ProfilesOptions(DATA / name, extractor, judge))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["profiles-dev.json", "profiles-dev2.json", "profiles-dev3.json"])
+def test_without_a_judge_no_true_fact_is_retired_on_the_dev_sets(tmp_path, name):
+    r = _run(tmp_path, name, "rules", "none")
+    assert (r["updates"]["false_supersessions"], r["updates"]["false_supersession_pairs"]) == (0, [])
+
+
+def test_the_oracle_routes_and_resolves_every_update_of_the_third_dev_set(tmp_path):
+    r = _run(tmp_path, "profiles-dev3.json", "replay", "oracle")
+    assert (r["updates"]["annotated"], r["updates"]["routed"], r["updates"]["resolved"]) == (25, 1.0, 1.0)
+    assert (r["tests"]["stale_current"], r["tests"]["stale_n"], r["tests"]["must_not_n"]) == (0.0, 33, 33)
+    assert r["judge"]["pairs_per_memory"] <= 1.0
