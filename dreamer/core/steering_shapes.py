@@ -61,7 +61,9 @@ ANYWHERE = [
     _shape(
         "role_override",
         r"\byou are (?:now|no longer)\b|\bfrom now on,? (?:you|the (?:ai|assistant|model))\b"
-        r"|\bnew (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
+        r"|\b(?:your|the (?:assistant|ai|model)'s) new (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
+        r"|\bnew (?:system |hidden |secret )(?:instructions?|directives?|rules|role|persona|task)\b"
+        r"|\bnew (?:instructions?|directives?|rules)\s*(?::|for (?:you|the (?:ai|assistant|model))\b|follow\b)"
         r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b"
         r"|\b(?:act|behave|respond|answer) as (?:if you (?:were|are)|an? (?:unrestricted|unfiltered|uncensored))"
         r"|\bfrom now on,?\s+(?:respond|reply|answer|act|behave|speak|talk)\s+(?:as|like)\b"
