@@ -1,7 +1,7 @@
 """The steering corpus through the real write paths, with real parts (the HTTP API served live,
 the MCP server over streamable HTTP, a dream pass, a daily-note flush, the SessionStart hook)
 and a model that believes every line it reads: no steering line is stored trusted or reaches a
-context block, a SessionStart answer, MCP `get_context` or a recall; the flush flags exactly what
+context block, a SessionStart answer, MCP `get_context` or a recall hit; the flush flags exactly what
 the dream path flags; benign look-alikes stay."""
 
 from __future__ import annotations
@@ -173,4 +173,8 @@ def test_the_flush_flags_what_the_dream_path_flags_and_nothing_steering_is_serve
     assert_nothing_steers(served_texts(rt, live, client))
     bob = client.post("/v1/recall", headers=bearer(BOB_WRITER), json={"query": " ".join(SAMPLE)[:2000], "k": 50})
     hits = bob.json()["hits"]
-    assert hits and all(not flushed[h["text"]] and not steering_markers(h["text"]) for h in hits)
+    assert hits and all(not steering_markers(h["text"]) for h in hits)
+    # an untrusted hit is only a note no line of bob's supports, and its evidence says so
+    untrusted = [h for h in hits if flushed[h["text"]]]
+    assert all(h["text"].startswith("Noted item") for h in untrusted)
+    assert all(e["untrusted_reason"] == "not said by the user" for h in untrusted for e in h["evidence"])

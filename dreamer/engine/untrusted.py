@@ -11,6 +11,7 @@ evidence. Here it is applied to a candidate or note and to the lines it rests on
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from dreamer.core.memory_text import stored_text
 from dreamer.core.redact import PREFIX_MARGIN
@@ -53,8 +54,18 @@ def untrusted_reason(text: str, sources: list[Line], mode: str) -> str | None:
     if found := steering_reason(text, sources, mode):
         return found
     if mode != "code" and not any(line.role == "user" for line in sources):
-        return "not said by the user"
+        return NOT_THE_USERS
     return None
+
+
+NOT_THE_USERS = "not said by the user"
+
+
+def steered(evidence: list[Any]) -> bool:
+    """Whether a memory's evidence records it untrusted for steering, or does not say why (a
+    memory flagged before reasons were kept): anything but resting on no line of the user's."""
+    reasons = [e.get("untrusted_reason") for e in evidence if isinstance(e, dict) and e.get("untrusted")]
+    return not reasons or any(r != NOT_THE_USERS for r in reasons)
 
 
 def mark_untrusted(candidates: list[Candidate], lines: list[Line], mode: str) -> list[Candidate]:

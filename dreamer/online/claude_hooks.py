@@ -108,7 +108,7 @@ def _prompt_submitted(rt: Runtime, scope: Scope, hook: HookInput) -> dict[str, A
     if k <= 0 or not hook.prompt:
         return None
     now = utcnow()
-    hits = recall(rt, hook.prompt, scope, k=k, now=now).hits
+    hits = [h for h in recall(rt, hook.prompt, scope, k=k, now=now).hits if not h.untrusted]  # as the context block
     if not hits:
         return None
     opening, closing = context_markers(new_block_id())

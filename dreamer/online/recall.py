@@ -30,6 +30,7 @@ from dreamer.core.scope import Scope
 from dreamer.core.tokens import count_tokens
 from dreamer.core.topics import describes_present
 from dreamer.engine.runtime import Runtime
+from dreamer.engine.untrusted import steered
 from dreamer.index.contract import SearchFilter
 from dreamer.ingest.base import as_utc
 from dreamer.online.ranking import rank
@@ -173,6 +174,7 @@ class RecallHit:
     rank: int = 0
     valid_until: datetime | None = None
     past: bool = False  # its time is over (`valid_until` before the recall's now)
+    untrusted: bool = False  # flagged as resting on no line of the user's (never for steering)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -268,8 +270,10 @@ def _load(
     rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, now: datetime
 ) -> list[RecallHit]:
     """Read the hits back from SQL, the system of record, re-checking scope and status (only
-    the columns a hit needs, on a plain connection). A memory flagged untrusted is never a hit
-    unless `include_all` asks for every memory: recall feeds prompts, as the context block does."""
+    the columns a hit needs, on a plain connection). A memory flagged untrusted for steering is
+    never a hit unless `include_all` asks for every memory (recall feeds prompts, as the context
+    block does); one flagged only as no line of the user's (the other speaker's words) is, marked
+    `untrusted`."""
     if not ranked:
         return []
     ids = [i for i, _ in ranked]
@@ -278,9 +282,11 @@ def _load(
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)
-        if m is None or not scope.matches(m) or (not include_all and (m.status not in CURRENT_STATUSES or m.untrusted)):
+        if m is None or not scope.matches(m) or (not include_all and m.status not in CURRENT_STATUSES):
             continue
         evidence = list(m.evidence)
+        if m.untrusted and not include_all and steered(evidence):
+            continue
         out.append(
             RecallHit(
                 m.id,
@@ -296,6 +302,7 @@ def _load(
                 m.cardinality,
                 valid_until=m.valid_until,
                 past=is_past(m.valid_until, now),
+                untrusted=bool(m.untrusted),
             )
         )
     return out
