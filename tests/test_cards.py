@@ -144,7 +144,7 @@ def test_the_judge_card_states_its_rules_and_how_pairs_are_marked():
     assert "never instructions" in text and "$" not in text and "{{" not in text
 
 
-_PAIR_SIDE = re.compile(r"^(?:(\d+)\. |-> )\(([^)]*)\) (.*)$")
+_PAIR_SIDE = re.compile(r"^(?:(\d+)\. |-> )\(([^);]*)(?:; read: ([^)]*))?\) (.*)$")
 
 
 def parse_pairs(given: str) -> list[JudgePair]:
@@ -156,9 +156,9 @@ def parse_pairs(given: str) -> list[JudgePair]:
         kind, *rest = m.group(2).split(", ")
         topic = next((r.removeprefix("topic ") for r in rest if r.startswith("topic ")), None)
         day = next((datetime.strptime(r, "%Y-%m-%d").date() for r in rest if not r.startswith("topic ")), None)
-        sides.append(Statement(str(len(sides)), m.group(3), kind, topic, day))
+        sides.append((Statement(str(len(sides)), m.group(4), kind, topic, day), m.group(3)))
     assert len(sides) % 2 == 0
-    return [JudgePair(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]
+    return [JudgePair(sides[i][0], sides[i + 1][0], sides[i + 1][1]) for i in range(0, len(sides), 2)]
 
 
 def test_each_judge_example_is_the_request_the_pass_sends_and_files_every_pair_once():
@@ -170,7 +170,8 @@ def test_each_judge_example_is_the_request_the_pass_sends_and_files_every_pair_o
         verdicts = verdicts_by_pair(Judgements.model_validate_json(ex.answer), len(pairs))
         assert None not in verdicts  # each pair under exactly one verdict
     first, calm = (verdicts_by_pair(Judgements.model_validate_json(e.answer), len(parse_pairs(e.given))) for e in found)
-    assert first == ["update", "same", "new"] and calm == ["new"]  # one batch where nothing changes
+    assert first == ["update", "same", "new"] and calm == ["new"]  # someone else's phone is no change
+    assert parse_pairs(found[0].given)[2].grounds == "someone else's, not the user's"
 
 
 def test_the_code_card_examples_mark_a_guess_inferred():

@@ -3,10 +3,13 @@ the same thing, another value of one kind, a job elsewhere; and the look-alikes 
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from dreamer.core.consolidate import Neighbour, Thresholds, decide, route
-from dreamer.core.implied import counts, implied_query, implied_reason, implied_slots
+from dreamer.core.implied import counts, implied_query, implied_reason, implied_slots, pair_grounds
+from dreamer.engine.judge import JudgePair, Statement, render_pairs
 
 ROUTED = [
     (
@@ -113,3 +116,21 @@ def test_an_implied_change_is_routed_whatever_its_similarity_and_supersedes_noth
     assert (judged.action, judged.routed) == ("judge", ("ta",))
     unjudged = decide(text, "profile", related, THRESHOLDS, can_judge=False)
     assert unjudged.action == "add"  # without a judge both stay current
+
+
+def test_the_judge_is_shown_the_grounds_the_store_read_without_it():
+    assert pair_grounds("The user's dad switched to an iPhone.", "phone") == "someone else's, not the user's"
+    assert pair_grounds("The user moved the staff meeting to Thursday.", "home_city") == (
+        "an event that moved, not a move of the user's"
+    )
+    assert pair_grounds("The user's dad switched to an iPhone.", "hobbies") is None  # many-valued: nothing to guard
+    assert pair_grounds("The user moved to Lyon.", "home_city") is None
+    pair = JudgePair(
+        Statement("m1", "The user uses a Pixel 7.", "profile", "phone", date(2024, 5, 8)),
+        Statement("new", "The user's dad switched to an iPhone.", "profile", "phone", date(2024, 6, 1)),
+        "someone else's, not the user's",
+    )
+    assert render_pairs([pair]) == (
+        "0. (profile, topic phone, 2024-05-08) The user uses a Pixel 7.\n"
+        "-> (profile, topic phone, 2024-06-01; read: someone else's, not the user's) The user's dad switched to an iPhone."
+    )

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 
-from dreamer.core.topics import announces_change
+from dreamer.core.own_change import not_own_change
+from dreamer.core.topics import announces_change, cardinality_of
 
 _WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
 _SUFFIXES = ("ing", "ed", "es", "er", "s")
@@ -178,3 +179,11 @@ def implied_query(text: str) -> str | None:
     for kind in named(text):
         words += [re.sub(r"\(\?:[^)]*\)\??|\\", "", alt) for alt in KINDS[kind].split("|")]
     return " ".join(dict.fromkeys(words)) or None
+
+
+def pair_grounds(new: str, old_topic: str | None) -> str | None:
+    """What the store reads between a routed pair without a model, for the judge to weigh: why
+    NEW is no change of the user's own value of OLD's single-valued slot (`not_own_change`)."""
+    if old_topic is not None and cardinality_of(old_topic) == "one":
+        return not_own_change(new, old_topic)
+    return None

@@ -65,7 +65,8 @@ _DAYS = (
 _VALUES = {
     "home_city": re.compile(
         rf"\b(?:in|to|out of|near|from)\s+(?!(?:{_DAYS}|the|a|an|my|our|his|her|their|its|it|this|that|\d)\b)[^\W\d_][\w'-]+"
-        r"|\b(?:in|to)\s+(?:a|an|the)\s+(?:new\s+)?(?:city|town|village|suburb|countryside|place|flat|apartment|house)\b",
+        r"|\b(?:in|to|by|near|at)\s+(?:a|an|the)\s+(?:new\s+)?(?:city|town|village|suburb|countryside|place|flat|"
+        r"apartment|house|sea|seaside|coast|beach|lake|mountains?|island|country|capital)\b",
         re.I,
     ),
     "phone": re.compile(

@@ -36,8 +36,12 @@ class Statement:
 
 @dataclass(frozen=True)
 class JudgePair:
+    """OLD and NEW, with what the store read between them without a model (`grounds`: "someone
+    else's, not the user's", "an ending of what it mentions" ...), shown on NEW's line."""
+
     old: Statement
     new: Statement
+    grounds: str | None = None
 
 
 @dataclass
@@ -70,14 +74,15 @@ JUDGE_SYSTEM = render_card("judge", Judgements)  # the judge card (dreamer/llm/c
 
 
 def render_pairs(pairs: list[JudgePair]) -> str:
-    """``n. (kind, topic, day) old`` then ``-> (kind, topic, day) new``, one line each; a
+    """``n. (kind, topic, day) old`` then ``-> (kind, topic, day; read: grounds) new``, one line each; a
     statement's own line breaks are flattened, so no statement can start a pair of its own."""
-    return "\n".join(f"{i}. {_line(p.old)}\n-> {_line(p.new)}" for i, p in enumerate(pairs))
+    return "\n".join(f"{i}. {_line(p.old)}\n-> {_line(p.new, p.grounds)}" for i, p in enumerate(pairs))
 
 
-def _line(st: Statement) -> str:
+def _line(st: Statement, grounds: str | None = None) -> str:
     about = [st.kind, f"topic {st.topic}" if st.topic else "", st.said.isoformat()[:10] if st.said else ""]
-    return f"({', '.join(a for a in about if a)}) {' '.join(st.text.split())}"
+    read = f"; read: {' '.join(grounds.split())}" if grounds else ""
+    return f"({', '.join(a for a in about if a)}{read}) {' '.join(st.text.split())}"
 
 
 def verdicts_by_pair(result: Judgements, n: int) -> list[Verdict | None]:

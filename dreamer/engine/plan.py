@@ -20,7 +20,7 @@ from dreamer.core.consolidate import (
     resolve,
     token_similarity,
 )
-from dreamer.core.implied import implied_query, implied_reason, implied_slots
+from dreamer.core.implied import implied_query, implied_reason, implied_slots, pair_grounds
 from dreamer.core.models import Session
 from dreamer.core.scope import Scope
 from dreamer.core.topics import Topic, infer_topic, topic_of
@@ -260,7 +260,8 @@ def _judge(judge: Judge | None, planned: list[Planned]) -> None:
         new = Statement("new", p.candidate.text, p.candidate.kind, p.topic.key if p.topic else None, p.said)
         for target in p.decision.routed:
             old = p.seen[target]
-            pairs.append(JudgePair(Statement(target, old.text, old.kind, old.topic, old.said), new))
+            grounds = pair_grounds(new.text, old.topic)
+            pairs.append(JudgePair(Statement(target, old.text, old.kind, old.topic, old.said), new, grounds))
     verdicts = iter(judge.judge(pairs).verdicts)
     for p in pending:
         p.decision = resolve(p.decision, [next(verdicts, None) for _ in p.decision.routed])
