@@ -16,6 +16,7 @@ import logging
 import re
 import secrets
 
+from dreamer.core.secret_meaning import MEANING_RULES
 from dreamer.core.secret_prose import PROSE_RULES
 from dreamer.core.secret_rules import MARKER_RE, RULES, Rule
 
@@ -23,6 +24,20 @@ log = logging.getLogger(__name__)
 
 
 # --- finding and replacing ------------------------------------------------------------
+
+
+def _generic(rule: Rule) -> bool:
+    """A rule that knows only that something is a password or a secret (an assignment, a flag)."""
+    return callable(rule.kind) or rule.kind in ("password", "high_entropy")
+
+
+ALL_RULES: tuple[Rule, ...] = (
+    tuple(r for r in RULES if not _generic(r))  # the formats first: they name the kind
+    + MEANING_RULES  # then what the words say it is: a Wi-Fi password, a door code, ...
+    + tuple(r for r in RULES if _generic(r))
+    + PROSE_RULES
+)
+"""Every rule, in the order that names an overlap: the most specific first."""
 
 
 def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
@@ -40,7 +55,7 @@ def _candidates(text: str) -> list[tuple[int, int, int, str]]:
     """Every rule match as (start, end, priority, kind)."""
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
     found: list[tuple[int, int, int, str]] = []
-    for priority, rule in enumerate(RULES + PROSE_RULES):  # the formats first: they name the kind
+    for priority, rule in enumerate(ALL_RULES):
         if not rule.may_match(text):
             continue
         for m in rule.pattern.finditer(text):

@@ -1,0 +1,221 @@
+"""Secrets found by what the words mean, whatever the wording: the `Rule`s `redact` applies
+first, and a reader of tables.
+
+A label (`secret_words`: a head such as "password", "PIN", "code", "maiden name", maybe with the
+thing it opens: "door code", "WLAN-Passwort", "la password del wifi") and a value of the shape
+the head calls for (`secret_shapes`) are found in any of these frames:
+
+* "X is Y", "X: Y", "X - Y", "X | Y", "X は Y", "X lautet Y", "X, c'est Y"; "X Y" for a made-up
+  value ("PIN 7305", "password hunter2"); X alone on its line and Y on the next;
+* "Y is my X" ("Xk9$vLp2 is my password", "2468 ist meine PIN");
+* "use Y for X" / "use Y as X" ("usa Luna.Llena.33 como contraseña"), "use Y to open the door",
+  "to disarm the alarm, enter Y";
+* a table whose header names X and whose rows give Y (`find_in_tables`);
+* an AWS secret access key beside its ``AKIA`` id.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dreamer.core.secret_rules import Rule
+from dreamer.core.secret_shapes import KIND_SHAPES, SHAPES, Span, code, secretish, token
+from dreamer.core.secret_words import ARTICLES, HEADS, PREPOSITIONS, THINGS, VERBS
+
+_LATIN = r"A-Za-z0-9\u00c0-\u024f"
+_B = rf"(?<![{_LATIN}])"  # no Latin letter or digit just before (a label may follow "の" or "-")
+_E = rf"(?![{_LATIN}])"
+_THING_ALT = "|".join(f"(?:{words})" for _, words in THINGS)
+_HEAD_ALT = "|".join(f"(?P<h{i}>{words})" for i, (_, _, words) in enumerate(HEADS))
+_THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{words})")) for kind, words in THINGS)
+_QWORD = r"[^\s:=|：,;.!?]+"
+
+LABEL = (
+    rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}"
+    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?)"
+)
+_QUAL = rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD})?"
+_NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
+_SEP = (
+    r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
+    r"|[ \t]*[|\t][ \t]*|[ \t]+[\-–—→][ \t]+"
+    rf"|[ \t]*(?:['’]s|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?)[ \t]*:?[ \t]*"
+    r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
+    r"|[ \t]+(?P<to>to|into)[ \t]+"
+    r"|(?(qual)(?!)|[ \t]+))"
+)
+FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
+
+_END = rf"(?=[ \t]*(?:$|[\n.,;:!?)」。]|(?:{PREPOSITIONS}|and|et|und|y|e){_E}))"
+_TOKEN_CHARS = r"[^\s\"“”«»「」`,;]"
+_TOWARDS = rf"(?:(?:{ARTICLES})[ \t]+){{0,2}}(?:[\w\-]+[ \t]+){{0,2}}?"
+REVERSE_RE = re.compile(
+    rf"(?i)(?<![^\s:(\[])(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:{VERBS})[ \t]+{_TOWARDS}{LABEL}{_END}"
+)
+_TARGETS = r"login|log-?in|sign-?in|account|compte|konto|cuenta|conta|vpn"
+USE_RE = re.compile(
+    rf"(?i){_B}(?:use|utilise[zr]?|nimm|verwende|benutze|usa|usar|utiliza|utilizza|usate)[ \t]+"
+    rf"(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:for|as|comme|pour|als|für|como|para|come|per)[ \t]+{_TOWARDS}"
+    rf"(?:{LABEL}|(?P<target>{_TARGETS}|{_THING_ALT}){_E}){_END}"
+)
+_ACTIONS = {
+    "door_code": r"open|get[ \t]+in(?:to)?|enter|access",
+    "alarm_code": r"disarm|arm|turn[ \t]+off[ \t]+the[ \t]+alarm",
+    "pin": r"unlock",
+    "password": r"log[ \t]*in(?:to)?|sign[ \t]*in(?:to)?",
+}
+
+
+def _act(n: int) -> str:
+    return "|".join(f"(?P<a{n}_{kind}>{words})" for kind, words in _ACTIONS.items())
+
+
+_KEY_IN = r"enter|type|dial|punch[ \t]+in|key[ \t]+in|press|use"
+ACTION_RE = re.compile(
+    rf"(?i){_B}(?:(?:{_KEY_IN})[ \t]+(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+to[ \t]+(?:{_act(1)}){_E}"
+    rf"|to[ \t]+(?:{_act(2)}){_E}[^\n.;]{{0,40}}?,?[ \t]+(?:{_KEY_IN})[ \t]+(?P<val2>{_TOKEN_CHARS}{{3,80}}))"
+)
+
+_AWS_VALUE = (
+    r"(?<![A-Za-z0-9/+])(?P<val>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+_AWS_ID = r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+AWS_AFTER_ID_RE = re.compile(rf"{_AWS_ID}[^\n]{{0,100}}?{_AWS_VALUE}")
+AWS_BEFORE_ID_RE = re.compile(rf"{_AWS_VALUE}[^\n]{{0,100}}?{_AWS_ID}")
+
+
+# --- kinds ---------------------------------------------------------------------------------
+
+
+def _family(m: re.Match[str]) -> tuple[str, str]:
+    """(family, default kind) of the head that matched."""
+    for i, (family, kind, _) in enumerate(HEADS):
+        if m.group(f"h{i}") is not None:
+            return family, kind
+    return "word", "password"
+
+
+def _thing(text: str) -> str | None:
+    """The kind named by the first thing said in `text` (the label and the words after it)."""
+    best: tuple[int, str] | None = None
+    for kind, rx in _THING_RES:
+        if (t := rx.search(text)) is not None and (best is None or t.start() < best[0]):
+            best = (t.start(), kind)
+    return best[1] if best else None
+
+
+def label_kind(m: re.Match[str], extra: str = "") -> tuple[str, str] | None:
+    """(family, kind) of a label: a password, PIN, key or code names the thing it opens; a key
+    or a code that opens nothing said is no secret's label."""
+    family, kind = _family(m)
+    if family not in ("word", "key", "code") or kind == "cvv":
+        return family, kind
+    thing = _thing(" ".join(p for p in (m.group("label"), extra) if p))
+    if family == "word":
+        return family, "wifi_password" if thing == "wifi_password" else kind
+    if thing is not None:
+        return ("word" if thing == "wifi_password" else "code"), thing
+    return None if kind in ("code", "key") else (family, kind)
+
+
+# --- frames -----------------------------------------------------------------------------------
+
+
+def _how(m: re.Match[str]) -> str:
+    sep = m.group("sep")
+    if m.group("to") is not None:
+        return "to"
+    if "\n" in sep and not re.search(r"[:：=]", sep):
+        return "line"
+    return "verb" if sep.strip() else "bare"
+
+
+def _alone_on_line(m: re.Match[str]) -> bool:
+    """A label on a line of its own, before its value on the next line."""
+    head = m.string[m.string.rfind("\n", 0, m.start()) + 1 : m.start()]
+    return bool(re.fullmatch(rf"(?i)[ \t\-*•>#|]*(?:(?:{ARTICLES})[ \t]+)?", head))
+
+
+def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
+    found = label_kind(m, m.group("qual") or "")
+    if found is None:
+        return None
+    family, kind = found
+    how = _how(m)
+    if how == "line" and not _alone_on_line(m):
+        return None
+    shape = KIND_SHAPES.get(kind, SHAPES[family])
+    span: Span | None = shape(m.group("tail"), how)
+    if span is None:
+        return None
+    base = m.start("tail")
+    return base + span[0], base + span[1], kind
+
+
+def _reads_as_given(value: str, family: str, at_start: bool) -> bool:
+    """A value said before its label: made up, or digits for a code, or one capitalised word
+    opening the sentence ("Swordfish is my password")."""
+    if family in ("code", "otp", "list") or value.isdigit():
+        return code(value, "verb") == (0, len(value))
+    if secretish(value):
+        return True
+    return at_start and value[:1].isupper() and value.isalpha() and family in ("word", "answer")
+
+
+def _backward(m: re.Match[str]) -> tuple[int, int, str] | None:
+    found = label_kind(m) if m.group("label") is not None else ("word", _target_kind(m))
+    if found is None:
+        return None
+    family, kind = found
+    group = "val"
+    span = token(m.group(group))
+    if span is None:
+        return None
+    value = m.group(group)[span[0] : span[1]]
+    at_start = not m.string[: m.start(group)].strip() or m.string[: m.start(group)].rstrip()[-1] in ".:\n!?"
+    if not _reads_as_given(value, family, at_start):
+        return None
+    return m.start(group) + span[0], m.start(group) + span[1], kind
+
+
+def _target_kind(m: re.Match[str]) -> str:
+    return _thing(m.group("target") or "") or "password"
+
+
+def _action(m: re.Match[str]) -> tuple[int, int, str] | None:
+    group = "val" if m.group("val") is not None else "val2"
+    span = token(m.group(group))
+    if span is None:
+        return None
+    value = m.group(group)[span[0] : span[1]]
+    kind = next(k for k in _ACTIONS for n in (1, 2) if m.group(f"a{n}_{k}") is not None)
+    if not (secretish(value) or code(value, "verb") == (0, len(value))):
+        return None
+    if kind != "password" and code(value, "verb") != (0, len(value)):
+        kind = "password"
+    return m.start(group) + span[0], m.start(group) + span[1], kind
+
+
+def _rule(pattern: re.Pattern[str], read: object) -> Rule:
+    def check(m: re.Match[str]) -> bool:
+        return read(m) is not None  # type: ignore[operator]
+
+    def span(m: re.Match[str]) -> tuple[int, int]:
+        found = read(m)  # type: ignore[operator]
+        return (found[0], found[1]) if found else (0, 0)
+
+    def kind(m: re.Match[str]) -> str:
+        found = read(m)  # type: ignore[operator]
+        return str(found[2]) if found else "secret"
+
+    return Rule(kind, pattern, 0, check, span=span)
+
+
+MEANING_RULES: tuple[Rule, ...] = (
+    Rule("aws_secret_key", AWS_AFTER_ID_RE, "val"),
+    Rule("aws_secret_key", AWS_BEFORE_ID_RE, "val"),
+    _rule(FORWARD_RE, _forward),
+    _rule(REVERSE_RE, _backward),
+    _rule(USE_RE, _backward),
+    _rule(ACTION_RE, _action),
+)

@@ -1,0 +1,261 @@
+"""The words that say a secret follows, in English, French, German, Spanish, Portuguese, Italian
+and Japanese: read by `secret_meaning`.
+
+A label is a *head* (what the secret is: a password, a PIN, a code, an answer, ...), which may
+carry a *thing* (what it opens: the Wi-Fi, a door, an alarm, a safe, a locker, a card) before it
+("door code", "WLAN-Passwort", "玄関の暗証番号"), right after it ("code wifi", "clé Wi-Fi") or in
+the words that follow it ("the code for the front door", "il codice del cancello"). The head
+says the shape the value takes; the thing, when there is one, names the kind.
+
+Every entry is a regex fragment, matched case-insensitively; longer entries first where one
+begins another.
+"""
+
+from __future__ import annotations
+
+# --- heads: (family, default kind, words) ------------------------------------------------
+# Families give the value's shape (`secret_meaning.SHAPES`); a "code" head says nothing alone
+# ("the code is 200 lines") and counts only with a thing.
+
+HEADS: tuple[tuple[str, str, str], ...] = (
+    (
+        "answer",
+        "security_answer",
+        "|".join(
+            (
+                r"(?:my\s+)?mother['’]?s\s+maiden\s+name|maiden\s+name|security\s+answer|secret\s+answer",
+                r"answer\s+to\s+(?:my|the|your)\s+(?:security|secret)\s+question|(?:security|secret)\s+question\s+answer",
+                r"(?:my\s+)?first\s+pet['’]?s\s+name|name\s+of\s+my\s+first\s+pet|first\s+pet",
+                r"nom\s+de\s+jeune\s+fille(?:\s+de\s+ma\s+m[èe]re)?|r[ée]ponse\s+secr[èe]te",
+                r"r[ée]ponse\s+(?:[àa]\s+(?:la|ma)\s+)?question\s+(?:secr[èe]te|de\s+s[ée]curit[ée])",
+                r"m[äa]dchenname(?:\s+meiner\s+mutter)?|geburtsname\s+meiner\s+mutter|sicherheitsantwort",
+                r"antwort\s+auf\s+(?:die|meine)\s+sicherheitsfrage",
+                r"apellido\s+de\s+soltera(?:\s+de\s+mi\s+madre)?|respuesta\s+(?:de\s+seguridad|secreta)",
+                r"respuesta\s+a\s+(?:la|mi)\s+pregunta\s+(?:de\s+seguridad|secreta)",
+                r"nome\s+de\s+solteira(?:\s+da\s+minha\s+m[ãa]e)?|resposta\s+(?:secreta|de\s+seguran[çc]a)",
+                r"resposta\s+[àa]\s+pergunta\s+(?:de\s+seguran[çc]a|secreta)",
+                r"cognome\s+da\s+nubile(?:\s+di\s+mia\s+madre)?|risposta\s+(?:segreta|di\s+sicurezza)",
+                r"risposta\s+alla\s+domanda\s+(?:di\s+sicurezza|segreta)",
+                r"母の旧姓|旧姓|秘密の質問の答え|秘密の質問",
+            )
+        ),
+    ),
+    ("phrase", "seed_phrase", r"seed\s+phrase|recovery\s+phrase|mnemonic(?:\s+phrase)?|シードフレーズ"),
+    (
+        "phrase",
+        "passphrase",
+        "|".join(
+            (
+                r"pass\s?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|passsatz|frase\s+(?:de\s+contrase[ñn]a|secreta)",
+                r"frase[\s\-](?:senha|de\s+acesso)|frase\s+segreta|パスフレーズ",
+            )
+        ),
+    ),
+    (
+        "aws",
+        "aws_secret_key",
+        "|".join(
+            (
+                r"aws\s+secret(?:\s+access)?\s+key|secret\s+access\s+key|secret\s+key",
+                r"cl[ée]\s+(?:d['’]acc[èe]s\s+)?secr[èe]te|geheimer\s+schl[üu]ssel|clave\s+secreta|chave\s+secreta",
+                r"chiave\s+segreta|シークレット(?:アクセス)?キー",
+            )
+        ),
+    ),
+    (
+        "long",
+        "private_key",
+        r"private\s+key|cl[ée]\s+priv[ée]e|privater\s+schl[üu]ssel|clave\s+privada"
+        r"|chave\s+privada|chiave\s+privata|秘密鍵",
+    ),
+    (
+        "list",
+        "recovery_code",
+        "|".join(
+            (
+                r"(?:recovery|backup)\s+codes?|codes?\s+de\s+(?:r[ée]cup[ée]ration|secours)",
+                r"(?:wiederherstellungs|backup-?)codes?|c[óo]digos?\s+de\s+(?:recuperaci[óo]n|recupera[çc][ãa]o|respaldo)",
+                r"codici?\s+di\s+(?:recupero|backup)|(?:リカバリー|バックアップ)コード",
+            )
+        ),
+    ),
+    (
+        "otp",
+        "otp",
+        "|".join(
+            (
+                r"one[\s\-]time\s+(?:code|password|passcode|pin)|otp(?:\s+code)?|(?:2fa|mfa|totp|sms|login)\s+code",
+                r"(?:verification|confirmation|authenti(?:cation|cator))\s+code",
+                r"code\s+(?:de\s+(?:v[ée]rification|confirmation)|[àa]\s+usage\s+unique)",
+                r"(?:best[äa]tigungs|verifizierungs|einmal)code|einmalpasswort",
+                r"c[óo]digo\s+de\s+(?:verificaci[óo]n|confirmaci[óo]n|verifica[çc][ãa]o|confirma[çc][ãa]o)",
+                r"codice\s+(?:di\s+(?:verifica|conferma)|otp)|ワンタイムパスワード|認証コード|確認コード",
+            )
+        ),
+    ),
+    (
+        "code",
+        "cvv",
+        "|".join(
+            (
+                r"cvv2?|cvc2?|card\s+security\s+code|cryptogramme(?:\s+visuel)?|(?:karten)?pr[üu]fnummer",
+                r"c[óo]digo\s+(?:de\s+seguran?[çc]?a|de\s+seguridad|cvv)|codice\s+(?:di\s+sicurezza|cvv)|セキュリティコード",
+            )
+        ),
+    ),
+    (
+        "login",
+        "password",
+        r"login|credentials|creds|identifiants|zugangsdaten|credenciales|credenciais"
+        r"|credenziali|ログイン情報",
+    ),
+    (
+        "id",
+        "national_id",
+        "|".join(
+            (
+                r"national\s+insurance\s+(?:number|no\.?)|ni\s+number|national\s+id(?:\s+number)?|id\s+number",
+                r"identity\s+(?:card\s+)?number|passport\s+(?:number|no\.?)|driver['’]?s\s+licen[cs]e\s+(?:number|no\.?)",
+                r"tax\s+id(?:\s+number)?|num[ée]ro\s+de\s+(?:s[ée]curit[ée]\s+sociale|s[ée]cu|passeport|carte\s+d['’]identit[ée])",
+                r"num[ée]ro\s+fiscal|steuer-?id|steueridentifikationsnummer|(?:personal)?ausweisnummer",
+                r"sozialversicherungsnummer|reisepassnummer|dni|nie|nif|n[úu]mero\s+de\s+(?:pasaporte|la\s+seguridad\s+social)",
+                r"n[úu]mero\s+(?:de\s+identifica[çc][ãa]o\s+fiscal|do\s+passaporte)|cart[ãa]o\s+de\s+cidad[ãa]o|cpf",
+                r"codice\s+fiscale|numero\s+di\s+passaporto|carta\s+d['’]identit[àa]|マイナンバー|個人番号",
+                r"パスポート番号|運転免許証番号",
+            )
+        ),
+    ),
+    (
+        "code",
+        "pin",
+        "|".join(
+            (
+                r"pin[\s\-]?(?:code|number|nummer|番号)|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
+                r"geheim(?:zahl|nummer)|n[úu]mero\s+secreto|numero\s+segreto|暗証番号|パスコード|pinコード",
+            )
+        ),
+    ),
+    (
+        "word",
+        "password",
+        "|".join(
+            (
+                r"pass(?:word|wd)|pwd|pw|mot\s+de\s+passe|mdp|passwort|kennwort|contrase[ñn]a|clave(?:\s+de\s+acceso)?",
+                r"senha|palavra[\s\-]passe|parola\s+d['’]ordine|パスワード",
+            )
+        ),
+    ),
+    ("key", "key", r"network\s+key|key|cl[ée]f?|schl[üu]ssel|chave|chiave|キー"),
+    (
+        "code",
+        "code",
+        "|".join(
+            (
+                r"digicode|combination|combo|code|combinaison|(?:zahlen)?kombination|nummer|c[óo]digo|combinaci[óo]n",
+                r"combina[çc][ãa]o|codice|combinazione|番号|コード",
+            )
+        ),
+    ),
+)
+
+# --- things: (kind, words) ---------------------------------------------------------------
+# What a secret opens; the first thing said names the kind of a password, PIN, key or code.
+
+THINGS: tuple[tuple[str, str], ...] = (
+    ("wifi_password", r"wi[\s\-]?fi|wlan|wireless|wpa[23]?|guest\s+network|network|r[ée]seau|ssid"),
+    ("alarm_code", r"alarm(?:anlage)?|alarme|alarma|allarme|antifurto|security\s+system|警報|アラーム"),
+    ("safe_combination", r"safe|coffre(?:[\s\-]fort)?|tresor|caja\s+fuerte|cofre|cassaforte|金庫"),
+    (
+        "locker_code",
+        "|".join(
+            (
+                r"(?:bike\s+)?lock(?:er)?|padlock|casier|cadenas|vestiaire|spind|schlie[ßs]fach|(?:fahrrad)?schloss",
+                r"taquilla|candado|cacifo|cadeado|armadietto|lucchetto|ロッカー|南京錠",
+            )
+        ),
+    ),
+    (
+        "door_code",
+        "|".join(
+            (
+                r"(?:front\s+|back\s+|main\s+|building\s+|garage\s+)?door|gate|entrance|entry|building|keypad|intercom",
+                r"buzzer|lockbox|key\s?safe|garage|porte|portail|immeuble|entr[ée]e|interphone|(?:haus)?t[üu]r|garagentor",
+                r"eingang|puerta|port[aó]n|portal|entrada|edificio|garaje|port[ãa]o|porta|pr[ée]dio|garagem|portone",
+                r"cancello|ingresso|citofono|玄関|ドア|オートロック|門",
+            )
+        ),
+    ),
+    (
+        "pin",
+        r"(?:bank\s+|debit\s+|credit\s+|sim\s+|ec-?)?card|carte(?:\s+bleue)?|karte|tarjeta|cart[ãa]o"
+        r"|carta|bancomat|phone|handy|sim|キャッシュカード|カード",
+    ),
+)
+
+# --- what a value is not -------------------------------------------------------------------
+
+# Words that, after "the password is", describe a secret instead of giving it (any language).
+NOT_A_VALUE = frozenset(
+    """
+    a an the my your his her its our their this that these those it one same different another
+    not no none never still now also just only too very so quite really always already again
+    is was be been being are were will would should must can could may might has have had
+    in on at to for of from with by as into inside under behind there here where what which who
+    wrong incorrect correct right required needed necessary missing invalid valid expired weak
+    strong long short simple complex easy hard obvious secure insecure safe unsafe secret private
+    empty blank unknown known forgotten lost new old default temporary mandatory optional
+    case sensitive protected locked unlocked written shared working broken fine good bad ok okay
+    something nothing anything everything mine yours ours theirs set reset changed stored saved
+    hidden encrypted hashed visible shown displayed sent used enabled disabled generated random
+    unique identical similar like about around over below above more less than printed
+    le la les un une des du de mon ma mes ton ta son sa notre votre leur ce cette est était sera
+    pas dans sur sous chez avec sans pour faux fausse incorrect incorrecte bon bonne trop nouveau
+    der die das ein eine mein meine dein sein ihr unser ist war wird nicht im auf unter bei mit
+    ohne für falsch richtig zu neu alt geheim gleich
+    el los las uno mi tu su nuestro es era será no en sobre bajo con sin para incorrecta
+    incorrecto correcta correcto nueva nuevo igual muy
+    o os as um uma meu minha seu sua é era será não em no na sobre com sem errada errado
+    correta certo nova novo igual muito
+    il lo gli una mio mia tuo tua suo è era sarà non nel nella sul sulla con senza per
+    sbagliata sbagliato giusta giusto nuova nuovo uguale molto
+    """.split()
+)
+
+# Words a sentence has and a passphrase of plain words seldom does.
+FUNCTION_WORDS = frozenset(
+    """
+    a an the in on at to for of from with by as is was be are and or but not it this that my
+    your his her our their into than then so very too also just no
+    le la les un une des du de et ou mais est pour dans sur avec pas ce mon ma
+    der die das ein eine und oder aber ist für mit nicht im auf zu
+    el los las y pero es por con en mi su
+    os as um uma e mas é com em no na do da meu minha
+    il lo gli ed ma è per con nel nella di del mio mia
+    """.split()
+)
+
+# A number followed by one of these is a size, a time or a price, not a code.
+UNITS = (
+    r"digits?|characters?|chars?|letters?|numbers?|symbols?|times?|minutes?|mins?|seconds?|secs?|hours?"
+    r"|days?|weeks?|months?|years?|attempts?|tries|people|pages?|lines?|percent|%|euros?|dollars?|€|\$"
+    r"|chiffres?|caract[èe]res?|lettres?|jours?|ans|fois|zeichen|stellen|ziffern|buchstaben|tage|jahre"
+    r"|mal|caracteres?|d[íi]gitos?|letras?|d[íi]as|a[ñn]os|veces|vezes|cifre|caratteri|lettere|giorni"
+    r"|anni|volte|文字|桁|回|円|日|年"
+)
+
+ARTICLES = (
+    r"my|the|our|your|his|her|their|mon|ma|mes|le|la|l['’]|notre|votre|mein|meine|meinen|das|der|die"
+    r"|unser|unsere|mi|el|nuestra|nuestro|a|o|minha|meu|nossa|nosso|il|lo|mia|mio|nostra|nostro"
+)
+
+# Little words that may follow a label before its value's verb ("the code *for the* door is").
+PREPOSITIONS = (
+    r"for|of|to|on|at|in|from|pour|de|du|des|à|sur|für|fürs|vom|von|der|im|am|beim|zum|zur|del|de la"
+    r"|para|en|do|da|dos|das|no|na|della|dello|dell['’]|di|per|sul|sulla|nel|nella"
+)
+
+# Verbs and marks between a label and its value ("is", "lautet", "c'est", ":", "は").
+VERBS = (
+    r"is|was|will\s+be|should\s+be|has\s+been|are|were|est|c['’]est|était|sera|ist|lautet|war|hei[ßs]t"
+    r"|es|era|será|é|è|sarà|="
+)
