@@ -16,7 +16,7 @@ import logging
 import re
 import secrets
 
-from dreamer.core.secret_meaning import MEANING_RULES
+from dreamer.core.secret_meaning import MEANING_RULES, find_in_tables
 from dreamer.core.secret_prose import PROSE_RULES
 from dreamer.core.secret_rules import MARKER_RE, RULES, Rule
 
@@ -52,20 +52,18 @@ def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
 
 
 def _candidates(text: str) -> list[tuple[int, int, int, str]]:
-    """Every rule match as (start, end, priority, kind)."""
+    """Every rule match, and every secret in a table column, as (start, end, priority, kind)."""
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
     found: list[tuple[int, int, int, str]] = []
     for priority, rule in enumerate(ALL_RULES):
         if not rule.may_match(text):
             continue
         for m in rule.pattern.finditer(text):
-            if rule.check is not None and not rule.check(m):
-                continue
-            start, end = _span(rule, m)
-            if end <= start or any(a <= start and end <= b for a, b in markers):
-                continue
-            found.append((start, end, priority, rule.kind_of(m)))
-    return found
+            if rule.check is None or rule.check(m):
+                found.append((*_span(rule, m), priority, rule.kind_of(m)))
+    table_priority = ALL_RULES.index(MEANING_RULES[-1])  # named as a label in prose would be
+    found += [(start, end, table_priority, kind) for start, end, kind in find_in_tables(text)]
+    return [c for c in found if c[0] < c[1] and not any(a <= c[0] and c[1] <= b for a, b in markers)]
 
 
 def find_secrets(text: str) -> list[tuple[str, int, int]]:

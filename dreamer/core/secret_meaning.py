@@ -20,14 +20,14 @@ import re
 
 from dreamer.core.secret_rules import Rule
 from dreamer.core.secret_shapes import KIND_SHAPES, SHAPES, Span, code, secretish, token
-from dreamer.core.secret_words import ARTICLES, HEADS, PREPOSITIONS, THINGS, VERBS
+from dreamer.core.secret_words import ARTICLES, CHANGED, HEADS, PREPOSITIONS, THINGS, VERBS
 
 _LATIN = r"A-Za-z0-9\u00c0-\u024f"
 _B = rf"(?<![{_LATIN}])"  # no Latin letter or digit just before (a label may follow "の" or "-")
 _E = rf"(?![{_LATIN}])"
-_THING_ALT = "|".join(f"(?:{words})" for _, words in THINGS)
-_HEAD_ALT = "|".join(f"(?P<h{i}>{words})" for i, (_, _, words) in enumerate(HEADS))
-_THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{words})")) for kind, words in THINGS)
+_THING_ALT = "|".join(f"(?:{'|'.join(words)})" for _, words in THINGS)
+_HEAD_ALT = "|".join(f"(?P<h{i}>{'|'.join(words)})" for i, (_, _, words) in enumerate(HEADS))
+_THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{'|'.join(words)})")) for kind, words in THINGS)
 _QWORD = r"[^\s:=|：,;.!?]+"
 
 LABEL = (
@@ -39,10 +39,11 @@ _NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
     r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
     r"|[ \t]*[|\t][ \t]*|[ \t]+[\-–—→][ \t]+"
-    rf"|[ \t]*(?:['’]s|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?)[ \t]*:?[ \t]*"
+    rf"|,?[ \t]+(?:{VERBS}){_E}[ \t]+(?:{CHANGED}){_E}[ \t]*"
+    rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
     r"|[ \t]+(?P<to>to|into)[ \t]+"
-    r"|(?(qual)(?!)|[ \t]+))"
+    r"|(?(qual)(?!)|(?:(?P<bare>[ \t]+)|['’]s[ \t]*:?[ \t]*)))"  # "X Y", "X's Y": not after "for the ..."
 )
 FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
 
@@ -127,7 +128,7 @@ def _how(m: re.Match[str]) -> str:
         return "to"
     if "\n" in sep and not re.search(r"[:：=]", sep):
         return "line"
-    return "verb" if sep.strip() else "bare"
+    return "bare" if m.group("bare") is not None else "verb"
 
 
 def _alone_on_line(m: re.Match[str]) -> bool:
@@ -219,3 +220,63 @@ MEANING_RULES: tuple[Rule, ...] = (
     _rule(USE_RE, _backward),
     _rule(ACTION_RE, _action),
 )
+
+
+# --- tables ---------------------------------------------------------------------------------
+
+_LABEL_CELL = re.compile(rf"(?i)(?:(?:{ARTICLES})[ \t]+)?{LABEL}")
+_RULE_ROW = re.compile(r"[\s|:+\-]*")
+
+
+def _cells(line: str, offset: int) -> list[tuple[int, int]]:
+    """The spans of a table row's cells (``| a | b |`` or tab-separated), or [] for no row."""
+    sep = "|" if line.count("|") >= 2 or (line.count("|") == 1 and not line.strip().startswith("|")) else "\t"
+    if sep not in line:
+        return []
+    spans, pos = [], 0
+    for part in line.split(sep):
+        lead = len(part) - len(part.lstrip())
+        spans.append((offset + pos + lead, offset + pos + len(part.rstrip())))
+        pos += len(part) + 1
+    if line.lstrip().startswith("|"):
+        spans = spans[1:]
+    if line.rstrip().endswith("|"):
+        spans = spans[:-1]
+    return spans
+
+
+def _column_kinds(text: str, cells: list[tuple[int, int]]) -> dict[int, tuple[str, str]]:
+    """Which columns a header row names as secrets: {column: (family, kind)}."""
+    named: dict[int, tuple[str, str]] = {}
+    for col, (start, end) in enumerate(cells):
+        m = _LABEL_CELL.fullmatch(text, start, end)
+        if m is not None and (found := label_kind(m)) is not None:
+            named[col] = found
+    return named
+
+
+def find_in_tables(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each value in a table column whose header names a secret."""
+    if "|" not in text and "\t" not in text:
+        return []
+    found: list[tuple[int, int, str]] = []
+    named: dict[int, tuple[str, str]] = {}
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        cells = _cells(line.rstrip("\r\n"), offset)
+        offset += len(line)
+        if not cells:
+            named = {}
+        elif named and not _RULE_ROW.fullmatch(line.strip()):
+            for col, (family, kind) in named.items():
+                if col < len(cells) and (span := _cell_value(text, cells[col], family, kind)):
+                    found.append((*span, kind))
+        elif not named:
+            named = _column_kinds(text, cells)
+    return found
+
+
+def _cell_value(text: str, cell: tuple[int, int], family: str, kind: str) -> Span | None:
+    value = text[cell[0] : cell[1]]
+    span = KIND_SHAPES.get(kind, SHAPES[family])(value, "verb") if value else None
+    return (cell[0] + span[0], cell[0] + span[1]) if span else None

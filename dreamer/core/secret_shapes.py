@@ -34,7 +34,8 @@ _CODE = re.compile(r"[#*]?(?P<v>\d(?:[ \-./]?\d){2,11}(?![\d/])|(?=(?:[A-Z]*\d){
 _AWS = re.compile(r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _LONG = re.compile(r"(?:0x)?[A-Za-z0-9+/=]{32,}")
 _ID = re.compile(r"[A-Z0-9]+(?:[ \-.][A-Z0-9]+){0,7}(?![\w\-])")
-_LIST_ITEM = re.compile(r"(?=[A-Za-z\-]*\d)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*")
+_LIST_ITEM = re.compile(r"(?=[A-Za-z\-]*\d)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*(?![\w\-])")
+_LIST_SEP = re.compile(r"[ \t]*[,;]?[ \t]*")
 _WORD = re.compile(r"[^\W\d_][\w'’\-]*")
 _JA_RUN = re.compile(r"[\u30a0-\u30ff\u3400-\u9fffA-Za-z0-9ー]+")
 
@@ -128,16 +129,21 @@ def otp(tail: str, how: str) -> Span | None:
 
 
 def code_list(tail: str, how: str) -> Span | None:
-    """Recovery or backup codes: one or more tokens with digits, separated by commas or spaces."""
-    if (span := otp(tail, how)) is None:
+    """Recovery or backup codes: one or more tokens of letters and digits, or digits,
+    separated by commas or spaces."""
+    first = _LIST_ITEM.match(tail)
+    if first is not None and len(first.group(0)) >= 6 and secretish(first.group(0)):
+        span: Span | None = first.span()
+    else:
+        span = otp(tail, how)
+    if span is None:
         return None
     start, end = span
-    pos = end
-    while m := re.compile(r"[ \t]*[,;]?[ \t]*").match(tail, pos):
+    while m := _LIST_SEP.match(tail, end):
         item = _LIST_ITEM.match(tail, m.end())
-        if item is None or item.end() == m.end() or len(item.group(0)) < 4:
+        if item is None or len(item.group(0)) < 6:
             break
-        end = pos = item.end()
+        end = item.end()
     return start, end
 
 

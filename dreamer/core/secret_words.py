@@ -13,184 +13,130 @@ begins another.
 
 from __future__ import annotations
 
-# --- heads: (family, default kind, words) ------------------------------------------------
-# Families give the value's shape (`secret_meaning.SHAPES`); a "code" head says nothing alone
-# ("the code is 200 lines") and counts only with a thing.
+# --- heads: (family, default kind, words by language) ---------------------------------------
+# The family gives the value's shape (`secret_shapes.SHAPES`); a "code" or "key" head says
+# nothing alone ("the code is 200 lines") and counts only with a thing it opens.
 
-HEADS: tuple[tuple[str, str, str], ...] = (
-    (
-        "answer",
-        "security_answer",
-        "|".join(
-            (
-                r"(?:my\s+)?mother['’]?s\s+maiden\s+name|maiden\s+name|security\s+answer|secret\s+answer",
-                r"answer\s+to\s+(?:my|the|your)\s+(?:security|secret)\s+question|(?:security|secret)\s+question\s+answer",
-                r"(?:my\s+)?first\s+pet['’]?s\s+name|name\s+of\s+my\s+first\s+pet|first\s+pet",
-                r"nom\s+de\s+jeune\s+fille(?:\s+de\s+ma\s+m[èe]re)?|r[ée]ponse\s+secr[èe]te",
-                r"r[ée]ponse\s+(?:[àa]\s+(?:la|ma)\s+)?question\s+(?:secr[èe]te|de\s+s[ée]curit[ée])",
-                r"m[äa]dchenname(?:\s+meiner\s+mutter)?|geburtsname\s+meiner\s+mutter|sicherheitsantwort",
-                r"antwort\s+auf\s+(?:die|meine)\s+sicherheitsfrage",
-                r"apellido\s+de\s+soltera(?:\s+de\s+mi\s+madre)?|respuesta\s+(?:de\s+seguridad|secreta)",
-                r"respuesta\s+a\s+(?:la|mi)\s+pregunta\s+(?:de\s+seguridad|secreta)",
-                r"nome\s+de\s+solteira(?:\s+da\s+minha\s+m[ãa]e)?|resposta\s+(?:secreta|de\s+seguran[çc]a)",
-                r"resposta\s+[àa]\s+pergunta\s+(?:de\s+seguran[çc]a|secreta)",
-                r"cognome\s+da\s+nubile(?:\s+di\s+mia\s+madre)?|risposta\s+(?:segreta|di\s+sicurezza)",
-                r"risposta\s+alla\s+domanda\s+(?:di\s+sicurezza|segreta)",
-                r"母の旧姓|旧姓|秘密の質問の答え|秘密の質問",
-            )
-        ),
-    ),
-    ("phrase", "seed_phrase", r"seed\s+phrase|recovery\s+phrase|mnemonic(?:\s+phrase)?|シードフレーズ"),
-    (
-        "phrase",
-        "passphrase",
-        "|".join(
-            (
-                r"pass\s?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|passsatz|frase\s+(?:de\s+contrase[ñn]a|secreta)",
-                r"frase[\s\-](?:senha|de\s+acesso)|frase\s+segreta|パスフレーズ",
-            )
-        ),
-    ),
-    (
-        "aws",
-        "aws_secret_key",
-        "|".join(
-            (
-                r"aws\s+secret(?:\s+access)?\s+key|secret\s+access\s+key|secret\s+key",
-                r"cl[ée]\s+(?:d['’]acc[èe]s\s+)?secr[èe]te|geheimer\s+schl[üu]ssel|clave\s+secreta|chave\s+secreta",
-                r"chiave\s+segreta|シークレット(?:アクセス)?キー",
-            )
-        ),
-    ),
-    (
-        "long",
-        "private_key",
-        r"private\s+key|cl[ée]\s+priv[ée]e|privater\s+schl[üu]ssel|clave\s+privada"
-        r"|chave\s+privada|chiave\s+privata|秘密鍵",
-    ),
-    (
-        "list",
-        "recovery_code",
-        "|".join(
-            (
-                r"(?:recovery|backup)\s+codes?|codes?\s+de\s+(?:r[ée]cup[ée]ration|secours)",
-                r"(?:wiederherstellungs|backup-?)codes?|c[óo]digos?\s+de\s+(?:recuperaci[óo]n|recupera[çc][ãa]o|respaldo)",
-                r"codici?\s+di\s+(?:recupero|backup)|(?:リカバリー|バックアップ)コード",
-            )
-        ),
-    ),
-    (
-        "otp",
-        "otp",
-        "|".join(
-            (
-                r"one[\s\-]time\s+(?:code|password|passcode|pin)|otp(?:\s+code)?|(?:2fa|mfa|totp|sms|login)\s+code",
-                r"(?:verification|confirmation|authenti(?:cation|cator))\s+code",
-                r"code\s+(?:de\s+(?:v[ée]rification|confirmation)|[àa]\s+usage\s+unique)",
-                r"(?:best[äa]tigungs|verifizierungs|einmal)code|einmalpasswort",
-                r"c[óo]digo\s+de\s+(?:verificaci[óo]n|confirmaci[óo]n|verifica[çc][ãa]o|confirma[çc][ãa]o)",
-                r"codice\s+(?:di\s+(?:verifica|conferma)|otp)|ワンタイムパスワード|認証コード|確認コード",
-            )
-        ),
-    ),
-    (
-        "code",
-        "cvv",
-        "|".join(
-            (
-                r"cvv2?|cvc2?|card\s+security\s+code|cryptogramme(?:\s+visuel)?|(?:karten)?pr[üu]fnummer",
-                r"c[óo]digo\s+(?:de\s+seguran?[çc]?a|de\s+seguridad|cvv)|codice\s+(?:di\s+sicurezza|cvv)|セキュリティコード",
-            )
-        ),
-    ),
-    (
-        "login",
-        "password",
-        r"login|credentials|creds|identifiants|zugangsdaten|credenciales|credenciais"
-        r"|credenziali|ログイン情報",
-    ),
-    (
-        "id",
-        "national_id",
-        "|".join(
-            (
-                r"national\s+insurance\s+(?:number|no\.?)|ni\s+number|national\s+id(?:\s+number)?|id\s+number",
-                r"identity\s+(?:card\s+)?number|passport\s+(?:number|no\.?)|driver['’]?s\s+licen[cs]e\s+(?:number|no\.?)",
-                r"tax\s+id(?:\s+number)?|num[ée]ro\s+de\s+(?:s[ée]curit[ée]\s+sociale|s[ée]cu|passeport|carte\s+d['’]identit[ée])",
-                r"num[ée]ro\s+fiscal|steuer-?id|steueridentifikationsnummer|(?:personal)?ausweisnummer",
-                r"sozialversicherungsnummer|reisepassnummer|dni|nie|nif|n[úu]mero\s+de\s+(?:pasaporte|la\s+seguridad\s+social)",
-                r"n[úu]mero\s+(?:de\s+identifica[çc][ãa]o\s+fiscal|do\s+passaporte)|cart[ãa]o\s+de\s+cidad[ãa]o|cpf",
-                r"codice\s+fiscale|numero\s+di\s+passaporto|carta\s+d['’]identit[àa]|マイナンバー|個人番号",
-                r"パスポート番号|運転免許証番号",
-            )
-        ),
-    ),
-    (
-        "code",
-        "pin",
-        "|".join(
-            (
-                r"pin[\s\-]?(?:code|number|nummer|番号)|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
-                r"geheim(?:zahl|nummer)|n[úu]mero\s+secreto|numero\s+segreto|暗証番号|パスコード|pinコード",
-            )
-        ),
-    ),
-    (
-        "word",
-        "password",
-        "|".join(
-            (
-                r"pass(?:word|wd)|pwd|pw|mot\s+de\s+passe|mdp|passwort|kennwort|contrase[ñn]a|clave(?:\s+de\s+acceso)?",
-                r"senha|palavra[\s\-]passe|parola\s+d['’]ordine|パスワード",
-            )
-        ),
-    ),
-    ("key", "key", r"network\s+key|key|cl[ée]f?|schl[üu]ssel|chave|chiave|キー"),
-    (
-        "code",
-        "code",
-        "|".join(
-            (
-                r"digicode|combination|combo|code|combinaison|(?:zahlen)?kombination|nummer|c[óo]digo|combinaci[óo]n",
-                r"combina[çc][ãa]o|codice|combinazione|番号|コード",
-            )
-        ),
-    ),
+# fmt: off
+HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("answer", "security_answer", (
+        r"(?:my\s+)?mother['’]?s\s+maiden\s+name|maiden\s+name|security\s+answer|secret\s+answer",  # en
+        r"answer\s+to\s+(?:my|the|your)\s+(?:security|secret)\s+question|(?:security|secret)\s+question\s+answer",
+        r"(?:my\s+)?first\s+pet['’]?s\s+name|name\s+of\s+my\s+first\s+pet|first\s+pet",
+        r"nom\s+de\s+jeune\s+fille(?:\s+de\s+ma\s+m[èe]re)?|r[ée]ponse\s+secr[èe]te",  # fr
+        r"r[ée]ponse\s+(?:[àa]\s+(?:la|ma)\s+)?question\s+(?:secr[èe]te|de\s+s[ée]curit[ée])",
+        r"m[äa]dchenname(?:\s+meiner\s+mutter)?|geburtsname\s+meiner\s+mutter|sicherheitsantwort",  # de
+        r"antwort\s+auf\s+(?:die|meine)\s+sicherheitsfrage",
+        r"apellido\s+de\s+soltera(?:\s+de\s+mi\s+madre)?|respuesta\s+(?:de\s+seguridad|secreta)",  # es
+        r"respuesta\s+a\s+(?:la|mi)\s+pregunta\s+(?:de\s+seguridad|secreta)",
+        r"nome\s+de\s+solteira(?:\s+da\s+minha\s+m[ãa]e)?|resposta\s+(?:secreta|de\s+seguran[çc]a)",  # pt
+        r"resposta\s+[àa]\s+pergunta\s+(?:de\s+seguran[çc]a|secreta)",
+        r"cognome\s+da\s+nubile(?:\s+di\s+mia\s+madre)?|risposta\s+(?:segreta|di\s+sicurezza)",  # it
+        r"risposta\s+alla\s+domanda\s+(?:di\s+sicurezza|segreta)",
+        r"母の旧姓|旧姓|秘密の質問の答え|秘密の質問",  # ja
+    )),
+    ("phrase", "seed_phrase", (r"seed\s+phrase|recovery\s+phrase|mnemonic(?:\s+phrase)?|シードフレーズ",)),
+    ("phrase", "passphrase", (
+        r"pass\s?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|passsatz",  # en, fr, de
+        r"frase\s+(?:de\s+contrase[ñn]a|secreta)|frase[\s\-](?:senha|de\s+acesso)|frase\s+segreta",  # es, pt, it
+        r"パスフレーズ",  # ja
+    )),
+    ("aws", "aws_secret_key", (
+        r"aws\s+secret(?:\s+access)?\s+key|secret\s+access\s+key|secret\s+key",
+        r"cl[ée]\s+(?:d['’]acc[èe]s\s+)?secr[èe]te|geheimer\s+schl[üu]ssel|clave\s+secreta|chave\s+secreta",
+        r"chiave\s+segreta|シークレット(?:アクセス)?キー",
+    )),
+    ("long", "private_key", (
+        r"private\s+key|cl[ée]\s+priv[ée]e|privater\s+schl[üu]ssel|clave\s+privada|chave\s+privada",
+        r"chiave\s+privata|秘密鍵",
+    )),
+    ("list", "recovery_code", (
+        r"(?:recovery|backup)\s+codes?|codes?\s+de\s+(?:r[ée]cup[ée]ration|secours)",
+        r"(?:wiederherstellungs|backup-?)codes?",
+        r"c[óo]digos?\s+de\s+(?:recuperaci[óo]n|recupera[çc][ãa]o|respaldo)|codici?\s+di\s+(?:recupero|backup)",
+        r"(?:リカバリー|バックアップ)コード",
+    )),
+    ("otp", "otp", (
+        r"one[\s\-]time\s+(?:code|password|passcode|pin)|otp(?:\s+code)?|(?:2fa|mfa|totp|sms|login)\s+code",
+        r"(?:verification|confirmation|authenti(?:cation|cator))\s+code",
+        r"code\s+(?:de\s+(?:v[ée]rification|confirmation)|[àa]\s+usage\s+unique)",
+        r"(?:best[äa]tigungs|verifizierungs|einmal)code|einmalpasswort",
+        r"c[óo]digo\s+de\s+(?:verificaci[óo]n|confirmaci[óo]n|verifica[çc][ãa]o|confirma[çc][ãa]o)",
+        r"codice\s+(?:di\s+(?:verifica|conferma)|otp)",
+        r"ワンタイムパスワード|認証コード|確認コード",
+    )),
+    ("code", "cvv", (
+        r"cvv2?|cvc2?|card\s+security\s+code|cryptogramme(?:\s+visuel)?|(?:karten)?pr[üu]fnummer",
+        r"c[óo]digo\s+(?:de\s+seguran?[çc]?a|de\s+seguridad|cvv)|codice\s+(?:di\s+sicurezza|cvv)|セキュリティコード",
+    )),
+    ("login", "password", (
+        r"login|credentials|creds|identifiants|zugangsdaten|credenciales|credenciais|credenziali|ログイン情報",
+    )),
+    ("id", "national_id", (
+        r"national\s+insurance\s+(?:number|no\.?)|ni\s+number|national\s+id(?:\s+number)?|id\s+number",
+        r"identity\s+(?:card\s+)?number|passport\s+(?:number|no\.?)|driver['’]?s\s+licen[cs]e\s+(?:number|no\.?)",
+        r"tax\s+id(?:\s+number)?",
+        r"num[ée]ro\s+de\s+(?:s[ée]curit[ée]\s+sociale|s[ée]cu|passeport|carte\s+d['’]identit[ée])|num[ée]ro\s+fiscal",
+        r"steuer-?id|steueridentifikationsnummer|(?:personal)?ausweisnummer|sozialversicherungsnummer",
+        r"reisepassnummer",
+        r"dni|nie|nif|n[úu]mero\s+de\s+(?:pasaporte|la\s+seguridad\s+social)",
+        r"n[úu]mero\s+(?:de\s+identifica[çc][ãa]o\s+fiscal|do\s+passaporte)|cart[ãa]o\s+de\s+cidad[ãa]o|cpf",
+        r"codice\s+fiscale|numero\s+di\s+passaporto|carta\s+d['’]identit[àa]",
+        r"マイナンバー|個人番号|パスポート番号|運転免許証番号",
+    )),
+    ("code", "pin", (
+        r"pin[\s\-]?(?:code|number|nummer|番号)|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
+        r"geheim(?:zahl|nummer)|n[úu]mero\s+secreto|numero\s+segreto",
+        r"暗証番号|パスコード|pinコード",
+    )),
+    ("code", "access_code", (
+        r"access\s+code|code\s+d['’]acc[èe]s|zugangscode|c[óo]digo\s+de\s+acce?s[os]o?|codice\s+d['’]accesso",
+        r"アクセスコード",
+    )),
+    ("word", "password", (
+        r"pass(?:word|wd)|pwd|pw",  # en
+        r"mot\s+de\s+passe|mdp",  # fr
+        r"passwort|kennwort",  # de
+        r"contrase[ñn]a|clave(?:\s+de\s+acceso)?",  # es
+        r"senha|palavra[\s\-]passe",  # pt
+        r"parola\s+d['’]ordine",  # it
+        r"パスワード",  # ja
+    )),
+    ("key", "key", (r"network\s+key|key|cl[ée]f?|schl[üu]ssel|chave|chiave|キー",)),
+    ("code", "code", (
+        r"digicode|combination|combo|code|combinaison|(?:zahlen)?kombination|nummer",
+        r"c[óo]digo|combinaci[óo]n|combina[çc][ãa]o|codice|combinazione|解除コード|番号|コード",
+    )),
 )
 
-# --- things: (kind, words) ---------------------------------------------------------------
-# What a secret opens; the first thing said names the kind of a password, PIN, key or code.
+# --- things: (kind, words by language) ---------------------------------------------------------
+# What a secret opens; the first thing said names the kind of a PIN, key or code (and makes a
+# password a Wi-Fi password).
 
-THINGS: tuple[tuple[str, str], ...] = (
-    ("wifi_password", r"wi[\s\-]?fi|wlan|wireless|wpa[23]?|guest\s+network|network|r[ée]seau|ssid"),
-    ("alarm_code", r"alarm(?:anlage)?|alarme|alarma|allarme|antifurto|security\s+system|警報|アラーム"),
-    ("safe_combination", r"safe|coffre(?:[\s\-]fort)?|tresor|caja\s+fuerte|cofre|cassaforte|金庫"),
-    (
-        "locker_code",
-        "|".join(
-            (
-                r"(?:bike\s+)?lock(?:er)?|padlock|casier|cadenas|vestiaire|spind|schlie[ßs]fach|(?:fahrrad)?schloss",
-                r"taquilla|candado|cacifo|cadeado|armadietto|lucchetto|ロッカー|南京錠",
-            )
-        ),
-    ),
-    (
-        "door_code",
-        "|".join(
-            (
-                r"(?:front\s+|back\s+|main\s+|building\s+|garage\s+)?door|gate|entrance|entry|building|keypad|intercom",
-                r"buzzer|lockbox|key\s?safe|garage|porte|portail|immeuble|entr[ée]e|interphone|(?:haus)?t[üu]r|garagentor",
-                r"eingang|puerta|port[aó]n|portal|entrada|edificio|garaje|port[ãa]o|porta|pr[ée]dio|garagem|portone",
-                r"cancello|ingresso|citofono|玄関|ドア|オートロック|門",
-            )
-        ),
-    ),
-    (
-        "pin",
-        r"(?:bank\s+|debit\s+|credit\s+|sim\s+|ec-?)?card|carte(?:\s+bleue)?|karte|tarjeta|cart[ãa]o"
-        r"|carta|bancomat|phone|handy|sim|キャッシュカード|カード",
-    ),
+THINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("wifi_password", (r"wi[\s\-]?fi|wlan|wireless|wpa[23]?|guest\s+network|network|r[ée]seau|ssid",)),
+    ("alarm_code", (r"alarm(?:anlage)?|alarme|alarma|allarme|antifurto|security\s+system|警報|アラーム",)),
+    ("safe_combination", (r"safe|coffre(?:[\s\-]fort)?|tresor|caja\s+fuerte|cofre|cassaforte|金庫",)),
+    ("locker_code", (
+        r"(?:bike\s+)?lock(?:er)?|padlock|casier|cadenas|vestiaire|spind|schlie[ßs]fach|(?:fahrrad)?schloss",
+        r"taquilla|candado|cacifo|cadeado|armadietto|lucchetto|ロッカー|南京錠",
+    )),
+    ("door_code", (
+        r"(?:front\s+|back\s+|main\s+|building\s+|garage\s+)?door|gate|entrance|entry|building|keypad|intercom",
+        r"buzzer|lockbox|key\s?safe|garage",  # en
+        r"digicode|porte|portail|immeuble|entr[ée]e|interphone",  # fr
+        r"(?:haus)?t[üu]r|garagentor|eingang",  # de
+        r"puerta|port[aó]n|portal|entrada|edificio|garaje",  # es
+        r"port[ãa]o|porta|pr[ée]dio|garagem",  # pt
+        r"portone|cancello|ingresso|citofono",  # it
+        r"玄関|ドア|オートロック|門",  # ja
+    )),
+    ("pin", (
+        r"(?:bank\s+|debit\s+|credit\s+|sim\s+|ec-?)?card|carte(?:\s+bleue)?|karte|tarjeta|cart[ãa]o|carta",
+        r"bancomat|phone|handy|sim|キャッシュカード|カード",
+    )),
 )
+# fmt: on
 
 # --- what a value is not -------------------------------------------------------------------
 
@@ -258,4 +204,11 @@ PREPOSITIONS = (
 VERBS = (
     r"is|was|will\s+be|should\s+be|has\s+been|are|were|est|c['’]est|était|sera|ist|lautet|war|hei[ßs]t"
     r"|es|era|será|é|è|sarà|="
+)
+
+# How a change of secret is said before its new value ("was reset to", "a été changé en").
+CHANGED = (
+    r"(?:been[ \t]+)?(?:changed|reset|set|updated|switched|rotated)[ \t]+(?:to|into)"
+    r"|(?:été[ \t]+)?(?:changée?|modifiée?|remplacée?)[ \t]+(?:en|pour|par)|(?:cambiad[oa]|actualizad[oa])[ \t]+a"
+    r"|(?:alterad[oa]|mudad[oa])[ \t]+para|(?:stat[oa][ \t]+)?(?:cambiat[oa]|modificat[oa])[ \t]+in"
 )
