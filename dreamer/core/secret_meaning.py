@@ -20,7 +20,7 @@ import re
 
 from dreamer.core.secret_rules import Rule
 from dreamer.core.secret_shapes import KIND_SHAPES, SHAPES, Span, code, secretish, token
-from dreamer.core.secret_words import ARTICLES, CHANGED, HEADS, PREPOSITIONS, THINGS, VERBS
+from dreamer.core.secret_words import ARTICLES, CHANGED, HEADS, PREPOSITIONS, QUESTIONS, THINGS, VERBS
 
 _LATIN = r"A-Za-z0-9\u00c0-\u024f"
 _B = rf"(?<![{_LATIN}])"  # no Latin letter or digit just before (a label may follow "の" or "-")
@@ -29,17 +29,22 @@ _THING_ALT = "|".join(f"(?:{'|'.join(words)})" for _, words in THINGS)
 _HEAD_ALT = "|".join(f"(?P<h{i}>{'|'.join(words)})" for i, (_, _, words) in enumerate(HEADS))
 _THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{'|'.join(words)})")) for kind, words in THINGS)
 _QWORD = r"[^\s:=|：,;.!?]+"
+_LONE_KINDS = ("wifi_password", "alarm_code", "safe_combination", "locker_code")
+_QUESTION_RE = re.compile(rf"(?i)(?:{QUESTIONS})")
 
+_LONE = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in _LONE_KINDS)
 LABEL = (
-    rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}"
-    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?)"
+    rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:['’]s[ \t]+|[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}"
+    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=[ \t]*[:：]))"
 )
+"""A label: a head with the thing it opens, or (before a colon) a thing alone: "Alarm: 6543"."""
 _QUAL = rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD})?"
 _NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
     r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
     r"|[ \t]*[|\t][ \t]*|[ \t]+[\-–—→][ \t]+"
-    rf"|,?[ \t]+(?:{VERBS}){_E}[ \t]+(?:{CHANGED}){_E}[ \t]*"
+    rf"|,?(?:[ \t]+(?:{VERBS}){_E})?[ \t]+(?:{CHANGED}){_E}[ \t]*"
+    r"|[ \t]*\?[ \t]*(?:it['’]s|it[ \t]+is|c['’]est|es|ist|é|è)[ \t]*:?[ \t]*"
     rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
     r"|[ \t]+(?P<to>to|into)[ \t]+"
@@ -89,7 +94,10 @@ AWS_BEFORE_ID_RE = re.compile(rf"{_AWS_VALUE}[^\n]{{0,100}}?{_AWS_ID}")
 
 
 def _family(m: re.Match[str]) -> tuple[str, str]:
-    """(family, default kind) of the head that matched."""
+    """(family, default kind) of the head that matched, or of a thing said alone."""
+    if m.group("lone") is not None:
+        kind = _thing(m.group("lone")) or "password"
+        return ("word" if kind == "wifi_password" else "code"), kind
     for i, (family, kind, _) in enumerate(HEADS):
         if m.group(f"h{i}") is not None:
             return family, kind
@@ -105,13 +113,24 @@ def _thing(text: str) -> str | None:
     return best[1] if best else None
 
 
+def _before(m: re.Match[str], reach: int) -> str:
+    """Up to `reach` characters before the match, on its line."""
+    head = m.string[max(0, m.start() - reach) : m.start()]
+    return head[head.rfind("\n") + 1 :]
+
+
 def label_kind(m: re.Match[str], extra: str = "") -> tuple[str, str] | None:
-    """(family, kind) of a label: a password, PIN, key or code names the thing it opens; a key
-    or a code that opens nothing said is no secret's label."""
+    """(family, kind) of a label: a password, PIN, key or code names the thing it opens (said
+    with it, or just before it on the line: "Wi-Fi: network Oak, key ..."); a key or a code
+    that opens nothing said is no secret's label, nor an "answer" to no security question."""
     family, kind = _family(m)
-    if family not in ("word", "key", "code") or kind == "cvv":
+    if kind == "answer":
+        return (family, "security_answer") if _QUESTION_RE.search(_before(m, 80)) else None
+    if family not in ("word", "key", "code") or kind == "cvv" or m.group("lone") is not None:
         return family, kind
     thing = _thing(" ".join(p for p in (m.group("label"), extra) if p))
+    if thing is None and kind in ("code", "key"):
+        thing = _thing(_before(m, 40))
     if family == "word":
         return family, "wifi_password" if thing == "wifi_password" else kind
     if thing is not None:
@@ -159,7 +178,7 @@ def _reads_as_given(value: str, family: str, at_start: bool) -> bool:
     if family in ("code", "otp", "list") or value.isdigit():
         return code(value, "verb") == (0, len(value))
     if secretish(value):
-        return True
+        return len(value) >= 5
     return at_start and value[:1].isupper() and value.isalpha() and family in ("word", "answer")
 
 

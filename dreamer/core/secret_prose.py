@@ -52,7 +52,7 @@ _CLAUSE_END = re.compile(
     r"(?i)(?:\s*$|\s*[\n.,;!?)\]]|\s+(?:and|but|so|or|then|now|btw|please|if|because|which|though|when|for|"
     r"—|-)\b)"
 )
-_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])|[^\w\s]|[a-z][A-Z]")
+_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])|[^\w\s\-'’]|[a-z][A-Z]")  # "case-sensitive" is a word
 
 PROSE_SECRET_RE = re.compile(
     rf"(?i)(?<![\w\-]){_KEYWORD}s?(?![\w\-]){_QUALIFIER}{_VERB}(?:{_QUOTED}|{_TOKEN})",
@@ -104,7 +104,7 @@ def _reads_as_a_secret(m: re.Match[str]) -> bool:
     if " " in value.strip():  # a passphrase of plain words (`_value_span`)
         return True
     first = value.split()[0].lower()
-    if first in _NOT_A_VALUE or (first.isalpha() and first.endswith(("ed", "ing", "ly"))):
+    if first.split("-")[0] in _NOT_A_VALUE or (first.isalpha() and first.endswith(("ed", "ing", "ly"))):
         return False
     if value.isdigit():  # "the password is 16 characters long"
         return bool(_CLAUSE_END.match(m.string, end))

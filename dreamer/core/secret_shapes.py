@@ -23,7 +23,7 @@ _QUOTED = re.compile(r"[\"“«「『'`‘](?P<q>[^\"“”«»「」『』'`‘
 _TOKEN = re.compile(rf"[^\s\"“”«»「」『』`、。，,;{_CJK}]+")
 _TRAILING = ".,;:)]}>"
 _DIGIT_GROUPS = re.compile(r"(?:[ \-]\d+)+(?![\w\-])")
-_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[^\W\d_])|[^\w\s]|[a-z][A-Z]")
+_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[^\W\d_])|[^\w\s\-'’]|(?=.*[a-z]).[A-Z]")
 _UNIT_AFTER = re.compile(rf"(?i)[ \t]*(?:{UNITS})(?![^\W\d_])")
 _SIZE = re.compile(rf"(?i)\d+\+?-?(?:{UNITS})")
 _CLAUSE_END = re.compile(

@@ -35,6 +35,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"risposta\s+alla\s+domanda\s+(?:di\s+sicurezza|segreta)",
         r"母の旧姓|旧姓|秘密の質問の答え|秘密の質問",  # ja
     )),
+    ("answer", "answer", (r"answer|r[ée]ponse|antwort|respuesta|resposta|risposta|答え",)),  # after a question
     ("phrase", "seed_phrase", (r"seed\s+phrase|recovery\s+phrase|mnemonic(?:\s+phrase)?|シードフレーズ",)),
     ("phrase", "passphrase", (
         r"pass\s?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|passsatz",  # en, fr, de
@@ -85,7 +86,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"マイナンバー|個人番号|パスポート番号|運転免許証番号",
     )),
     ("code", "pin", (
-        r"pin[\s\-]?(?:code|number|nummer|番号)|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
+        r"pin[\s\-]?(?:code|number|nummer|番号)|puk(?:[\s\-]?code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
         r"geheim(?:zahl|nummer)|n[úu]mero\s+secreto|numero\s+segreto",
         r"暗証番号|パスコード|pinコード",
     )),
@@ -196,7 +197,8 @@ ARTICLES = (
 
 # Little words that may follow a label before its value's verb ("the code *for the* door is").
 PREPOSITIONS = (
-    r"for|of|to|on|at|in|from|pour|de|du|des|à|sur|für|fürs|vom|von|der|im|am|beim|zum|zur|del|de la"
+    r"for|of|to|on|at|in|from|pour|de|du|des|à|sur|für|fürs|vom|von|der|des|meiner|meines|meinem|unserer|im|am"
+    r"|beim|zum|zur|del|de la"
     r"|para|en|do|da|dos|das|no|na|della|dello|dell['’]|di|per|sul|sulla|nel|nella"
 )
 
@@ -211,4 +213,11 @@ CHANGED = (
     r"(?:been[ \t]+)?(?:changed|reset|set|updated|switched|rotated)[ \t]+(?:to|into)"
     r"|(?:été[ \t]+)?(?:changée?|modifiée?|remplacée?)[ \t]+(?:en|pour|par)|(?:cambiad[oa]|actualizad[oa])[ \t]+a"
     r"|(?:alterad[oa]|mudad[oa])[ \t]+para|(?:stat[oa][ \t]+)?(?:cambiat[oa]|modificat[oa])[ \t]+in"
+)
+
+# A security question asked before a bare "answer:" makes the answer a secret.
+QUESTIONS = (
+    r"(?:security|secret)\s+question|question\s+(?:secr[èe]te|de\s+s[ée]curit[ée])|sicherheitsfrage"
+    r"|pregunta\s+(?:de\s+seguridad|secreta)|pergunta\s+(?:de\s+seguran[çc]a|secreta)"
+    r"|domanda\s+(?:di\s+sicurezza|segreta)|秘密の質問"
 )
