@@ -83,11 +83,13 @@ ACTION_RE = re.compile(
 )
 
 _AWS_VALUE = (
-    r"(?<![A-Za-z0-9/+])(?P<val>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    r"(?<![A-Za-z0-9/+])(?P<val>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])"
+    r"[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
 _AWS_ID = r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
-AWS_AFTER_ID_RE = re.compile(rf"{_AWS_ID}[^\n]{{0,100}}?{_AWS_VALUE}")
-AWS_BEFORE_ID_RE = re.compile(rf"{_AWS_VALUE}[^\n]{{0,100}}?{_AWS_ID}")
+_NEAR = r"[^\n]{0,100}?(?:\n[^\n]{0,100}?)?"  # on the same line or the next
+AWS_AFTER_ID_RE = re.compile(rf"{_AWS_ID}{_NEAR}{_AWS_VALUE}")
+AWS_BEFORE_ID_RE = re.compile(rf"{_AWS_VALUE}{_NEAR}{_AWS_ID}")
 
 
 # --- kinds ---------------------------------------------------------------------------------
