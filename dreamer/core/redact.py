@@ -54,11 +54,12 @@ def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
 def _candidates(text: str) -> list[tuple[int, int, int, str]]:
     """Every rule match, and every secret in a table column, as (start, end, priority, kind)."""
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
+    lowered = text.lower()
     found: list[tuple[int, int, int, str]] = []
     for priority, rule in enumerate(ALL_RULES):
         if not rule.may_match(text):
             continue
-        for m in rule.pattern.finditer(text):
+        for m in rule.matches(text, lowered):
             if rule.check is None or rule.check(m):
                 found.append((*_span(rule, m), priority, rule.kind_of(m)))
     table_priority = ALL_RULES.index(MEANING_RULES[-1])  # named as a label in prose would be

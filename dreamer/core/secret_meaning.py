@@ -17,6 +17,7 @@ the head calls for (`secret_shapes`) are found in any of these frames:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from dreamer.core.secret_rules import Rule
 from dreamer.core.secret_shapes import KIND_SHAPES, SHAPES, Span, code, secretish, token
@@ -218,19 +219,29 @@ def _action(m: re.Match[str]) -> tuple[int, int, str] | None:
     return m.start(group) + span[0], m.start(group) + span[1], kind
 
 
-def _rule(pattern: re.Pattern[str], read: object) -> Rule:
-    def check(m: re.Match[str]) -> bool:
-        return read(m) is not None  # type: ignore[operator]
+Found = tuple[int, int, str] | None
+
+
+def _rule(pattern: re.Pattern[str], read: Callable[[re.Match[str]], Found]) -> Rule:
+    """A `Rule` whose check, span and kind all come from one reading of the match (kept for
+    the match `redact` asks about next)."""
+    last: list[tuple[re.Match[str], Found]] = []
+
+    def once(m: re.Match[str]) -> Found:
+        if not last or last[0][0] is not m:
+            last[:] = [(m, read(m))]
+        return last[0][1]
 
     def span(m: re.Match[str]) -> tuple[int, int]:
-        found = read(m)  # type: ignore[operator]
+        found = once(m)
         return (found[0], found[1]) if found else (0, 0)
 
     def kind(m: re.Match[str]) -> str:
-        found = read(m)  # type: ignore[operator]
-        return str(found[2]) if found else "secret"
+        found = once(m)
+        return found[2] if found else "secret"
 
-    return Rule(kind, pattern, 0, check, span=span)
+    folded = re.compile(pattern.pattern.removeprefix("(?i)"))
+    return Rule(kind, pattern, 0, lambda m: once(m) is not None, span=span, folded=folded)
 
 
 MEANING_RULES: tuple[Rule, ...] = (
