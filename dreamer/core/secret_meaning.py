@@ -39,7 +39,11 @@ LABEL = (
     rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=[ \t]*[:：]))"
 )
 """A label: a head with the thing it opens, or (before a colon) a thing alone: "Alarm: 6543"."""
-_QUAL = rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD})?"
+_CAP = r"(?-i:[A-ZÀ-Þ])"  # a capital: "le mot de passe Orange est ..." (a name, not a word)
+_QUAL = (
+    rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD}"
+    rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}))?"
+)
 _NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
     r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
@@ -49,7 +53,8 @@ _SEP = (
     rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
     r"|[ \t]+(?P<to>to|into)[ \t]+"
-    r"|(?(qual)(?!)|(?:(?P<bare>[ \t]+)|['’]s[ \t]*:?[ \t]*)))"  # "X Y", "X's Y": not after "for the ..."
+    # "X Y", "X's Y"; after "for the ..." only digits: "combinaison du cadenas 0815"
+    r"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)|(?:(?P<bare>[ \t]+)|['’]s[ \t]*:?[ \t]*)))"
 )
 FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
 
@@ -150,7 +155,7 @@ def _how(m: re.Match[str]) -> str:
         return "to"
     if "\n" in sep and not re.search(r"[:：=]", sep):
         return "line"
-    return "bare" if m.group("bare") is not None else "verb"
+    return "bare" if m.group("bare") is not None or m.group("qbare") is not None else "verb"
 
 
 def _alone_on_line(m: re.Match[str]) -> bool:
@@ -165,6 +170,8 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
         return None
     family, kind = found
     how = _how(m)
+    if m.group("qbare") is not None and family != "code":
+        return None
     if how == "line" and not _alone_on_line(m):
         return None
     shape = KIND_SHAPES.get(kind, SHAPES[family])
@@ -240,7 +247,7 @@ def _rule(pattern: re.Pattern[str], read: Callable[[re.Match[str]], Found]) -> R
         found = once(m)
         return found[2] if found else "secret"
 
-    folded = re.compile(pattern.pattern.removeprefix("(?i)"))
+    folded = re.compile(pattern.pattern.removeprefix("(?i)").replace(_CAP, r"[^\W\d_]"))
     return Rule(kind, pattern, 0, lambda m: once(m) is not None, span=span, folded=folded)
 
 

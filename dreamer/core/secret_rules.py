@@ -81,9 +81,12 @@ class Rule:
         if self.folded is None or len(lowered) != len(text):
             yield from self.pattern.finditer(text)
             return
-        for f in self.folded.finditer(lowered):
-            if (m := self.pattern.match(text, f.start())) is not None:
+        pos = 0
+        while (f := self.folded.search(lowered, pos)) is not None:
+            m = self.pattern.match(text, f.start())
+            if m is not None:
                 yield m
+            pos = max(m.end(), f.start() + 1) if m is not None else f.start() + 1  # where finditer would go on
 
     def kind_of(self, m: re.Match[str]) -> str:
         return self.kind(m) if callable(self.kind) else self.kind

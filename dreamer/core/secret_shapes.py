@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from dreamer.core.secret_rules import is_code, is_placeholder
-from dreamer.core.secret_words import FUNCTION_WORDS, NOT_A_VALUE, UNITS
+from dreamer.core.secret_words import DESCRIBING, FUNCTION_WORDS, NOT_A_VALUE, UNITS
 
 Span = tuple[int, int]
 
@@ -24,6 +24,7 @@ _TOKEN = re.compile(rf"[^\s\"“”«»「」『』`、。，,;{_CJK}]+")
 _TRAILING = ".,;:)]}>"
 _DIGIT_GROUPS = re.compile(r"(?:[ \-]\d+)+(?![\w\-])")
 _SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[^\W\d_])|[^\w\s\-'’]|(?=.*[a-z]).[A-Z]")
+_DESCRIBING = re.compile(DESCRIBING)
 _UNIT_AFTER = re.compile(rf"(?i)[ \t]*(?:{UNITS})(?![^\W\d_])")
 _SIZE = re.compile(rf"(?i)\d+\+?-?(?:{UNITS})")
 _CLAUSE_END = re.compile(
@@ -94,7 +95,7 @@ def word(tail: str, how: str) -> Span | None:
         return span if len(digits) >= 4 and how != "to" else None
     if secretish(value):
         return span if how not in ("bare", "line") or len(value) >= 5 else None
-    if how != "verb" or len(value) < 4 or lowered.endswith(("ed", "ing", "ly")) or not value.isalpha():
+    if how != "verb" or len(value) < 4 or _DESCRIBING.fullmatch(lowered) or not value.isalpha():
         return None
     return span if clause_ends(tail, span[1]) else None
 

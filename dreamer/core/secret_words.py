@@ -126,7 +126,7 @@ THINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
         r"(?:front\s+|back\s+|main\s+|building\s+|garage\s+)?door|gate|entrance|entry|building|keypad|intercom",
         r"buzzer|lockbox|key\s?safe|garage",  # en
         r"digicode|porte|portail|immeuble|entr[ée]e|interphone",  # fr
-        r"(?:haus)?t[üu]r|garagentor|eingang",  # de
+        r"(?:haus)?t[üu]r|(?:garagen)?tor|eingang",  # de
         r"puerta|port[aó]n|portal|entrada|edificio|garaje",  # es
         r"port[ãa]o|porta|pr[ée]dio|garagem",  # pt
         r"portone|cancello|ingresso|citofono",  # it
@@ -166,6 +166,14 @@ NOT_A_VALUE = frozenset(
     il lo gli una mio mia tuo tua suo è era sarà non nel nella sul sulla con senza per
     sbagliata sbagliato giusta giusto nuova nuovo uguale molto
     """.split()
+)
+
+# Forms of a word that describe (participles, adjectives, adverbs), not a made-up password:
+# "abgelaufen", "bloqué", "bloccata", "expired", "usable".
+DESCRIBING = (
+    r"(?:ab|an|auf|aus|ein|mit|nach|vor|zu|zurück|weg|ver|be|er|ent)?ge\w+(?:t|en)|\w+(?:iert|lich|ig|bar|los)"
+    r"|\w+(?:é|ée|és|ées|ant|ible|able|eux|euse|ment|ado|ada|ido|ida|ível|mente|oso|osa|ato|ata|ito|ita|bile)"
+    r"|\w+(?:ed|ing|ly|ous|ful|less|ive)"
 )
 
 # Words a sentence has and a passphrase of plain words seldom does.
