@@ -30,24 +30,25 @@ _THING_ALT = "|".join(f"(?:{'|'.join(words)})" for _, words in THINGS)
 _HEAD_ALT = "|".join(f"(?P<h{i}>{'|'.join(words)})" for i, (_, _, words) in enumerate(HEADS))
 _THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{'|'.join(words)})")) for kind, words in THINGS)
 _QWORD = r"[^\s:=|：,;.!?]+"
-_LONE_KINDS = ("wifi_password", "alarm_code", "safe_combination", "locker_code")
+_LONE_KINDS = ("wifi_password", "alarm_code", "safe_combination", "locker_code", "door_code")
 _QUESTION_RE = re.compile(rf"(?i)(?:{QUESTIONS})")
 
 _LONE = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in _LONE_KINDS)
 LABEL = (
     rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:['’]s[ \t]+|[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}"
-    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=[ \t]*[:：]))"
+    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=[ \t]*[:：]|[ \t]+[#*]?\d))"
 )
-"""A label: a head with the thing it opens, or (before a colon) a thing alone: "Alarm: 6543"."""
+"""A label: a head with the thing it opens, or a thing alone before a colon or a number:
+"Alarm: 6543", "front door 4417#" (`_forward` wants four digits or more of it)."""
 _CAP = r"(?-i:[A-ZÀ-Þ])"  # a capital: "le mot de passe Orange est ..." (a name, not a word)
 _QUAL = (
     rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD}"
-    rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}))?"
+    rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}|[ \t]*[:：])|[ \t]*\([^()\n]{{1,30}}\))?"
 )
 _NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
     r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
-    r"|[ \t]*[|\t][ \t]*|[ \t]+[\-–—→][ \t]+"
+    r"|[ \t]*[|\t][ \t]*|[ \t]+(?:[\-–—→]|->|=>)[ \t]+"
     rf"|,?(?:[ \t]+(?:{VERBS}){_E})?[ \t]+(?:{CHANGED}){_E}[ \t]*"
     r"|[ \t]*\?[ \t]*(?:it['’]s|it[ \t]+is|c['’]est|es|ist|é|è)[ \t]*:?[ \t]*"
     rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
@@ -56,7 +57,7 @@ _SEP = (
     # "X Y", "X's Y"; after "for the ..." only digits: "combinaison du cadenas 0815"
     r"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)|(?:(?P<bare>[ \t]+)|['’]s[ \t]*:?[ \t]*)))"
 )
-FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
+FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))?{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
 
 _END = rf"(?=[ \t]*(?:$|[\n.,;:!?)」。]|(?:{PREPOSITIONS}|and|et|und|y|e){_E}))"
 _TOKEN_CHARS = r"[^\s\"“”«»「」`,;]"
@@ -127,7 +128,7 @@ def _before(m: re.Match[str], reach: int) -> str:
     return head[head.rfind("\n") + 1 :]
 
 
-def label_kind(m: re.Match[str], extra: str = "") -> tuple[str, str] | None:
+def label_kind(m: re.Match[str], extra: str = "", after: str = "") -> tuple[str, str] | None:
     """(family, kind) of a label: a password, PIN, key or code names the thing it opens (said
     with it, or just before it on the line: "Wi-Fi: network Oak, key ..."); a key or a code
     that opens nothing said is no secret's label, nor an "answer" to no security question."""
@@ -137,8 +138,8 @@ def label_kind(m: re.Match[str], extra: str = "") -> tuple[str, str] | None:
     if family not in ("word", "key", "code") or kind == "cvv" or m.group("lone") is not None:
         return family, kind
     thing = _thing(" ".join(p for p in (m.group("label"), extra) if p))
-    if thing is None and kind in ("code", "key"):
-        thing = _thing(_before(m, 40))
+    if thing is None and kind in ("code", "key"):  # "Wi-Fi: Oak, key ...", "the combo is 1-2-3 for the bike lock"
+        thing = _thing(_before(m, 40)) or _thing(after.split("\n")[0])
     if family == "word":
         return family, "wifi_password" if thing == "wifi_password" else kind
     if thing is not None:
@@ -165,7 +166,7 @@ def _alone_on_line(m: re.Match[str]) -> bool:
 
 
 def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
-    found = label_kind(m, m.group("qual") or "")
+    found = label_kind(m, m.group("qual") or "", after=m.group("tail")[:60])
     if found is None:
         return None
     family, kind = found
@@ -175,11 +176,20 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
     if how == "line" and not _alone_on_line(m):
         return None
     shape = KIND_SHAPES.get(kind, SHAPES[family])
+    if m.group("lone") is not None and family == "code":
+        shape = _four_digits
+    elif m.group("lone") is not None and how == "bare":  # "wifi CasaBlanca99" may be the network's name
+        return None
     span: Span | None = shape(m.group("tail"), how)
     if span is None:
         return None
     base = m.start("tail")
     return base + span[0], base + span[1], kind
+
+
+def _four_digits(tail: str, how: str) -> Span | None:
+    """A code after a thing said alone ("alarm 2580"): four digits or more, not a door's number."""
+    return code(tail, how, low=4)
 
 
 def _reads_as_given(value: str, family: str, at_start: bool) -> bool:

@@ -87,7 +87,8 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     )),
     ("code", "pin", (
         r"pin[\s\-]?(?:code|number|nummer|番号)|puk(?:[\s\-]?code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
-        r"geheim(?:zahl|nummer)|n[úu]mero\s+secreto|numero\s+segreto",
+        r"geheim(?:zahl|nummer|code)|n[úu]mero\s+secreto|numero\s+segreto|secret\s+code|code\s+secret",
+        r"c[óo]digo\s+secreto|codice\s+segreto|c[óo]digo\s+secreto",
         r"暗証番号|パスコード|pinコード",
     )),
     ("code", "access_code", (
