@@ -43,7 +43,8 @@ LABEL = (
 _CAP = r"(?-i:[A-ZÀ-Þ])"  # a capital: "le mot de passe Orange est ..." (a name, not a word)
 _QUAL = (
     rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD}"
-    rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}|[ \t]*[:：])|[ \t]*\([^()\n]{{1,30}}\))?"
+    rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}|[ \t]*[:：])|[ \t]*\([^()\n]{{1,30}}\)"
+    rf"|(?P<loose>(?:[ \t]+[^\W\d_]+){{2,4}}?(?=[ \t]+(?:{VERBS}){_E})))?"  # "the password they gave me is ..."
 )
 _NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
@@ -55,13 +56,13 @@ _SEP = (
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
     r"|[ \t]+(?P<to>to|into)[ \t]+"
     # "X Y", "X's Y"; after "for the ..." only digits: "combinaison du cadenas 0815"
-    r"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)|(?:(?P<bare>[ \t]+)|['’]s[ \t]*:?[ \t]*)))"
+    r"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)|(?:(?P<bare>[ \t]+|(?=[「『]))|['’]s[ \t]*:?[ \t]*)))"
 )
 FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))?{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
 
 _END = rf"(?=[ \t]*(?:$|[\n.,;:!?)」。]|(?:{PREPOSITIONS}|and|et|und|y|e){_E}))"
 _TOKEN_CHARS = r"[^\s\"“”«»「」`,;]"
-_TOWARDS = rf"(?:(?:{ARTICLES})[ \t]+){{0,2}}(?:[\w\-]+[ \t]+){{0,2}}?"
+_TOWARDS = rf"(?:(?:{ARTICLES})(?:[ \t]+|(?<=['’]))){{0,2}}(?:[\w\-]+[ \t]+){{0,2}}?"
 REVERSE_RE = re.compile(
     rf"(?i)(?<![^\s:(\[])(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:{VERBS})[ \t]+{_TOWARDS}{LABEL}{_END}"
 )
@@ -84,6 +85,13 @@ def _act(n: int) -> str:
 
 
 _KEY_IN = r"enter|type|dial|punch[ \t]+in|key[ \t]+in|press|use"
+_OPEN_VERBS = (
+    r"opens|unlocks|disarms|s['’]ouvre|se[ \t]+d[ée]verrouille|öffnet(?:[ \t]+sich)?|se[ \t]+abre|abre|si[ \t]+apre"
+)
+OPENS_RE = re.compile(
+    rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
+    rf"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:code|codice|c[óo]digo)?[ \t]*(?P<val>{_TOKEN_CHARS}{{3,80}})"
+)
 ACTION_RE = re.compile(
     rf"(?i){_B}(?:(?:{_KEY_IN})[ \t]+(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+to[ \t]+(?:{_act(1)}){_E}"
     rf"|to[ \t]+(?:{_act(2)}){_E}[^\n.;]{{0,40}}?,?[ \t]+(?:{_KEY_IN})[ \t]+(?P<val2>{_TOKEN_CHARS}{{3,80}}))"
@@ -181,10 +189,16 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
     elif m.group("lone") is not None and how == "bare":  # "wifi CasaBlanca99" may be the network's name
         return None
     span: Span | None = shape(m.group("tail"), how)
-    if span is None:
+    loose = m.group("loose") is not None and family not in ("code", "otp")
+    if span is None or (loose and not _made_up(m.group("tail")[span[0] : span[1]])):
         return None
     base = m.start("tail")
     return base + span[0], base + span[1], kind
+
+
+def _made_up(value: str) -> bool:
+    """A value surely made up: letters and digits, not a word nor a name starting with a number."""
+    return secretish(value) and any(c.isdigit() for c in value) and len(value) >= 6 and not value[0].isdigit()
 
 
 def _four_digits(tail: str, how: str) -> Span | None:
@@ -203,7 +217,8 @@ def _reads_as_given(value: str, family: str, at_start: bool) -> bool:
 
 
 def _backward(m: re.Match[str]) -> tuple[int, int, str] | None:
-    found = label_kind(m) if m.group("label") is not None else ("word", _target_kind(m))
+    after = m.string[m.end() : m.end() + 60]  # "4417 is the code for the front door"
+    found = label_kind(m, after=after) if m.group("label") is not None else ("word", _target_kind(m))
     if found is None:
         return None
     family, kind = found
@@ -234,6 +249,17 @@ def _action(m: re.Match[str]) -> tuple[int, int, str] | None:
     if kind != "password" and code(value, "verb") != (0, len(value)):
         kind = "password"
     return m.start(group) + span[0], m.start(group) + span[1], kind
+
+
+def _opens(m: re.Match[str]) -> tuple[int, int, str] | None:
+    """What a door, an alarm, a safe opens with: "the door opens with 7720"."""
+    span = token(m.group("val"))
+    if span is None:
+        return None
+    value = m.group("val")[span[0] : span[1]]
+    if code(value, "verb") != (0, len(value)) and not (secretish(value) and len(value) >= 5):
+        return None
+    return m.start("val") + span[0], m.start("val") + span[1], _thing(m.group("thing")) or "password"
 
 
 Found = tuple[int, int, str] | None
@@ -268,6 +294,7 @@ MEANING_RULES: tuple[Rule, ...] = (
     _rule(REVERSE_RE, _backward),
     _rule(USE_RE, _backward),
     _rule(ACTION_RE, _action),
+    _rule(OPENS_RE, _opens),
 )
 
 
