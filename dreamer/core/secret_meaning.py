@@ -49,7 +49,7 @@ _QUAL = (
 _NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
     r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
-    r"|[ \t]*[|\t][ \t]*|[ \t]+(?:[\-–—→]|->|=>)[ \t]+"
+    r"|[ \t]+\|[ \t]*|[ \t]*(?:\||\t)[ \t]+|\t|[ \t]+(?:[\-–—→]|->|=>)[ \t]+"  # a cell; not "a|b" in a regex
     rf"|,?(?:[ \t]+(?:{VERBS}){_E})?[ \t]+(?:{CHANGED}){_E}[ \t]*"
     r"|[ \t]*\?[ \t]*(?:it['’]s|it[ \t]+is|c['’]est|es|ist|é|è)[ \t]*:?[ \t]*"
     rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"

@@ -156,6 +156,17 @@ NOT_A_VALUE = frozenset(
     something nothing anything everything mine yours ours theirs set reset changed stored saved
     hidden encrypted hashed visible shown displayed sent used enabled disabled generated random
     unique identical similar like about around over below above more less than printed
+    great terrible awful horrible fake real trivial guessable memorable common personal
+    sûr sûre fort forte faible simple facile difficile long longue court courte vieux vieille
+    bon bonne mauvais mauvaise valide invalide obligatoire temporaire requis perdu personnel
+    complexe différent différente même nul nulle
+    sicher stark schwach kurz lang einfach leicht schwer gut schlecht korrekt gültig
+    persönlich anders dasselbe derselbe
+    segura seguro fuerte débil corta corto larga largo fácil difícil válida válido inválida
+    obligatoria nueva vieja temporal secreta personal misma mismo diferente buena mala correcta
+    forte fraca curta longa simples difícil obrigatória velha temporária pessoal mesma boa má
+    sicura debole lunga semplice facile difficile obbligatoria vecchia temporanea segreta
+    personale stessa diversa buona cattiva scaduta
     le la les un une des du de mon ma mes ton ta son sa notre votre leur ce cette est était sera
     pas dans sur sous chez avec sans pour faux fausse incorrect incorrecte bon bonne trop nouveau
     der die das ein eine mein meine dein sein ihr unser ist war wird nicht im auf unter bei mit
