@@ -16,9 +16,10 @@ import logging
 import re
 import secrets
 
-from dreamer.core.secret_meaning import MEANING_RULES, find_in_tables
+from dreamer.core.secret_meaning import MEANING_RULES
 from dreamer.core.secret_prose import PROSE_RULES
 from dreamer.core.secret_rules import MARKER_RE, RULES, Rule
+from dreamer.core.secret_tables import find_laid_out
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def _candidates(text: str) -> list[tuple[int, int, int, str]]:
             if rule.check is None or rule.check(m):
                 found.append((*_span(rule, m), priority, rule.kind_of(m)))
     table_priority = ALL_RULES.index(MEANING_RULES[-1])  # named as a label in prose would be
-    found += [(start, end, table_priority, kind) for start, end, kind in find_in_tables(text)]
+    found += [(start, end, table_priority, kind) for start, end, kind in find_laid_out(text)]
     return [c for c in found if c[0] < c[1] and not any(a <= c[0] and c[1] <= b for a, b in markers)]
 
 

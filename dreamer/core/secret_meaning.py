@@ -10,7 +10,7 @@ the head calls for (`secret_shapes`) are found in any of these frames:
 * "Y is my X" ("Xk9$vLp2 is my password", "2468 ist meine PIN");
 * "use Y for X" / "use Y as X" ("usa Luna.Llena.33 como contraseña"), "use Y to open the door",
   "to disarm the alarm, enter Y";
-* a table whose header names X and whose rows give Y (`find_in_tables`);
+* a table whose header names X and whose rows give Y, and "X: a = Y, b = Z" (`secret_tables`);
 * an AWS secret access key beside its ``AKIA`` id.
 """
 
@@ -52,6 +52,7 @@ _SEP = (
     r"|[ \t]+\|[ \t]*|[ \t]*(?:\||\t)[ \t]+|\t|[ \t]+(?:[\-–—→]|->|=>)[ \t]+"  # a cell; not "a|b" in a regex
     rf"|,?(?:[ \t]+(?:{VERBS}){_E})?[ \t]+(?:{CHANGED}){_E}[ \t]*"
     r"|[ \t]*\?[ \t]*(?:it['’]s|it[ \t]+is|c['’]est|es|ist|é|è)[ \t]*:?[ \t]*"
+    r"|(?P<ask>[ \t]*\?[ \t]+)"  # "wifi password? Tr0ub4dor&3": a made-up value only
     rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
     r"|[ \t]+(?P<to>to|into)[ \t]+"
@@ -164,7 +165,7 @@ def _how(m: re.Match[str]) -> str:
         return "to"
     if "\n" in sep and not re.search(r"[:：=]", sep):
         return "line"
-    return "bare" if m.group("bare") is not None or m.group("qbare") is not None else "verb"
+    return "verb" if all(m.group(g) is None for g in ("bare", "qbare", "ask")) else "bare"
 
 
 def _alone_on_line(m: re.Match[str]) -> bool:
@@ -188,12 +189,22 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
         shape = _four_digits
     elif m.group("lone") is not None and how == "bare":  # "wifi CasaBlanca99" may be the network's name
         return None
-    span: Span | None = shape(m.group("tail"), how)
+    span: Span | None = _in_brackets(shape, m.group("tail"), how)
     loose = m.group("loose") is not None and family not in ("code", "otp")
     if span is None or (loose and not _made_up(m.group("tail")[span[0] : span[1]])):
         return None
     base = m.start("tail")
     return base + span[0], base + span[1], kind
+
+
+def _in_brackets(shape: Callable[[str, str], Span | None], tail: str, how: str) -> Span | None:
+    """The value's span, also when it stands in brackets: "door code (4471)"."""
+    if not tail.startswith(("(", "[")) or tail.startswith("[REDACTED"):
+        return shape(tail, how)
+    span = shape(tail[1:], how)
+    if span is None or tail[1 + span[1] : 2 + span[1]] not in (")", "]"):
+        return None
+    return span[0] + 1, span[1] + 1
 
 
 def _made_up(value: str) -> bool:
@@ -287,72 +298,14 @@ def _rule(pattern: re.Pattern[str], read: Callable[[re.Match[str]], Found]) -> R
     return Rule(kind, pattern, 0, lambda m: once(m) is not None, span=span, folded=folded)
 
 
+FORWARD_RULE = _rule(FORWARD_RE, _forward)
+
 MEANING_RULES: tuple[Rule, ...] = (
     Rule("aws_secret_key", AWS_AFTER_ID_RE, "val"),
     Rule("aws_secret_key", AWS_BEFORE_ID_RE, "val"),
-    _rule(FORWARD_RE, _forward),
+    FORWARD_RULE,
     _rule(REVERSE_RE, _backward),
     _rule(USE_RE, _backward),
     _rule(ACTION_RE, _action),
     _rule(OPENS_RE, _opens),
 )
-
-
-# --- tables ---------------------------------------------------------------------------------
-
-_LABEL_CELL = re.compile(rf"(?i)(?:(?:{ARTICLES})[ \t]+)?{LABEL}")
-_RULE_ROW = re.compile(r"[\s|:+\-]*")
-
-
-def _cells(line: str, offset: int) -> list[tuple[int, int]]:
-    """The spans of a table row's cells (``| a | b |`` or tab-separated), or [] for no row."""
-    sep = "|" if line.count("|") >= 2 or (line.count("|") == 1 and not line.strip().startswith("|")) else "\t"
-    if sep not in line:
-        return []
-    spans, pos = [], 0
-    for part in line.split(sep):
-        lead = len(part) - len(part.lstrip())
-        spans.append((offset + pos + lead, offset + pos + len(part.rstrip())))
-        pos += len(part) + 1
-    if line.lstrip().startswith("|"):
-        spans = spans[1:]
-    if line.rstrip().endswith("|"):
-        spans = spans[:-1]
-    return spans
-
-
-def _column_kinds(text: str, cells: list[tuple[int, int]]) -> dict[int, tuple[str, str]]:
-    """Which columns a header row names as secrets: {column: (family, kind)}."""
-    named: dict[int, tuple[str, str]] = {}
-    for col, (start, end) in enumerate(cells):
-        m = _LABEL_CELL.fullmatch(text, start, end)
-        if m is not None and (found := label_kind(m)) is not None:
-            named[col] = found
-    return named
-
-
-def find_in_tables(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each value in a table column whose header names a secret."""
-    if "|" not in text and "\t" not in text:
-        return []
-    found: list[tuple[int, int, str]] = []
-    named: dict[int, tuple[str, str]] = {}
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        cells = _cells(line.rstrip("\r\n"), offset)
-        offset += len(line)
-        if not cells:
-            named = {}
-        elif named and not _RULE_ROW.fullmatch(line.strip()):
-            for col, (family, kind) in named.items():
-                if col < len(cells) and (span := _cell_value(text, cells[col], family, kind)):
-                    found.append((*span, kind))
-        elif not named:
-            named = _column_kinds(text, cells)
-    return found
-
-
-def _cell_value(text: str, cell: tuple[int, int], family: str, kind: str) -> Span | None:
-    value = text[cell[0] : cell[1]]
-    span = KIND_SHAPES.get(kind, SHAPES[family])(value, "verb") if value else None
-    return (cell[0] + span[0], cell[0] + span[1]) if span else None

@@ -86,7 +86,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"マイナンバー|個人番号|パスポート番号|運転免許証番号",
     )),
     ("code", "pin", (
-        r"pin[\s\-]?(?:code|number|nummer|番号)|puk(?:[\s\-]?code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|pin|pass[\s\-]?code",
+        r"pin[\s\-]?(?:code|number|nummer|番号)|puk(?:[\s\-]?code)?|codes?\s+pin|c[óo]digos?\s+pin|codic[ei]\s+pin|pin|pass[\s\-]?code",
         r"geheim(?:zahl|nummer|code)|n[úu]mero\s+secreto|numero\s+segreto|secret\s+code|code\s+secret",
         r"c[óo]digo\s+secreto|codice\s+segreto|c[óo]digo\s+secreto",
         r"暗証番号|パスコード|pinコード",
