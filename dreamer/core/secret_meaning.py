@@ -21,7 +21,17 @@ from collections.abc import Callable
 
 from dreamer.core.secret_rules import Rule
 from dreamer.core.secret_shapes import KIND_SHAPES, SHAPES, Span, code, secretish, token
-from dreamer.core.secret_words import ARTICLES, CHANGED, HEADS, PREPOSITIONS, QUESTIONS, THINGS, VERBS
+from dreamer.core.secret_words import (
+    AFTER_LABEL,
+    ARTICLES,
+    CHANGED,
+    HEADS,
+    PERSONAL_QUESTION,
+    PREPOSITIONS,
+    QUESTIONS,
+    THINGS,
+    VERBS,
+)
 
 _LATIN = r"A-Za-z0-9\u00c0-\u024f"
 _B = rf"(?<![{_LATIN}])"  # no Latin letter or digit just before (a label may follow "の" or "-")
@@ -31,18 +41,22 @@ _HEAD_ALT = "|".join(f"(?P<h{i}>{'|'.join(words)})" for i, (_, _, words) in enum
 _THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{'|'.join(words)})")) for kind, words in THINGS)
 _QWORD = r"[^\s:=|：,;.!?]+"
 _LONE_KINDS = ("wifi_password", "alarm_code", "safe_combination", "locker_code", "door_code")
-_QUESTION_RE = re.compile(rf"(?i)(?:{QUESTIONS})")
+_QUESTION_RE = re.compile(rf"(?i)(?:{QUESTIONS})|{PERSONAL_QUESTION}")
+_DOOR_RE = re.compile(r"(?i)door|t[üu]r|porte|puerta|porta|keypad")
+_LOGIN_RE = re.compile(
+    r"(?i)\b(?:user(?:name)?|login|e-?mail|account|benutzer|utilisateur|usuario|usu[áa]rio|utente)\b"
+)
 
 _LONE = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in _LONE_KINDS)
 LABEL = (
-    rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:['’]s[ \t]+|[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}"
+    rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:['’]s[ \t]+|[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}(?:[ \t]+(?:{AFTER_LABEL}){_E})?"
     rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=[ \t]*[:：]|[ \t]+[#*]?\d))"
 )
 """A label: a head with the thing it opens, or a thing alone before a colon or a number:
 "Alarm: 6543", "front door 4417#" (`_forward` wants four digits or more of it)."""
 _CAP = r"(?-i:[A-ZÀ-Þ])"  # a capital: "le mot de passe Orange est ..." (a name, not a word)
 _QUAL = (
-    rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,3}}?{_QWORD}"
+    rf"(?P<qual>[ \t]+(?:{PREPOSITIONS})(?:[ \t]+|(?<=['’]))(?:{_QWORD}[ \t]+){{0,5}}?{_QWORD}"
     rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}|[ \t]*[:：])|[ \t]*\([^()\n]{{1,30}}\)"
     rf"|(?P<loose>(?:[ \t]+[^\W\d_]+){{2,4}}?(?=[ \t]+(?:{VERBS}){_E})))?"  # "the password they gave me is ..."
 )
@@ -68,10 +82,11 @@ REVERSE_RE = re.compile(
     rf"(?i)(?<![^\s:(\[])(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:{VERBS})[ \t]+{_TOWARDS}{LABEL}{_END}"
 )
 _TARGETS = r"login|log-?in|sign-?in|account|compte|konto|cuenta|conta|vpn"
+_EVERYTHING = r"everything|all[ \t]+(?:my[ \t]+)?accounts|tout|alles|todo|tudo|tutto"
 USE_RE = re.compile(
     rf"(?i){_B}(?:use|utilise[zr]?|nimm|verwende|benutze|usa|usar|utiliza|utilizza|usate)[ \t]+"
     rf"(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:for|as|comme|pour|als|für|como|para|come|per)[ \t]+{_TOWARDS}"
-    rf"(?:{LABEL}|(?P<target>{_TARGETS}|{_THING_ALT}){_E}){_END}"
+    rf"(?:{LABEL}|(?P<target>{_TARGETS}|{_THING_ALT}){_E}|(?P<all>{_EVERYTHING}){_E}){_END}"
 )
 _ACTIONS = {
     "door_code": r"open|get[ \t]+in(?:to)?|enter|access",
@@ -92,6 +107,14 @@ _OPEN_VERBS = (
 OPENS_RE = re.compile(
     rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
     rf"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:code|codice|c[óo]digo)?[ \t]*(?P<val>{_TOKEN_CHARS}{{3,80}})"
+)
+_TYPE = (
+    r"type|enter|punch[ \t]+in|key[ \t]+in|dial|press|tape[zr]?|saisi[sr]|tippe|gib|teclea|marca|digita|digite"
+    r"|inserisci|digitare"
+)
+KEY_IN_RE = re.compile(
+    rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}[^\n.;!?]{{0,50}}?[ \t,](?:{_TYPE})[ \t]+"
+    rf"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:code[ \t]+)?(?P<val>[#*]?\d[\d \-]{{2,14}})"
 )
 ACTION_RE = re.compile(
     rf"(?i){_B}(?:(?:{_KEY_IN})[ \t]+(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+to[ \t]+(?:{_act(1)}){_E}"
@@ -144,6 +167,10 @@ def label_kind(m: re.Match[str], extra: str = "", after: str = "") -> tuple[str,
     family, kind = _family(m)
     if kind == "answer":
         return (family, "security_answer") if _QUESTION_RE.search(_before(m, 80)) else None
+    if kind == "pass":  # a bare "pass" counts beside a Wi-Fi or a user name only
+        if _thing(_before(m, 60) + " " + extra) == "wifi_password":
+            return family, "wifi_password"
+        return (family, "password") if _LOGIN_RE.search(_before(m, 60)) else None
     if family not in ("word", "key", "code") or kind == "cvv" or m.group("lone") is not None:
         return family, kind
     thing = _thing(" ".join(p for p in (m.group("label"), extra) if p))
@@ -186,6 +213,8 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
         return None
     shape = KIND_SHAPES.get(kind, SHAPES[family])
     if m.group("lone") is not None and family == "code":
+        if how == "bare" and kind == "door_code" and not _DOOR_RE.search(m.group("lone")):
+            return None  # "gate 4512" is a gate's number; "front door 4417#" a code
         shape = _four_digits
     elif m.group("lone") is not None and how == "bare":  # "wifi CasaBlanca99" may be the network's name
         return None
@@ -210,6 +239,13 @@ def _in_brackets(shape: Callable[[str, str], Span | None], tail: str, how: str) 
 def _made_up(value: str) -> bool:
     """A value surely made up: letters and digits, not a word nor a name starting with a number."""
     return secretish(value) and any(c.isdigit() for c in value) and len(value) >= 6 and not value[0].isdigit()
+
+
+def _strong(value: str) -> bool:
+    """Letters, digits and a symbol or an inner capital: "Falcon#2030", not "Python3"."""
+    inner_capital = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    symbol = any(not c.isalnum() for c in value)
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value) and (symbol or inner_capital)
 
 
 def _four_digits(tail: str, how: str) -> Span | None:
@@ -240,6 +276,8 @@ def _backward(m: re.Match[str]) -> tuple[int, int, str] | None:
     value = m.group(group)[span[0] : span[1]]
     at_start = not m.string[: m.start(group)].strip() or m.string[: m.start(group)].rstrip()[-1] in ".:\n!?"
     if not _reads_as_given(value, family, at_start):
+        return None
+    if m.groupdict().get("all") is not None and not _strong(value):  # "I use X for everything"
         return None
     return m.start(group) + span[0], m.start(group) + span[1], kind
 
@@ -308,4 +346,5 @@ MEANING_RULES: tuple[Rule, ...] = (
     _rule(USE_RE, _backward),
     _rule(ACTION_RE, _action),
     _rule(OPENS_RE, _opens),
+    _rule(KEY_IN_RE, _opens),
 )

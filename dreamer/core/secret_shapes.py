@@ -32,6 +32,7 @@ _CLAUSE_END = re.compile(
     r"which|though|when|for|et|mais|donc|und|aber|oder|y|pero|e|mas|ou|ma|per|pour|für|para|—|–|-)(?!\w))"
 )
 _CODE = re.compile(r"[#*]?(?P<v>\d(?:[ \-./]?\d){2,11}(?![\d/])|(?=(?:[A-Z]*\d){3})[A-Z0-9]{3,10}(?![\w\-]))[#*]?")
+_ARTICLE = re.compile(r"(?i)(?:the|le|la|die|der|el|il|o|a)[ \t]+(?=[#*]?\d)")
 _AWS = re.compile(r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _LONG = re.compile(r"(?:0x)?[A-Za-z0-9+/=]{32,}")
 _ID = re.compile(r"[A-Z0-9]+(?:[ \-.][A-Z0-9]+){0,7}(?![\w\-])")
@@ -105,7 +106,8 @@ def code(tail: str, how: str, low: int = 3, high: int = 12) -> Span | None:
     capitals and digits ("4512B"), not a size, a time or a price."""
     if (q := _quoted(tail)) is not None:
         return q if sum(ch.isdigit() for ch in tail[q[0] : q[1]]) >= low else None
-    m = _CODE.match(tail)
+    article = _ARTICLE.match(tail)  # "est le 0909", "ist die 4711"
+    m = _CODE.match(tail, article.end() if article else 0)
     if m is None:
         return None
     digits = sum(ch.isdigit() for ch in m.group("v"))

@@ -56,6 +56,8 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"(?:wiederherstellungs|backup-?)codes?",
         r"c[óo]digos?\s+de\s+(?:recuperaci[óo]n|recupera[çc][ãa]o|respaldo)|codici?\s+di\s+(?:recupero|backup)",
         r"(?:リカバリー|バックアップ)コード",
+        r"(?:recovery|backup)\s+keys?|cl[ée]\s+de\s+r[ée]cup[ée]ration|wiederherstellungsschl[üu]ssel",
+        r"clave\s+de\s+recuperaci[óo]n|chave\s+de\s+recupera[çc][ãa]o|chiave\s+di\s+recupero|(?:回復|リカバリー)キー",
     )),
     ("otp", "otp", (
         r"one[\s\-]time\s+(?:code|password|passcode|pin)|otp(?:\s+code)?|(?:2fa|mfa|totp|sms|login)\s+code",
@@ -67,7 +69,8 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"ワンタイムパスワード|認証コード|確認コード",
     )),
     ("code", "cvv", (
-        r"cvv2?|cvc2?|card\s+security\s+code|cryptogramme(?:\s+visuel)?|(?:karten)?pr[üu]fnummer",
+        r"cvv2?|cvc2?|cid|csc|card\s+security\s+code|(?:3|three|4|four)[\s\-]digit\s+(?:security\s+)?code",
+        r"(?:security\s+)?code\s+on\s+the\s+back|cryptogramme(?:\s+visuel)?|(?:karten)?pr[üu]fnummer",
         r"c[óo]digo\s+(?:de\s+seguran?[çc]?a|de\s+seguridad|cvv)|codice\s+(?:di\s+sicurezza|cvv)|セキュリティコード",
     )),
     ("login", "password", (
@@ -95,6 +98,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"access\s+code|code\s+d['’]acc[èe]s|zugangscode|c[óo]digo\s+de\s+acce?s[os]o?|codice\s+d['’]accesso",
         r"アクセスコード",
     )),
+    ("word", "pass", (r"pass",)),  # only beside a Wi-Fi or a login: "SSID Casa, pass X", "user bob pass X"
     ("word", "password", (
         r"pass(?:word|wd)|pwd|pw",  # en
         r"mot\s+de\s+passe|mdp",  # fr
@@ -106,7 +110,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     )),
     ("key", "key", (r"network\s+key|key|cl[ée]f?|schl[üu]ssel|chave|chiave|キー",)),
     ("code", "code", (
-        r"digicode|combination|combo|code|combinaison|(?:zahlen)?kombination|nummer",
+        r"digicode|combination|combo|code|combinaison|(?:zahlen)?kombination|(?:zahlen|ziffern|nummern)code|nummer",
         r"c[óo]digo|combinaci[óo]n|combina[çc][ãa]o|codice|combinazione|解除コード|番号|コード",
     )),
 )
@@ -118,10 +122,12 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 THINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wifi_password", (r"wi[\s\-]?fi|wlan|wireless|wpa[23]?|guest\s+network|network|r[ée]seau|ssid",)),
     ("alarm_code", (r"alarm(?:anlage)?|alarme|alarma|allarme|antifurto|security\s+system|警報|アラーム",)),
-    ("safe_combination", (r"safe|coffre(?:[\s\-]fort)?|tresor|caja\s+fuerte|cofre|cassaforte|金庫",)),
+    ("safe_combination", (
+        r"safe|coffre(?:[\s\-]fort)?|tresor|caja\s+fuerte|caixa[\s\-]forte|cofre(?:[\s\-]forte)?|cassaforte|金庫",
+    )),
     ("locker_code", (
         r"(?:bike\s+)?lock(?:er)?|padlock|casier|cadenas|vestiaire|spind|schlie[ßs]fach|(?:fahrrad)?schloss",
-        r"taquilla|candado|cacifo|cadeado|armadietto|lucchetto|ロッカー|南京錠",
+        r"taquilla|candado|cacifo|cadeado|armadietto|lucchetto|ロッカー|南京錠|(?:自転車の)?鍵",
     )),
     ("door_code", (
         r"(?:front\s+|back\s+|main\s+|building\s+|garage\s+)?door|gate|entrance|entry|building|keypad|intercom",
@@ -145,6 +151,7 @@ THINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Words that, after "the password is", describe a secret instead of giving it (any language).
 NOT_A_VALUE = frozenset(
     """
+    yes oui ja sí sim sì
     a an the my your his her its our their this that these those it one same different another
     not no none never still now also just only too very so quite really always already again
     is was be been being are were will would should must can could may might has have had
@@ -241,3 +248,13 @@ QUESTIONS = (
     r"|pregunta\s+(?:de\s+seguridad|secreta)|pergunta\s+(?:de\s+seguran[çc]a|secreta)"
     r"|domanda\s+(?:di\s+sicurezza|segreta)|秘密の質問"
 )
+
+# Words that may follow a label before its verb: "la contraseña nueva es ...".
+AFTER_LABEL = (
+    r"new|current|temporary|temp|old|nouveau|nouvelle|actuel|actuelle|provisoire|ancien|ancienne|neue|neues"
+    r"|aktuelle|alte|nueva|nuevo|actual|temporal|antigua|nova|novo|atual|provis[óo]ria|antiga|nuova|nuovo"
+    r"|attuale|provvisoria|vecchia"
+)
+
+# A question the user answers about themselves: a bare "Answer: X" after it is a secret.
+PERSONAL_QUESTION = r"\b(?:your|my|ton|ta|tes|votre|dein|deine|ihr|ihre|tu|su|seu|sua|tuo|tua)\b[^?\n]{0,60}\?"
