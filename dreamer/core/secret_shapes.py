@@ -165,7 +165,7 @@ def answer(tail: str, how: str) -> Span | None:
             break
         sp = re.compile(r"[ \t]+").match(tail, pos)
         pos = sp.end() if sp else pos
-    if not words or words[0].group(0).lower() in NOT_A_VALUE or how == "to":
+    if not words or words[0].group(0).lower() in NOT_A_VALUE or how in ("to", "bare"):
         return None
     end = words[-1].end()
     return (0, end) if clause_ends(tail, end) else None
