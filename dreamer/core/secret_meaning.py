@@ -104,17 +104,15 @@ _KEY_IN = r"enter|type|dial|punch[ \t]+in|key[ \t]+in|press|use"
 _OPEN_VERBS = (
     r"opens|unlocks|disarms|s['’]ouvre|se[ \t]+d[ée]verrouille|öffnet(?:[ \t]+sich)?|se[ \t]+abre|abre|si[ \t]+apre"
 )
-OPENS_RE = re.compile(
-    rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
-    rf"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:code|codice|c[óo]digo)?[ \t]*(?P<val>{_TOKEN_CHARS}{{3,80}})"
-)
 _TYPE = (
     r"type|enter|punch[ \t]+in|key[ \t]+in|dial|press|tape[zr]?|saisi[sr]|tippe|gib|teclea|marca|digita|digite"
     r"|inserisci|digitare"
 )
-KEY_IN_RE = re.compile(
-    rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}[^\n.;!?]{{0,50}}?[ \t,](?:{_TYPE})[ \t]+"
-    rf"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:code[ \t]+)?(?P<val>[#*]?\d[\d \-]{{2,14}})"
+_WHICH = r"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:(?:code|codice|c[óo]digo)[ \t]+)?"
+OPENS_RE = re.compile(  # "the door opens with 7720", "if the alarm beeps, type 5521"
+    rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}(?:[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
+    rf"{_WHICH}(?P<val>{_TOKEN_CHARS}{{3,80}})"
+    rf"|[^\n.;!?]{{0,50}}?[ \t,](?:{_TYPE})[ \t]+{_WHICH}(?P<val2>[#*]?\d[\d \-]{{2,14}}))"
 )
 ACTION_RE = re.compile(
     rf"(?i){_B}(?:(?:{_KEY_IN})[ \t]+(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+to[ \t]+(?:{_act(1)}){_E}"
@@ -301,14 +299,15 @@ def _action(m: re.Match[str]) -> tuple[int, int, str] | None:
 
 
 def _opens(m: re.Match[str]) -> tuple[int, int, str] | None:
-    """What a door, an alarm, a safe opens with: "the door opens with 7720"."""
-    span = token(m.group("val"))
+    """What a door, an alarm, a safe opens with: "the door opens with 7720"; the code typed at it."""
+    group = "val" if m.group("val") is not None else "val2"
+    span = token(m.group(group))
     if span is None:
         return None
-    value = m.group("val")[span[0] : span[1]]
+    value = m.group(group)[span[0] : span[1]]
     if code(value, "verb") != (0, len(value)) and not (secretish(value) and len(value) >= 5):
         return None
-    return m.start("val") + span[0], m.start("val") + span[1], _thing(m.group("thing")) or "password"
+    return m.start(group) + span[0], m.start(group) + span[1], _thing(m.group("thing")) or "password"
 
 
 Found = tuple[int, int, str] | None
@@ -346,5 +345,4 @@ MEANING_RULES: tuple[Rule, ...] = (
     _rule(USE_RE, _backward),
     _rule(ACTION_RE, _action),
     _rule(OPENS_RE, _opens),
-    _rule(KEY_IN_RE, _opens),
 )

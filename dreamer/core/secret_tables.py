@@ -73,13 +73,14 @@ def _cell_value(text: str, cell: tuple[int, int], family: str, kind: str) -> Spa
 # --- named values after a label ------------------------------------------------------------------
 
 _NAMED = re.compile(r"[ \t]*(?P<name>[^\W\d_][\w'’ \-]{0,24}?)[ \t]*(?:=|:|->|→)[ \t]*")
+_NAMED_HINT = re.compile(r"[:：][ \t]*[^\W\d_][\w'’ \-]{0,24}?[ \t]*(?:=|:|->|→)")
 _NEXT = re.compile(r"[ \t]*[,;][ \t]*")
 
 
 def find_named_values(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each value named after a label and a colon: "PINs: bank = 1234,
     phone = 5678"."""
-    if ":" not in text and "：" not in text:
+    if not _NAMED_HINT.search(text):
         return []
     found: list[tuple[int, int, str]] = []
     for m in FORWARD_RULE.matches(text, text.lower()):
