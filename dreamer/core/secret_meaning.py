@@ -1,5 +1,5 @@
 """Secrets found by what the words mean, whatever the wording: the `Rule`s `redact` applies
-first, and a reader of tables.
+after the vendor formats and before bare assignments and the older prose rules.
 
 A label (`secret_words`: a head such as "password", "PIN", "code", "maiden name", maybe with the
 thing it opens: "door code", "WLAN-Passwort", "la password del wifi") and a value of the shape
@@ -9,7 +9,7 @@ the head calls for (`secret_shapes`) are found in any of these frames:
   value ("PIN 7305", "password hunter2"); X alone on its line and Y on the next;
 * "Y is my X" ("Xk9$vLp2 is my password", "2468 ist meine PIN");
 * "use Y for X" / "use Y as X" ("usa Luna.Llena.33 como contraseña"), "use Y to open the door",
-  "to disarm the alarm, enter Y";
+  "to disarm the alarm, enter Y", "the door opens with Y", "if the alarm beeps, type Y";
 * a table whose header names X and whose rows give Y, and "X: a = Y, b = Z" (`secret_tables`);
 * an AWS secret access key beside its ``AKIA`` id.
 """
@@ -69,7 +69,8 @@ _SEP = (
     r"|(?P<ask>[ \t]*\?[ \t]+)"  # "wifi password? Tr0ub4dor&3": a made-up value only
     rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
-    r"|[ \t]+(?P<to>to|into)[ \t]+"
+    r"|[ \t]+(?P<to>to|into)[ \t]+|[ \t]*(?P<wo>を)[ \t]*"  # "changed to X", "パスワードを X に変更"
+    r"|[ \t]+(?:n[°º.]|no\.|nr\.|#)[ \t]*"  # "carta d'identità n. X"
     # "X Y", "X's Y"; after "for the ..." only digits: "combinaison du cadenas 0815"
     r"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)|(?:(?P<bare>[ \t]+|(?=[「『]))|['’]s[ \t]*:?[ \t]*)))"
 )
@@ -186,7 +187,7 @@ def label_kind(m: re.Match[str], extra: str = "", after: str = "") -> tuple[str,
 
 def _how(m: re.Match[str]) -> str:
     sep = m.group("sep")
-    if m.group("to") is not None:
+    if m.group("to") is not None or m.group("wo") is not None:
         return "to"
     if "\n" in sep and not re.search(r"[:：=]", sep):
         return "line"
