@@ -20,7 +20,7 @@ Span = tuple[int, int]
 
 _CJK = "\u3000-\u30ff\u3400-\u9fff\uff00-\uffef"
 _QUOTED = re.compile(r"[\"“«「『'`‘](?P<q>[^\"“”«»「」『』'`‘’\n]{1,200})[\"”»」』'`’]")
-_TOKEN = re.compile(rf"[^\s\"“”«»「」『』`、。，,;{_CJK}]+")
+_TOKEN = re.compile(r"[^\s\"“”«»「」『』`、。，,;\u3000-\u30ff\u3400-\u9fff（）：；！？]+")  # full-width letters stay
 _TRAILING = ".,;:)]}>"
 _DIGIT_GROUPS = re.compile(r"(?:[ \-]\d+)+(?![\w\-])")
 _SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[^\W\d_])|[^\w\s\-'’]|(?=.*[a-z]).[A-Z]")
