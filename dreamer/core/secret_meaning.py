@@ -50,7 +50,7 @@ _LOGIN_RE = re.compile(
 _LONE = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in _LONE_KINDS)
 LABEL = (
     rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:['’]s[ \t]+|[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}(?:[ \t]+(?:{AFTER_LABEL}){_E})?"
-    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=[ \t]*[:：]|[ \t]+[#*]?\d))"
+    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=(?:[ \t]*\([^()\n]{{1,30}}\))?[ \t]*[:：]|[ \t]+[#*]?\d))"
 )
 """A label: a head with the thing it opens, or a thing alone before a colon or a number:
 "Alarm: 6543", "front door 4417#" (`_forward` wants four digits or more of it)."""

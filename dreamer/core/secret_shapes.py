@@ -135,7 +135,8 @@ def code_list(tail: str, how: str) -> Span | None:
     """Recovery or backup codes: one or more tokens of letters and digits, or digits,
     separated by commas or spaces."""
     first = _LIST_ITEM.match(tail)
-    if first is not None and len(first.group(0)) >= 6 and secretish(first.group(0)):
+    digits = sum(c.isdigit() for c in first.group(0)) if first is not None else 0
+    if first is not None and len(first.group(0)) >= 6 and (secretish(first.group(0)) or digits >= 6):
         span: Span | None = first.span()
     else:
         span = otp(tail, how)

@@ -36,7 +36,10 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"母の旧姓|旧姓|秘密の質問の答え|秘密の質問",  # ja
     )),
     ("answer", "answer", (r"answer|r[ée]ponse|antwort|respuesta|resposta|risposta|答え",)),  # after a question
-    ("phrase", "seed_phrase", (r"seed\s+phrase|recovery\s+phrase|mnemonic(?:\s+phrase)?|シードフレーズ",)),
+    ("phrase", "seed_phrase", (
+        r"seed\s+phrase|recovery\s+phrase|mnemonic(?:\s+phrase)?|\d+[\s\-]word\s+(?:seed|phrase)|seed\s+words",
+        r"シードフレーズ",
+    )),
     ("phrase", "passphrase", (
         r"pass\s?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|passsatz",  # en, fr, de
         r"frase\s+(?:de\s+contrase[ñn]a|secreta)|frase[\s\-](?:senha|de\s+acesso)|frase\s+segreta",  # es, pt, it
@@ -69,7 +72,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"ワンタイムパスワード|認証コード|確認コード",
     )),
     ("code", "cvv", (
-        r"cvv2?|cvc2?|cid|csc|card\s+security\s+code|(?:3|three|4|four)[\s\-]digit\s+(?:security\s+)?code",
+        r"cvv2?|cvc2?|cid|csc|card\s+security\s+code|card\s+verification\s+(?:value|code)|(?:3|three|4|four)[\s\-]digit\s+(?:security\s+)?code",
         r"(?:security\s+)?code\s+on\s+the\s+back|cryptogramme(?:\s+visuel)?|(?:karten)?pr[üu]fnummer",
         r"c[óo]digo\s+(?:de\s+seguran?[çc]?a|de\s+seguridad|cvv)|codice\s+(?:di\s+sicurezza|cvv)|セキュリティコード",
     )),
@@ -90,17 +93,18 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     )),
     ("code", "pin", (
         r"pin[\s\-]?(?:code|number|nummer|番号)|puk(?:[\s\-]?code)?|codes?\s+pin|c[óo]digos?\s+pin|codic[ei]\s+pin|pin|pass[\s\-]?code",
-        r"geheim(?:zahl|nummer|code)|n[úu]mero\s+secreto|numero\s+segreto|secret\s+code|code\s+secret",
+        r"geheim(?:zahl|nummer|code)|n[úu]mero\s+secreto|numero\s+segreto|secret\s+code|code\s+secret|code\s+confidentiel",
         r"c[óo]digo\s+secreto|codice\s+segreto|c[óo]digo\s+secreto",
         r"暗証番号|パスコード|pinコード",
     )),
+    ("code", "door_code", (r"key[\s\-]?code|keypad\s+code|door\s+pin|gate\s+pin",)),
     ("code", "access_code", (
         r"access\s+code|code\s+d['’]acc[èe]s|zugangscode|c[óo]digo\s+de\s+acce?s[os]o?|codice\s+d['’]accesso",
         r"アクセスコード",
     )),
     ("word", "pass", (r"pass",)),  # only beside a Wi-Fi or a login: "SSID Casa, pass X", "user bob pass X"
     ("word", "password", (
-        r"pass(?:word|wd)|pwd|pw",  # en
+        r"pass(?:word|wd)|pass\s?key|pwd|pw",  # en
         r"mot\s+de\s+passe|mdp",  # fr
         r"passwort|kennwort",  # de
         r"contrase[ñn]a|clave(?:\s+de\s+acceso)?",  # es
@@ -120,7 +124,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # password a Wi-Fi password).
 
 THINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("wifi_password", (r"wi[\s\-]?fi|wlan|wireless|wpa[23]?|guest\s+network|network|r[ée]seau|ssid",)),
+    ("wifi_password", (r"wi[\s\-\u2010\u2011]?fi|wlan|wireless|wpa[23]?|guest\s+network|network|r[ée]seau|ssid",)),
     ("alarm_code", (r"alarm(?:anlage)?|alarme|alarma|allarme|antifurto|security\s+system|警報|アラーム",)),
     ("safe_combination", (
         r"safe|coffre(?:[\s\-]fort)?|tresor|caja\s+fuerte|caixa[\s\-]forte|cofre(?:[\s\-]forte)?|cassaforte|金庫",
