@@ -27,6 +27,7 @@ from dreamer.core.secret_words import (
     CHANGED,
     HEADS,
     PERSONAL_QUESTION,
+    PLAIN_WORD_HEADS,
     PREPOSITIONS,
     QUESTIONS,
     THINGS,
@@ -42,6 +43,7 @@ _THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{'|'.join(words)})")) for kin
 _QWORD = r"[^\s:=|：,;.!?]+"
 _LONE_KINDS = ("wifi_password", "alarm_code", "safe_combination", "locker_code", "door_code")
 _QUESTION_RE = re.compile(rf"(?i)(?:{QUESTIONS})|{PERSONAL_QUESTION}")
+_PLAIN_WORD_HEAD = re.compile(rf"(?i){PLAIN_WORD_HEADS}")
 _DOOR_RE = re.compile(r"(?i)door|t[üu]r|porte|puerta|porta|keypad")
 _LOGIN_RE = re.compile(
     r"(?i)\b(?:user(?:name)?|login|e-?mail|account|benutzer|utilisateur|usuario|usu[áa]rio|utente)\b"
@@ -221,6 +223,10 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
     loose = m.group("loose") is not None and family not in ("code", "otp")
     if span is None or (loose and not _made_up(m.group("tail")[span[0] : span[1]])):
         return None
+    value = m.group("tail")[span[0] : span[1]]
+    if family == "word" and value.isalpha() and not _PLAIN_WORD_HEAD.fullmatch(m.group("head") or ""):
+        if m.group("tail")[: span[0]].strip() == "":  # a plain word, not quoted: "la clave es practicar"
+            return None
     base = m.start("tail")
     return base + span[0], base + span[1], kind
 
@@ -312,6 +318,7 @@ def _opens(m: re.Match[str]) -> tuple[int, int, str] | None:
 
 
 Found = tuple[int, int, str] | None
+_CASED = re.compile(r"\(\?-i:([^()]*)\)")  # a case-sensitive part, lower-cased for the folded scan
 
 
 def _rule(pattern: re.Pattern[str], read: Callable[[re.Match[str]], Found]) -> Rule:
@@ -332,7 +339,7 @@ def _rule(pattern: re.Pattern[str], read: Callable[[re.Match[str]], Found]) -> R
         found = once(m)
         return found[2] if found else "secret"
 
-    folded = re.compile(pattern.pattern.removeprefix("(?i)").replace(_CAP, r"[^\W\d_]"))
+    folded = re.compile(_CASED.sub(lambda c: f"(?:{c.group(1).lower()})", pattern.pattern.removeprefix("(?i)")))
     return Rule(kind, pattern, 0, lambda m: once(m) is not None, span=span, folded=folded)
 
 

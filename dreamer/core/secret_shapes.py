@@ -92,8 +92,8 @@ def word(tail: str, how: str) -> Span | None:
     if is_code(value, "password") or "://" in value or _unit_follows(tail, span[1]):
         return None
     digits = value.replace(" ", "").replace("-", "")
-    if digits.isdigit():
-        return span if len(digits) >= 4 and how != "to" else None
+    if digits.isdigit():  # "the password is 4471"; "PW 2024" is a year, "password 123456" a password
+        return span if len(digits) >= (6 if how == "bare" else 4) and how != "to" else None
     if secretish(value):
         return span if how not in ("bare", "line") or len(value) >= 5 else None
     if how != "verb" or len(value) < 4 or _DESCRIBING.fullmatch(lowered) or not value.isalpha():

@@ -86,8 +86,8 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"num[ée]ro\s+de\s+(?:s[ée]curit[ée]\s+sociale|s[ée]cu|passeport|carte\s+d['’]identit[ée])|num[ée]ro\s+fiscal",
         r"steuer-?id|steueridentifikationsnummer|(?:personal)?ausweisnummer|sozialversicherungsnummer",
         r"reisepassnummer",
-        r"dni|nie|nif|n[úu]mero\s+de\s+(?:pasaporte|la\s+seguridad\s+social)",
-        r"n[úu]mero\s+(?:de\s+identifica[çc][ãa]o\s+fiscal|do\s+passaporte)|cart[ãa]o\s+de\s+cidad[ãa]o|cpf",
+        r"(?-i:DNI|NIE|NIF|CPF)|n[úu]mero\s+de\s+(?:pasaporte|la\s+seguridad\s+social)",
+        r"n[úu]mero\s+(?:de\s+identifica[çc][ãa]o\s+fiscal|do\s+passaporte)|cart[ãa]o\s+de\s+cidad[ãa]o",
         r"codice\s+fiscale|numero\s+di\s+passaporto|carta\s+d['’]identit[àa]",
         r"マイナンバー|個人番号|パスポート番号|運転免許証番号",
     )),
@@ -262,3 +262,10 @@ AFTER_LABEL = (
 
 # A question the user answers about themselves: a bare "Answer: X" after it is a secret.
 PERSONAL_QUESTION = r"\b(?:your|my|ton|ta|tes|votre|dein|deine|ihr|ihre|tu|su|seu|sua|tuo|tua)\b[^?\n]{0,60}\?"
+
+# Heads whose value may be a plain word ("my password is swordfish"); after another head a
+# plain word is taken for talk ("la clave es practicar", "the pw is fine").
+PLAIN_WORD_HEADS = (
+    r"pass(?:word|wd)|mot\s+de\s+passe|passwort|kennwort|contrase[ñn]a|senha|palavra[\s\-]passe"
+    r"|parola\s+d['’]ordine|パスワード"
+)
