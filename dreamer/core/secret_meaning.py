@@ -50,9 +50,11 @@ _LOGIN_RE = re.compile(
 )
 
 _LONE = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in _LONE_KINDS)
+_LONE_SAID = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in ("locker_code", "safe_combination"))
 LABEL = (
     rf"(?P<label>(?:(?P<pre>{_THING_ALT})(?:['’]s[ \t]+|[ \t]*-?[ \t]*|の(?:解除)?))?(?P<head>{_HEAD_ALT})(?:s|の)?{_E}(?:[ \t]+(?:{AFTER_LABEL}){_E})?"
-    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>{_LONE}){_E}(?=(?:[ \t]*\([^()\n]{{1,30}}\))?[ \t]*[:：]|[ \t]+[#*]?\d))"
+    rf"(?:[ \t]*-?[ \t]*(?P<post>{_THING_ALT}){_E})?|(?P<lone>(?:{_LONE}){_E}(?=(?:[ \t]*\([^()\n]{{1,30}}\))?[ \t]*[:：]|[ \t]+[#*]?\d)"
+    rf"|(?:{_LONE_SAID}){_E}(?=[^\n]{{0,40}}?[ \t](?:{VERBS})[ \t]+[#*]?\d)))"
 )
 """A label: a head with the thing it opens, or a thing alone before a colon or a number:
 "Alarm: 6543", "front door 4417#" (`_forward` wants four digits or more of it)."""
@@ -74,7 +76,8 @@ _SEP = (
     r"|[ \t]+(?P<to>to|into)[ \t]+|[ \t]*(?P<wo>を)[ \t]*"  # "changed to X", "パスワードを X に変更"
     r"|[ \t]+(?:n[°º.]|no\.|nr\.|#)[ \t]*"  # "carta d'identità n. X"
     # "X Y", "X's Y"; after "for the ..." only digits: "combinaison du cadenas 0815"
-    r"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)|(?:(?P<bare>[ \t]+|(?=[「『]))|['’]s[ \t]*:?[ \t]*)))"
+    rf"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)(?![^\n]{{0,30}}?[ \t](?:{VERBS}){_E})"  # not "in room 12 is ..."
+    r"|(?:(?P<bare>[ \t]+|(?=[「『]))|['’]s[ \t]*:?[ \t]*)))"
 )
 FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))?{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
 
@@ -216,6 +219,9 @@ def _forward(m: re.Match[str]) -> tuple[int, int, str] | None:
     if m.group("lone") is not None and family == "code":
         if how == "bare" and kind == "door_code" and not _DOOR_RE.search(m.group("lone")):
             return None  # "gate 4512" is a gate's number; "front door 4417#" a code
+        said = how == "verb" and not re.search(r"[:：]", m.group("sep"))
+        if said and kind not in ("locker_code", "safe_combination"):
+            return None  # "the lock on the shed is 3-9-1-7"; "the alarm is 0630" may be a time
         shape = _four_digits
     elif m.group("lone") is not None and how == "bare":  # "wifi CasaBlanca99" may be the network's name
         return None

@@ -46,7 +46,7 @@ HEADS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"パスフレーズ",  # ja
     )),
     ("aws", "aws_secret_key", (
-        r"aws\s+secret(?:\s+access)?\s+key|secret\s+access\s+key|secret\s+key",
+        r"aws\s+secret(?:\s+access)?(?:\s+key)?|secret\s+access\s+key|secret\s+key",
         r"cl[ée]\s+(?:d['’]acc[èe]s\s+)?secr[èe]te|geheimer\s+schl[üu]ssel|clave\s+secreta|chave\s+secreta",
         r"chiave\s+segreta|シークレット(?:アクセス)?キー",
     )),
