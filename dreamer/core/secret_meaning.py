@@ -108,7 +108,9 @@ def _act(n: int) -> str:
 
 _KEY_IN = r"enter|type|dial|punch[ \t]+in|key[ \t]+in|press|use"
 _OPEN_VERBS = (
-    r"opens|unlocks|disarms|s['’]ouvre|se[ \t]+d[ée]verrouille|öffnet(?:[ \t]+sich)?|se[ \t]+abre|abre|si[ \t]+apre"
+    r"opens|unlocks|disarms|(?:is|gets)[ \t]+(?:opened|unlocked|disarmed|turned[ \t]+off)|s['’]ouvre"
+    r"|se[ \t]+(?:d[ée]verrouille|d[ée]sactive)|öffnet(?:[ \t]+sich)?|se[ \t]+(?:abre|desactiva)|abre|desativa"
+    r"|si[ \t]+(?:apre|disattiva)"
 )
 _TYPE = (
     r"type|enter|punch[ \t]+in|key[ \t]+in|dial|press|tape[zr]?|saisi[sr]|tippe|gib|teclea|marca|digita|digite"
