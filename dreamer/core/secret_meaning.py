@@ -37,6 +37,7 @@ from dreamer.core.secret_words import (
 _LATIN = r"A-Za-z0-9\u00c0-\u024f"
 _B = rf"(?<![{_LATIN}])"  # no Latin letter or digit just before (a label may follow "の" or "-")
 _E = rf"(?![{_LATIN}])"
+_START = r"(?=[^\W\d_]|\d+[\s\-]?(?:digit|word|fa))"  # a label starts with a letter, or "3-digit", "2FA"
 _THING_ALT = "|".join(f"(?:{'|'.join(words)})" for _, words in THINGS)
 _HEAD_ALT = "|".join(f"(?P<h{i}>{'|'.join(words)})" for i, (_, _, words) in enumerate(HEADS))
 _THING_RES = tuple((kind, re.compile(rf"(?i){_B}(?:{'|'.join(words)})")) for kind, words in THINGS)
@@ -79,7 +80,7 @@ _SEP = (
     rf"|(?(qual)(?P<qbare>[ \t]+)(?=[#*]?\d)(?![^\n]{{0,30}}?[ \t](?:{VERBS}){_E})"  # not "in room 12 is ..."
     r"|(?:(?P<bare>[ \t]+|(?=[「『]))|['’]s[ \t]*:?[ \t]*)))"
 )
-FORWARD_RE = re.compile(rf"(?i){_B}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))?{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
+FORWARD_RE = re.compile(rf"(?i){_B}{_START}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))?{_SEP}(?=(?P<tail>[^\n]{{0,300}}))")
 
 _END = rf"(?=[ \t]*(?:$|[\n.,;:!?)」。]|(?:{PREPOSITIONS}|and|et|und|y|e){_E}))"
 _TOKEN_CHARS = r"[^\s\"“”«»「」`,;]"
@@ -118,7 +119,7 @@ _TYPE = (
 )
 _WHICH = r"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:(?:code|codice|c[óo]digo)[ \t]+)?"
 OPENS_RE = re.compile(  # "the door opens with 7720", "if the alarm beeps, type 5521"
-    rf"(?i){_B}(?P<thing>{_THING_ALT}){_E}(?:[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
+    rf"(?i){_B}(?=[^\W\d_])(?P<thing>{_THING_ALT}){_E}(?:[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
     rf"{_WHICH}(?P<val>{_TOKEN_CHARS}{{3,80}})"
     rf"|[^\n.;!?]{{0,50}}?[ \t,](?:{_TYPE})[ \t]+{_WHICH}(?P<val2>[#*]?\d[\d \-]{{2,14}}))"
 )
