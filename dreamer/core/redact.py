@@ -16,13 +16,29 @@ import logging
 import re
 import secrets
 
+from dreamer.core.secret_meaning import MEANING_RULES
 from dreamer.core.secret_prose import PROSE_RULES
 from dreamer.core.secret_rules import MARKER_RE, RULES, Rule
+from dreamer.core.secret_tables import find_laid_out
 
 log = logging.getLogger(__name__)
 
 
 # --- finding and replacing ------------------------------------------------------------
+
+
+def _generic(rule: Rule) -> bool:
+    """A rule that knows only that something is a password or a secret (an assignment, a flag)."""
+    return callable(rule.kind) or rule.kind in ("password", "high_entropy")
+
+
+ALL_RULES: tuple[Rule, ...] = (
+    tuple(r for r in RULES if not _generic(r))  # the formats first: they name the kind
+    + MEANING_RULES  # then what the words say it is: a Wi-Fi password, a door code, ...
+    + tuple(r for r in RULES if _generic(r))
+    + PROSE_RULES
+)
+"""Every rule, in the order that names an overlap: the most specific first."""
 
 
 def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
@@ -37,20 +53,19 @@ def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
 
 
 def _candidates(text: str) -> list[tuple[int, int, int, str]]:
-    """Every rule match as (start, end, priority, kind)."""
+    """Every rule match, and every secret in a table column, as (start, end, priority, kind)."""
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
+    lowered = text.lower()
     found: list[tuple[int, int, int, str]] = []
-    for priority, rule in enumerate(RULES + PROSE_RULES):  # the formats first: they name the kind
+    for priority, rule in enumerate(ALL_RULES):
         if not rule.may_match(text):
             continue
-        for m in rule.pattern.finditer(text):
-            if rule.check is not None and not rule.check(m):
-                continue
-            start, end = _span(rule, m)
-            if end <= start or any(a <= start and end <= b for a, b in markers):
-                continue
-            found.append((start, end, priority, rule.kind_of(m)))
-    return found
+        for m in rule.matches(text, lowered):
+            if rule.check is None or rule.check(m):
+                found.append((*_span(rule, m), priority, rule.kind_of(m)))
+    table_priority = ALL_RULES.index(MEANING_RULES[-1])  # named as a label in prose would be
+    found += [(start, end, table_priority, kind) for start, end, kind in find_laid_out(text)]
+    return [c for c in found if c[0] < c[1] and not any(a <= c[0] and c[1] <= b for a, b in markers)]
 
 
 def find_secrets(text: str) -> list[tuple[str, int, int]]:

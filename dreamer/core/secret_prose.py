@@ -13,25 +13,14 @@ from __future__ import annotations
 import re
 
 from dreamer.core.secret_rules import Rule, is_code, is_placeholder
+from dreamer.core.secret_words import DESCRIBING, NOT_A_VALUE
 
 # --- passwords, passphrases and PINs ---------------------------------------------------
 
-# Words that, following "the password is", describe the password instead of giving it.
-_NOT_A_VALUE = frozenset(
-    """
-    a an the my your his her its our their this that these those it one same different another
-    not no none never still now also just only too very so quite really always already again
-    is was be been being are were will would should must can could may might has have had
-    in on at to for of from with by as into inside under behind there here where what which who
-    wrong incorrect correct right required needed necessary missing invalid valid expired weak
-    strong long short simple complex easy hard obvious secure insecure safe unsafe secret private
-    empty blank unknown known forgotten lost new old default temporary mandatory optional same
-    case sensitive protected locked unlocked written shared working broken fine good bad ok okay
-    something nothing anything everything mine yours ours theirs set reset changed stored saved
-    hidden encrypted hashed visible shown displayed sent used enabled disabled generated random
-    unique identical similar like about around over below above more less than
-    """.split()
-)
+# Words that, following "the password is", describe the password instead of giving it (shared
+# with the rules by meaning, in every language they read).
+_NOT_A_VALUE = NOT_A_VALUE
+_DESCRIBING_RE = re.compile(DESCRIBING)
 # Words a sentence about a passphrase has, and a passphrase of plain words seldom does.
 _FUNCTION_WORDS = frozenset(
     "a an the in on at to for of from with by as is was be are and or but not it this that my your his her"
@@ -52,7 +41,7 @@ _CLAUSE_END = re.compile(
     r"(?i)(?:\s*$|\s*[\n.,;!?)\]]|\s+(?:and|but|so|or|then|now|btw|please|if|because|which|though|when|for|"
     r"—|-)\b)"
 )
-_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])|[^\w\s]|[a-z][A-Z]")
+_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])|[^\w\s\-'’]|[a-z][A-Z]")  # "case-sensitive" is a word
 
 PROSE_SECRET_RE = re.compile(
     rf"(?i)(?<![\w\-]){_KEYWORD}s?(?![\w\-]){_QUALIFIER}{_VERB}(?:{_QUOTED}|{_TOKEN})",
@@ -104,7 +93,7 @@ def _reads_as_a_secret(m: re.Match[str]) -> bool:
     if " " in value.strip():  # a passphrase of plain words (`_value_span`)
         return True
     first = value.split()[0].lower()
-    if first in _NOT_A_VALUE or (first.isalpha() and first.endswith(("ed", "ing", "ly"))):
+    if first.split("-")[0] in _NOT_A_VALUE or (first.isalpha() and _DESCRIBING_RE.fullmatch(first)):
         return False
     if value.isdigit():  # "the password is 16 characters long"
         return bool(_CLAUSE_END.match(m.string, end))

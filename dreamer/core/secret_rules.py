@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
@@ -61,7 +61,9 @@ class Rule:
 
     `needs`: characters of which the pattern cannot match without one (empty: no such
     characters); a text with none of them skips the pattern. `span`: where the secret is in a
-    match, when no one group says it."""
+    match, when no one group says it. `folded`: the case-insensitive pattern made case-sensitive,
+    to find where it may match in the lower-cased text (several times faster for a pattern of
+    many words)."""
 
     kind: str | Callable[[re.Match[str]], str]
     pattern: re.Pattern[str]
@@ -69,9 +71,22 @@ class Rule:
     check: Callable[[re.Match[str]], bool] | None = None
     needs: str = ""
     span: Callable[[re.Match[str]], tuple[int, int]] | None = None
+    folded: re.Pattern[str] | None = None
 
     def may_match(self, text: str) -> bool:
         return not self.needs or any(ch in text for ch in self.needs)
+
+    def matches(self, text: str, lowered: str) -> Iterator[re.Match[str]]:
+        """Every match of the pattern in `text` (`lowered`: the text lower-cased)."""
+        if self.folded is None or len(lowered) != len(text):
+            yield from self.pattern.finditer(text)
+            return
+        pos = 0
+        while (f := self.folded.search(lowered, pos)) is not None:
+            m = self.pattern.match(text, f.start())
+            if m is not None:
+                yield m
+            pos = max(m.end(), f.start() + 1) if m is not None else f.start() + 1  # where finditer would go on
 
     def kind_of(self, m: re.Match[str]) -> str:
         return self.kind(m) if callable(self.kind) else self.kind
