@@ -59,6 +59,14 @@ ROUTED = [
         None,
         "a change to its thesis",
     ),
+    ("The user passed the driving test.", "The user's driving test is on 12 May.", None, "a completion of its driv"),
+    (
+        "The IRB amendment was approved.",
+        "The IRB amendment is pending approval.",
+        None,
+        "a completion of its amendment",
+    ),
+    ("Tallyhub launched in early March.", "Tallyhub's launch deadline is March 1.", None, "a completion of its launch"),
 ]
 
 
@@ -77,6 +85,8 @@ NOT_ROUTED = [
     ("Mel finished a painting with her kids.", "Mel enjoys painting landscapes.", None),  # one thing done
     ("Writing helps Jo express her feelings.", "Jo's advice is to react calmly.", None),  # words, not names
     ("Caroline is now ready to help others who need support.", "Caroline values the support of friends.", None),
+    ("The user passed the driving test.", "The user enjoys driving in the hills.", None),  # nothing awaited
+    ("John won the game.", "John scored 40 points in a game last week.", None),  # over, not awaited
 ]
 
 

@@ -11,7 +11,10 @@ Four shapes, each read from the statement and checked against one stored memory:
 * **a value of the same kind**: "fully migrating to GCP" and "runs on AWS", "switched us to
   Svelte" and "the frontend is in Vue": two names of one kind (a cloud, a framework, a
   database, a programming language), not the same one;
-* **a job elsewhere**: "accepted a job in Austin" also reaches where the user lives.
+* **a job elsewhere**: "accepted a job in Austin" also reaches where the user lives;
+* **a completion**: "passed the driving test", "the amendment was approved", "we launched" goes
+  to a memory of something still to come that both name ("the driving test is on 12 May", "the
+  amendment is pending").
 
 Routing only: without a judge nothing here retires a memory, and with one it decides.
 """
@@ -19,7 +22,9 @@ Routing only: without a judge nothing here retires a memory, and with one it dec
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
+from dreamer.core.expiry import resolve_time
 from dreamer.core.own_change import not_own_change
 from dreamer.core.topics import announces_change, cardinality_of
 
@@ -150,11 +155,35 @@ def implied_reason(text: str, stored: str, stored_topic: str | None = None) -> s
     for kind, names in named(text).items():
         if kind in theirs and names != theirs[kind] and not names & theirs[kind]:
             return f"another {kind}"
+    if _COMPLETED.search(text) and shared and _awaited(stored):
+        return f"a completion of its {sorted(shared)[0]}"
     changed = _CHANGED.search(text)
     subject = content_words(text[: changed.start()], names=False) & shared if changed else set()
     if subject:  # what changed is what the statement is about: "the thesis pivoted to ..."
         return f"a change to its {sorted(subject)[0]}"
     return None
+
+
+_COMPLETED = re.compile(
+    r"\b(?:passed|got (?:the|a|an|my|their|his|her)\b|(?:was|were|got|been) (?:approved|granted|accepted)|"
+    r"approved|granted|launched|went live|shipped|filed|submitted|handed in|defended|finished|completed)\b",
+    re.I,
+)
+# A memory of something still to come: an open state, or a day it is due, set or planned for.
+_AHEAD = re.compile(
+    r"\b(?:pending|waiting|awaiting|applied|appointment|interview|exam|test|deadline|due|scheduled|upcoming|"
+    r"next|will|(?:is|are) (?:on|set for|planned for|booked for)|running|taking|sitting)\b",
+    re.I,
+)
+
+
+_ANY_DAY = datetime(2000, 1, 3, tzinfo=UTC)  # whether a text names a time, not which: any day will do
+
+
+def _awaited(stored: str) -> bool:
+    """Whether a memory says something still to come: a day, an open state ("pending")."""
+    found = resolve_time(stored, _ANY_DAY)
+    return found is not None and (found.provisional or (found.until is not None and bool(_AHEAD.search(stored))))
 
 
 _CHANGED = re.compile(
