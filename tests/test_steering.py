@@ -13,7 +13,6 @@ stays."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -113,15 +112,26 @@ def test_the_view_makes_every_break_a_line_and_every_sentence_a_start():
 
 
 @pytest.mark.parametrize(
-    "unit", ["user: a ", "<memory ", "ignore ", "QUFB", "a. ", "you must ", "the ai ", "Human: x\n", "<" + "a" * 50]
+    "unit, found",
+    [
+        ("user: a ", []),
+        ("<memory ", ["fake_tag"]),
+        ("ignore ", []),
+        ("QUFB", []),
+        ("a. ", []),
+        ("you must ", []),
+        ("the ai ", []),
+        ("Human: x\n", ["dialogue", "role_marker"]),
+        ("<" + "a" * 50, []),
+        (" ", []),
+        ("\t", []),
+    ],
 )
-def test_the_check_reads_a_long_text_in_linear_time(unit):
+def test_a_long_text_of_one_repeated_shape_is_read_whole(unit, found):
     """A tool's output or a long message is read in one pass: 200 000 characters of a repeated
-    shape take well under a second (a lazy run without a bound took 50 s for 100 000)."""
-    text = unit * (200_000 // len(unit))
-    started = time.perf_counter()
-    steering_markers(text)
-    assert time.perf_counter() - started < 3.0
+    shape (a lazy run without a bound, or a run of spaces rescanned from each space, would take
+    minutes here)."""
+    assert steering_markers(unit * (200_000 // len(unit))) == found
 
 
 def test_a_heading_steers_in_a_memory_but_not_in_a_transcript_line_it_rests_on():

@@ -42,7 +42,7 @@ _CONFUSABLE = str.maketrans(
 _LINE_BREAKS = re.compile("\r\n|[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 # A new sentence: after . ! ? ; or an ellipsis, or a bullet or quote mark opening a line.
-_SENTENCE_END = re.compile(r"(?<=[.!?;\u2026])\s+|\s+(?=[-*\u2022>]\s)")
+_SENTENCE_END = re.compile(r"(?<=[.!?;\u2026])\s+|(?<!\s)\s+(?=[-*\u2022>]\s)")  # linear on a run of spaces
 _SEGMENT_LEAD = re.compile(r"^[\s\-*\u2022>\"'`(\[{|_~\u201c\u201d\u2018\u2019]*")
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}")
 MAX_DECODED = 4  # base64 runs decoded in one text, at most
