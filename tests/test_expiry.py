@@ -66,6 +66,8 @@ DURABLE = [
     "The user has a standup each Friday.",
     "The user has lived in Berlin since 2019.",
     "The user moved to Lisbon on 3 March.",
+    "The user moved to Berlin this year.",
+    "The user got married this month.",
     "The user had an interview last Tuesday.",
     "The user quit smoking 3 weeks ago.",
     "The user lives on the 3rd floor.",

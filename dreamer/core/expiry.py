@@ -145,7 +145,8 @@ def later_end(until: datetime | None, again: datetime | None) -> datetime | None
     """Until when a fact is current once it is said again: the later of the two ends (a
     restated "next Tuesday" may be a week on); None when neither names one."""
     if until is None or again is None:
-        return until or again
+        one = until or again
+        return _aware(one) if one is not None else None
     return max(_aware(until), _aware(again))
 
 
@@ -235,7 +236,10 @@ def _counted(text: str, today: date, past_verb: bool) -> Iterator[date]:
 
 
 def _periods(text: str, today: date, past_verb: bool) -> Iterator[date]:
-    """The last day of "this/next week", "next month", "this quarter", "the end of the month"..."""
+    """The last day of "this/next week", "next month", "this quarter", "the end of the month"...
+    (not beside a past verb: "moved to Berlin this year" stays true)."""
+    if past_verb:
+        return
     for m in _PERIOD.finditer(text):
         which = (m.group("e") or m.group("w") or "this").strip().lower()
         yield _period_end(m.group("p").lower(), 1 if which == "next" else 0, today)

@@ -196,7 +196,7 @@ def _merge_and_supersede(
         if c.new_id is None:
             importance = c.planned.candidate.importance
             at = (said[c.position] if said else None) or now
-            until = cabinet.valid_until_of(m.text, m.kind, at, tz)
+            until = cabinet.valid_until_of(c.planned.candidate.text, c.planned.candidate.kind, at, tz)
             data = {"routed": c.routed}
             cabinet.merge_into(
                 s,
