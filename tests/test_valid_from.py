@@ -117,16 +117,21 @@ def test_without_a_judge_an_old_transcript_imported_later_never_retires_what_was
 
 
 def test_a_statement_said_before_the_current_value_is_kept_beside_it():
-    from datetime import date
+    from datetime import date, datetime, timedelta, timezone
 
     from dreamer.core.consolidate import Decision, in_said_order
 
     supersede = Decision("supersede", "m1", "newer value of home_city (single-valued, no judgement)")
-    kept = in_said_order(supersede, date(2023, 5, 1), MARCH_2026)
+    kept = in_said_order(supersede, date(2023, 5, 1), [MARCH_2026])
     assert (kept.action, kept.target, kept.reason) == (
         "add",
         None,
         "said 2023-05-01, before the current value (2026-03-01): kept beside",
     )
-    assert in_said_order(supersede, date(2026, 3, 1), MARCH_2026) is supersede  # the same day: in the order read
-    assert in_said_order(supersede, None, MARCH_2026) is supersede
+    assert in_said_order(supersede, date(2026, 3, 1), [MARCH_2026]) is supersede  # the same day: in the order read
+    assert in_said_order(supersede, None, [MARCH_2026]) is supersede
+    assert in_said_order(supersede, date(2026, 3, 1), []) is supersede
+    both = Decision("supersede", "m1", "newer value", also=("m2",))
+    later = datetime(2026, 6, 1, 1, 0, tzinfo=timezone(timedelta(hours=5)))  # 31 May in UTC
+    kept = in_said_order(both, date(2026, 5, 30), [MARCH_2026, later])  # a value in `also` said since
+    assert (kept.action, kept.reason) == ("add", "said 2026-05-30, before the current value (2026-05-31): kept beside")

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from dreamer.core.implied import implied_reason
@@ -183,13 +183,14 @@ def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic:
     return Decision("add", reason=f"nearest {best.similarity:.2f}")
 
 
-def in_said_order(decision: Decision, said: date | None, target_said: date | None) -> Decision:
-    """A supersession kept in the order things were said: a statement said before the value it
-    would retire (an old transcript imported after what the user said since) is kept beside it,
-    and the newer value stays current."""
-    if decision.action != "supersede" or said is None or target_said is None:
+def in_said_order(decision: Decision, said: date | None, targets_said: Sequence[date | None]) -> Decision:
+    """A supersession kept in the order things were said: a statement said before a value it
+    would retire (`targets_said`: of its target and its `also`; an old transcript imported after
+    what the user said since) is kept beside them, and the newer values stay current."""
+    known = [_day(t) for t in targets_said if t is not None]
+    if decision.action != "supersede" or said is None or not known:
         return decision
-    older, newer = _day(said), _day(target_said)
+    older, newer = _day(said), max(known)
     if older >= newer:
         return decision
     return Decision(
@@ -198,7 +199,9 @@ def in_said_order(decision: Decision, said: date | None, target_said: date | Non
 
 
 def _day(when: date) -> date:
-    return when.date() if isinstance(when, datetime) else when
+    if isinstance(when, datetime):
+        return (when.astimezone(UTC) if when.tzinfo is not None else when).date()
+    return when
 
 
 def resolve(decision: Decision, verdicts: Sequence[Verdict | None]) -> Decision:

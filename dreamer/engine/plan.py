@@ -126,8 +126,8 @@ def _reached(text: str, topic: Topic | None) -> list[str]:
 def _keep_said_order(planned: list[Planned]) -> None:
     """Judged or not, what was said earlier never retires what was said since."""
     for p in planned:
-        target = p.seen.get(p.decision.target or "")
-        p.decision = in_said_order(p.decision, p.said, target.said if target is not None else None)
+        targets = [p.seen.get(t) for t in (p.decision.target or "", *p.decision.also)]
+        p.decision = in_said_order(p.decision, p.said, [t.said for t in targets if t is not None])
 
 
 def candidate_topic(cand: Candidate) -> Topic | None:
