@@ -32,6 +32,7 @@ LOOKALIKE = "a word that only looks like the slot"
         ("The user moved it to Friday.", "home_city", "no value of home_city's kind"),
         ("The user moved to 9am starts.", "home_city", "no value of home_city's kind"),
         ("The user is working on the backhand.", "employer", "no value of employer's kind"),
+        ("The user works at night.", "employer", "no value of employer's kind"),
         ("The user switched to dark mode.", "phone", "no value of phone's kind"),
     ],
 )
@@ -56,6 +57,10 @@ def test_a_change_that_is_not_the_users_own_is_named(text, slot, why):
         ("The user now works at Plaid.", "employer"),
         ("The user joined a fintech startup.", "employer"),
         ("The user went freelance.", "employer"),
+        ("The user moved to the Netherlands.", "home_city"),
+        ("The user relocated to the Bay Area.", "home_city"),
+        ("The user now works at google.", "employer"),
+        ("The user got a new job at the bank.", "employer"),
     ],
 )
 def test_the_users_own_change_is_one(text, slot):

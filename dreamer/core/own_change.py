@@ -65,6 +65,7 @@ _DAYS = (
 _VALUES = {
     "home_city": re.compile(
         rf"\b(?:in|to|out of|near|from)\s+(?!(?:{_DAYS}|the|a|an|my|our|his|her|their|its|it|this|that|\d)\b)[^\W\d_][\w'-]+"
+        r"|\b(?:in|to|out of|near|from)\s+the\s+(?-i:[A-Z])"  # the Netherlands, the UK, the Bay Area
         r"|\b(?:in|to|by|near|at)\s+(?:a|an|the)\s+(?:new\s+)?(?:city|town|village|suburb|countryside|place|flat|"
         r"apartment|house|sea|seaside|coast|beach|lake|mountains?|island|country|capital)\b",
         re.I,
@@ -73,8 +74,9 @@ _VALUES = {
         r"\b(?:iphone|pixel|galaxy|android|oneplus|fairphone|xiaomi|motorola|nokia|huawei|phone)\b", re.I
     ),
     "employer": re.compile(
-        r"\b(?:at|for|with|joined|by)\s+(?:(?-i:[A-Z])|an?\s+(?:[\w-]+\s+)?(?:startup|company|firm|agency|studio|"
-        r"bank|hospital|school|university|lab|consultancy))|\b(?:freelanc\w*|self-employed|unemployed|retired)\b",
+        rf"\b(?:at|for|with|joined|by)\s+(?!(?:{_DAYS}|home|night|nights|work|weekends?|the weekend|it|this|that|"
+        r"least|most|last|first|once|now|all|\d)\b)(?:(?:a|an|the)\s+)?[^\W\d_]"
+        r"|\b(?:freelanc\w*|self-employed|unemployed|retired)\b",
         re.I,
     ),
 }
