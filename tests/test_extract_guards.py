@@ -41,7 +41,7 @@ def line(seq: int, role: str, text: str) -> Line:
 )
 def test_steering_text_is_recognised_wherever_it_is(text, markers):
     assert set(markers) <= set(injection_markers(text))
-    assert injection_markers(text, said_by_user=True) == injection_markers(text)
+    assert injection_markers(text, line=True, role="user") == injection_markers(text, line=True, role="assistant")
 
 
 @pytest.mark.parametrize(
@@ -57,8 +57,18 @@ def test_steering_text_is_recognised_wherever_it_is(text, markers):
 def test_third_person_claims_count_whoever_says_them(text, markers):
     """One check for every path and speaker: a claim about the user addressed to the memory
     system is steering in a candidate's text as in the user's own words."""
-    assert set(markers) <= set(injection_markers(text, said_by_user=True))
-    assert injection_markers(text) == injection_markers(text, said_by_user=True)
+    assert set(markers) <= set(injection_markers(text, line=True, role="user"))
+    assert set(markers) <= set(injection_markers(text, line=True, role="tool"))
+    assert injection_markers(text) == injection_markers(text, line=True, role="user")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I'll remember that the user prefers tabs over spaces.", "Noted: I will keep in mind that the user is vegan."],
+)
+def test_an_assistant_saying_what_it_will_remember_gives_no_order(text):
+    assert injection_markers(text, line=True, role="assistant") == []
+    assert injection_markers(text, line=True, role="user") == ["memory_command"]
 
 
 @pytest.mark.parametrize(
@@ -75,7 +85,7 @@ def test_third_person_claims_count_whoever_says_them(text, markers):
     ],
 )
 def test_ordinary_text_has_no_markers(text):
-    assert injection_markers(text, said_by_user=True) == []
+    assert injection_markers(text, line=True, role="user") == []
 
 
 def test_the_rule_flags_candidates_by_their_text_or_their_lines():

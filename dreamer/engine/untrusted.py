@@ -22,19 +22,21 @@ from dreamer.engine.transcript import Line
 log = logging.getLogger(__name__)
 
 
-def injection_markers(text: str, *, said_by_user: bool = False, line: bool = False) -> list[str]:
+def injection_markers(text: str, *, line: bool = False, role: str | None = None) -> list[str]:
     """The names of the steering shapes found in `text` (`dreamer.core.steering`: the one check
-    every path asks), a memory's text or (`line`) a transcript line it rests on. `said_by_user`
-    is kept for callers: the check is the same for every speaker."""
-    del said_by_user
-    return steering_markers(text, line=line)
+    every path asks), a memory's text or (`line`) a transcript line it rests on, said by `role`.
+    The check is the same for every speaker but one shape: an assistant saying what it will
+    remember about the user ("I'll remember that the user prefers tabs") keeps its own notes,
+    it does not order the memory about."""
+    found = steering_markers(text, line=line)
+    return [f for f in found if f != "memory_command"] if line and role == "assistant" else found
 
 
 def message_steering(content: str, role: str, mode: str, tool_chars: int) -> tuple[str, ...]:
     """The steering patterns in a stored message as it was said, before its injected blocks are
     stripped (of a tool's output, the part a transcript shows); kept on its transcript line."""
     text = content[: tool_chars + PREFIX_MARGIN] if role == "tool" else content
-    return tuple(injection_markers(text, said_by_user=role == "user" and mode != "code", line=True))
+    return tuple(injection_markers(text, line=True, role=role))
 
 
 def steering_reason(text: str, sources: list[Line], mode: str) -> str | None:
@@ -42,8 +44,7 @@ def steering_reason(text: str, sources: list[Line], mode: str) -> str | None:
     the transcript shows it), or None."""
     found = injection_markers(text)
     for line in sources:
-        said = line.role == "user" and mode != "code"
-        found += [*line.steering, *injection_markers(line.text, said_by_user=said, line=True)]
+        found += [*line.steering, *injection_markers(line.text, line=True, role=line.role)]
     return ", ".join(dict.fromkeys(found)) if found else None
 
 
