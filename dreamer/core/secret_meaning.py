@@ -336,9 +336,12 @@ def _rule(pattern: re.Pattern[str], read: Callable[[re.Match[str]], Found]) -> R
     last: list[tuple[re.Match[str], Found]] = []
 
     def once(m: re.Match[str]) -> Found:
-        if not last or last[0][0] is not m:
-            last[:] = [(m, read(m))]
-        return last[0][1]
+        kept = last[:1]
+        if kept and kept[0][0] is m:
+            return kept[0][1]
+        found = read(m)
+        last[:] = [(m, found)]  # another thread may replace it: this call returns its own reading
+        return found
 
     def span(m: re.Match[str]) -> tuple[int, int]:
         found = once(m)

@@ -341,7 +341,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "password",
         _rx(
-            r"(?i)\b(?:curl|wget|http)\b[^\n]*?[ \t](?:-u|--user|--http-user)[ \t=]?[\"']?[^\s:\"'@]*:(?P<val>[^\s\"'@]+)"
+            r"(?i)\b(?:curl|wget|http)\b[^\n]{0,200}?[ \t](?:-u|--user|--http-user)[ \t=]?[\"']?[^\s:\"'@]*:(?P<val>[^\s\"'@]+)"
         ),
         "val",
         _not_marker("val"),
