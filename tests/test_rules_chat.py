@@ -88,6 +88,8 @@ def test_a_modal_is_not_conjugated() -> None:
         ("The user loves it when the build is green.", False),
         ("The user loves hiking.", False),
         ("The user is vegetarian.", False),
+        ("The user's favourite show is It's Always Sunny in Philadelphia.", False),
+        ("The user is IT support at Acme.", False),
     ],
 )
 def test_a_statement_that_keeps_nothing_is_not_kept(statement, empty):

@@ -142,7 +142,7 @@ class RulesExtractor:
 
 
 _EMPTY = re.compile(
-    r"\?\s*$|\b(?:is that|is it|should i|should the user|can i|can the user|would that)\b"
+    r"\?\s*$|[,;]\s*(?:is that|is it|should i|should the user|can i|can the user|would that)\b"
     r"|\b(?:loves?|likes?|hates?|enjoys?|prefers?|wants?|needs?)\s+(?:it|that|this|them|those|these)\s*[.!]?$",
     re.I,
 )

@@ -272,8 +272,8 @@ def _load(
     """Read the hits back from SQL, the system of record, re-checking scope and status (only
     the columns a hit needs, on a plain connection). A memory flagged untrusted for steering is
     never a hit unless `include_all` asks for every memory (recall feeds prompts, as the context
-    block does); one flagged only as no line of the user's (the other speaker's words) is, marked
-    `untrusted`."""
+    block does); one flagged only as resting on no line of the user's (the other speaker's
+    words) is a hit, its evidence saying so (`untrusted`, `untrusted_reason`)."""
     if not ranked:
         return []
     ids = [i for i, _ in ranked]
