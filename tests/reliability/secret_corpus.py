@@ -6,9 +6,11 @@ Values are generated from fixed seeds, so no real-looking credential is written 
 
 from __future__ import annotations
 
+import json
 import random
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
@@ -257,3 +259,8 @@ plant("prose_phone_call", "chat", "call me at {s} after six", "(415) 555-" + rnd
 
 PLANTED: tuple[Planted, ...] = tuple(P)
 PROSE: tuple[Planted, ...] = tuple(P[PROSE_START:])
+
+CORPUS_PATH = Path(__file__).parent.parent / "data" / "secrets_corpus.jsonl"
+CORPUS = [json.loads(line) for line in CORPUS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+POSITIVES = [r for r in CORPUS if r["secret"]]  # secrets said in words (`test_secrets_said`)
+NEGATIVES = [r for r in CORPUS if not r["secret"]]  # look-alikes that must stay

@@ -1,7 +1,8 @@
 """Secrets: a corpus of planted secret formats in chat messages, tool results and file contents
 (a Claude Code transcript writing and reading files) goes through ingest and a dream pass. No
 part of any secret reaches an LLM or embeddings request, a stored memory or its history, the
-index payload, a Markdown file or a log line (logging captured at DEBUG)."""
+index payload, a Markdown file or a log line (logging captured at DEBUG). A sample of the team's
+corpus of secrets said in words goes through the dream pass and the flush too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dreamkit import is_judgement, judge_reply
 from sqlmodel import select
 
 from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message
+from dreamer.core.redact import redact
 from dreamer.core.scope import Scope
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.outbox import CHECKED_FIELDS
@@ -26,7 +28,7 @@ from dreamer.online.recall import context
 from dreamer.store.db import session_scope
 
 from . import kit
-from .secret_corpus import PLANTED, PROSE, Planted, rnd
+from .secret_corpus import NEGATIVES, PLANTED, POSITIVES, PROSE, Planted, rnd
 
 pytestmark = pytest.mark.reliability
 
@@ -35,6 +37,7 @@ STRADDLE = Planted("token_across_the_tool_result_cut", "", "ghp_" + rnd("straddl
 STRADDLE_FILE = Planted("token_across_the_tool_input_cut", "", "glpat-" + rnd("straddle2", 20), "file")
 CHECKED = PLANTED + (STRADDLE, STRADDLE_FILE)
 LINE = re.compile(r"^\[(\d+)\] [^ :]+(?::[^ :]+)?( \(context\))?: (.*)$")
+USER_SAID = re.compile(r"^\[\d+\] user: ")
 
 
 def echo_model(body: dict) -> Reply:
@@ -246,7 +249,7 @@ def gullible(body: dict) -> Reply:
     notes = []
     for raw in body["messages"][1]["content"].splitlines():
         m = LINE.match(raw)
-        if m and not m.group(2) and m.group(3).startswith("I prefer"):
+        if m and not m.group(2) and USER_SAID.match(raw):
             notes.append({"text": m.group(3)[:590], "seqs": [int(m.group(1))]})
     return Reply.json({"notes": notes})
 
@@ -299,3 +302,79 @@ def test_no_prose_secret_leaves(raw, settings, sqlite_engine, server, tmp_path, 
 def _stored_messages(engine) -> list[str]:
     with session_scope(engine) as s:
         return [f"{m.content} {m.tool_calls}" for m in s.exec(select(Message)).all()]
+
+
+SECRETS, LOOK_ALIKES = POSITIVES[::10], NEGATIVES[::10]  # every tenth of the team's corpus
+SAID = SECRETS + LOOK_ALIKES
+PER_SESSION = 5  # the keep-everything model keeps five lines a call: every line is kept
+
+
+def test_the_corpus_said_through_the_dream_pass_and_the_flush(settings, sqlite_engine, server, tmp_path, figures):
+    """A sample of the corpus said in sessions, each line kept by the model as a memory and as a
+    daily note: no secret reaches a memory, a daily note, the index, the context block or the
+    stored messages, and every look-alike is stored as said."""
+    server.set_script(gullible)
+    st = settings.model_copy(
+        update={
+            "min_rounds": 1,
+            "max_sessions_per_pass": 50,
+            "sessions_per_call": 1,
+            "triage": False,
+            "flush_max_notes": 50,
+        }
+    )
+    rt = kit.runtime(st, sqlite_engine, server, tmp_path)
+    try:
+        ids = [
+            _say(rt, SAID[start : start + PER_SESSION], f"said-{start}") for start in range(0, len(SAID), PER_SESSION)
+        ]
+        while dream_pass(rt).sessions:
+            pass
+        flushed = [flush_session(rt, i) for i in ids]
+        stored, kept_as = _stored_messages(rt.engine), kit.memories(rt.engine)
+        surfaces = {
+            "memories": json.dumps([m.text for m in kept_as], ensure_ascii=False),
+            "markdown": "\n".join(
+                _entries(p.read_text(encoding="utf-8")) for p in rt.settings.workspace_dir.rglob("*.md")
+            ),
+            "index payload": json.dumps([p["text"] for p in rt.index.payloads(["text"]).values()], ensure_ascii=False),
+            "context block": _entries(context(rt, Scope("alice"), budget_tokens=100_000).text),
+            "messages": "\n".join(stored),
+        }
+    finally:
+        rt.close()
+    leaks = {k: [r["secret"] for r in SAID if r["secret"] and _leaked(r, v)] for k, v in surfaces.items()}
+    kept = [r for r in LOOK_ALIKES if any(m.startswith(r["text"] + " ") and "[REDACTED:" not in m for m in stored)]
+    every = set().union(*map(set, leaks.values()))
+    dreamed = sum(m.source == "dream" for m in kept_as)
+    figures(
+        "corpus through the dream pass and the flush",
+        f"{len(SECRETS)} secrets, {len(every)} leaked; {len(LOOK_ALIKES)} look-alikes, {len(kept)} kept",
+        f"{dreamed} memories dreamed, {sum(len(f.notes) for f in flushed)} daily notes; "
+        + ", ".join(f"{k}: {len(v)}" for k, v in leaks.items()),
+    )
+    assert every == set(), leaks
+    assert len(kept) == len(LOOK_ALIKES)
+    assert all(f.status == "flushed" for f in flushed) and sum(len(f.notes) for f in flushed) == len(SAID)
+    assert dreamed >= len(SAID) - 2  # every line kept (two lines alike once redacted make one memory)
+    assert surfaces["memories"].count("[REDACTED:") >= 2 * len(SECRETS) - 4  # a memory and a daily note each
+
+
+def _say(rt, rows: list[dict], external_id: str) -> int:
+    """The rows said by the user in one session, each answered "ok" (no line the model keeps)."""
+    said = [m for r in rows for m in ({"role": "user", "content": r["text"]}, {"role": "assistant", "content": "ok"})]
+    return record_messages(rt.engine, external_id, said, user_id="alice").session_id
+
+
+def _leaked(row: dict, text: str) -> bool:
+    """The secret of `row` is in `text`, and not as part of another line said (a short code may be)."""
+    others = " ".join(redact(r["text"]) for r in SAID if r is not row)
+    return row["secret"] in text and row["secret"] not in others
+
+
+def _entries(text: str) -> str:
+    """The entries of a Markdown file or a context block, without their ids and dates (a short
+    code may be part of one)."""
+    return "\n".join(
+        re.sub(r" <!--.*?-->| \(as of [0-9-]+\)", "", ln) for ln in text.splitlines() if ln.startswith("- ")
+    )

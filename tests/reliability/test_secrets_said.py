@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import anyio
 import httpx
@@ -36,12 +35,10 @@ from dreamer.online.api import create_app
 from dreamer.store import db
 from dreamer.store.db import session_scope
 
+from .secret_corpus import CORPUS, NEGATIVES, POSITIVES
+
 pytestmark = pytest.mark.reliability
 
-CORPUS_PATH = Path(__file__).parent.parent / "data" / "secrets_corpus.jsonl"
-CORPUS = [json.loads(line) for line in CORPUS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
-POSITIVES = [r for r in CORPUS if r["secret"]]
-NEGATIVES = [r for r in CORPUS if not r["secret"]]
 LANGUAGES = {"en", "fr", "de", "es", "pt", "it", "ja"}
 
 
