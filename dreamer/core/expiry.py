@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTH_NAMES = (
+MONTHS = (
     "January",
     "February",
     "March",
@@ -278,7 +278,7 @@ def _add_months(day: date, n: int) -> date:
 
 def _month_number(name: str) -> int:
     key = name.rstrip(".")[:3].lower()
-    return next(i for i, full in enumerate(_MONTH_NAMES, start=1) if full[:3].lower() == key)
+    return next(i for i, full in enumerate(MONTHS, start=1) if full[:3].lower() == key)
 
 
 def _valid(year: int, month: int, day: int) -> Iterator[date]:

@@ -36,6 +36,7 @@ from datetime import date
 
 import numpy as np
 
+from dreamer.core.expiry import MONTHS
 from dreamer.core.scope import Scope
 from dreamer.engine.documents import DAYS_FIELD, EVIDENCE_FIELD, SPEAKERS_FIELD, key_points
 from dreamer.engine.runtime import Runtime
@@ -45,20 +46,6 @@ log = logging.getLogger(__name__)
 
 SEARCHES = ("hybrid", "dense", "text")
 PAYLOAD_FIELDS = (SPEAKERS_FIELD, EVIDENCE_FIELD, DAYS_FIELD)  # all that ranking reads from a hit's payload
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 _DATE_RE = re.compile(
     rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?P<month>{'|'.join(MONTHS)})\b"
     r"(?:\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?\b)?,?(?:\s+(?P<year>(?:19|20)\d\d)\b)?"
