@@ -169,9 +169,9 @@ _COMPLETED = re.compile(
     r"approved|granted|launched|went live|shipped|filed|submitted|handed in|defended|finished|completed)\b",
     re.I,
 )
-# A memory of something still to come: an open state, or a day it is due, set or planned for.
+# A day a memory says something is due, set or planned for (an open state is `Expiry.provisional`).
 _AHEAD = re.compile(
-    r"\b(?:pending|waiting|awaiting|applied|appointment|interview|exam|test|deadline|due|scheduled|upcoming|"
+    r"\b(?:appointment|interview|exam|test|deadline|due|scheduled|upcoming|"
     r"next|will|(?:is|are) (?:on|set for|planned for|booked for)|running|taking|sitting)\b",
     re.I,
 )

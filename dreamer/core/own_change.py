@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from dreamer.core.expiry import MONTHS, WEEKDAYS
+
 OTHERS = (
     "dad|father|mum|mom|mother|parents?|sister|brother|siblings?|flatmate|roommate|housemate|"
     "colleagues?|co-?workers?|boss|manager|friends?|partner|wife|husband|girlfriend|boyfriend|fianc[ée]e?|"
@@ -56,10 +58,7 @@ def not_own_change(text: str, slot: str | None) -> str | None:
     return None
 
 
-_DAYS = (
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|"
-    r"august|september|october|november|december|today|tomorrow|tonight|noon|midnight"
-)
+_DAYS = "|".join([*WEEKDAYS, *(m.lower() for m in MONTHS), "today", "tomorrow", "tonight", "noon", "midnight"])
 # What a value of a slot looks like: a place after "in / to / out of / near" for where one lives (a
 # name, not a weekday, a month or a time), a device for one's phone, an organisation for a job.
 _VALUES = {
