@@ -76,10 +76,13 @@ def test_the_judge_answers_a_real_pair(tmp_path, settings, smollm2, proxy):
     db.upgrade(engine)
     llm = open_llm(st, engine)
     assert llm is not None
-    old = Statement("m1", "The user lives in Leeds.", "profile")
-    new = Statement("pending:0", "The user moved to Lisbon in May.", "profile")
-    result = LLMJudge(llm).judge([JudgePair(old, new)])
-    assert len(result.verdicts) == 1 and result.verdicts[0] in (*VERDICTS, None)
+    old = Statement("m1", "The user lives in Leeds.", "profile", "home_city")
+    new = Statement("pending:0", "The user moved to Lisbon in May.", "profile", "home_city")
+    phone = Statement("m2", "The user uses a Pixel 7.", "profile", "phone")
+    dads = Statement("pending:1", "The user's dad switched to an iPhone.", "profile", "phone")
+    grounds = "someone else's, not the user's"  # as the pass shows a pair it would not act on unjudged
+    result = LLMJudge(llm).judge([JudgePair(old, new), JudgePair(phone, dads, grounds)])
+    assert len(result.verdicts) == 2 and all(v in (*VERDICTS, None) for v in result.verdicts)
     assert (result.usage.prompt_tokens, result.usage.completion_tokens) == proxy.total()
 
 
