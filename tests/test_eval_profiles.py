@@ -135,8 +135,9 @@ def test_replay_with_the_oracle_on_the_tiny_file(tmp_path):
     assert r["judge"] == {"name": "oracle", "pairs": 2, "pairs_per_memory": 0.4}
     assert r["tests"] == TESTS
     assert r["unrouted"] == []
-    assert (r["noise"], r["tokens"]) == (
+    assert (r["noise"], r["heard"], r["tokens"]) == (
         {"stored": None, "share": None},
+        {"facts": None, "share": None},
         {"llm_calls": 0, "prompt": 0, "completion": 0},
     )
 
@@ -152,6 +153,7 @@ def test_rules_without_a_model_on_the_tiny_file(tmp_path):
     assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.5} | NO_FALSE | {"supersessions": 1}
     assert r["tests"] == TESTS
     assert r["noise"] == {"stored": 0, "share": 0.0}  # the supposed bakery is not stored
+    assert r["heard"] == {"facts": 5, "share": 0.8}  # all but the switch to Kate
     assert r["unrouted"] == [NOTEPAD | {"old_stored": []}]  # "at the moment" is no rule's phrasing
 
 

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from dreamer.eval.profiles import MemoryTest, Profile, _profile
+from dreamer.eval.profiles import MemoryTest, Profile, _profile, stems
 from dreamer.eval.profiles_score import (
     Scores,
     StoredMemory,
+    count_heard,
     count_noise,
     score_supersessions,
     score_test,
@@ -176,3 +177,46 @@ def test_a_memory_said_in_fewer_words_than_a_fact_is_supported_not_noise():
     assert not m.supports("The user loves it.")  # one content word: nothing to say
     assert not m.supports("The user likes jazz.")
     assert count_noise(profile, [_row("a", "The user has a Pixel."), _row("b", "The user likes jazz.")]) == 1
+
+
+def test_words_are_matched_across_their_endings():
+    assert stems("runs running eats eating notes boxes watches glasses lives") == [
+        "run",
+        "run",
+        "eat",
+        "eat",
+        "note",
+        "box",
+        "watch",
+        "glass",
+        "live",
+    ]
+
+
+def test_a_change_said_with_its_verb_is_supported_by_the_fact_it_is_about():
+    profile = _profile_of()
+    m = profile.matcher
+    assert m.supports("The user switched to Logseq.")  # "switched" says a change, not what changed
+    assert m.supports("The user started using Logseq.")
+    assert not m.supports("The user switched to Roam.")  # what changed is no fact's
+
+
+def test_ending_a_replaced_fact_is_supported_ending_a_kept_one_is_noise():
+    profile = _profile_of()
+    assert profile.supports("The user no longer uses Obsidian.")  # Obsidian was replaced by Logseq
+    assert not profile.supports("The user no longer has a Pixel.")  # no annotation replaces the phone
+    assert (
+        count_noise(profile, [_row("a", "The user quit Obsidian."), _row("b", "The user stopped using the Pixel.")])
+        == 1
+    )
+
+
+def test_heard_counts_each_annotated_fact_a_memory_says_once():
+    profile = _profile_of()
+    facts = len({f.text for s in profile.sessions for f in s.facts})
+    rows = [
+        _row("a", "The user keeps all notes in Obsidian."),
+        _row("b", "The user keeps notes in Obsidian.", "superseded"),
+    ]
+    assert count_heard(profile, rows) == (facts, 1)
+    assert count_heard(profile, []) == (facts, 0)

@@ -322,3 +322,20 @@ def test_an_app_called_theirs_is_the_app_used(said, heard):
 )
 def test_an_app_name_that_is_a_word_or_someone_elses_app_yields_nothing(said):
     assert rule_matches(said, "agent") == []
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I never get a quiet morning with the twins.",
+        "I always end up putting jazz on anyway.",
+        "I usually forget my keys.",
+        "I always have to ask twice.",
+    ],
+)
+def test_what_keeps_happening_to_the_user_is_no_habit(said: str) -> None:
+    assert rule_matches(said, "agent") == []
+
+
+def test_a_habit_the_user_keeps_is_read() -> None:
+    assert rule_matches("I always run before work.", "agent") == [("preference", "The user always runs before work.")]

@@ -16,6 +16,7 @@ from dreamer.engine.rules_talk import TALK_RULES, blocked_spans, conjugate, talk
 from dreamer.engine.transcript import Chunk, Line
 
 _S = r"(?:(?!,? (?:and|but|so) I\b|, (?:but|so) |, I\b|,? (?:so|because|bc|cause|since) |,? here in\b)[^.!?\n]){3,200}"
+_HAPPENS = r"(?:get|gets|got|end up|ends up|seem|seems|manage|forget|feel|find|have to|had to)\b"
 _AGENT_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     (
         "preference",
@@ -28,7 +29,8 @@ _AGENT_RULES: list[tuple[Kind, re.Pattern[str]]] = [
             re.I,
         ),
     ),
-    ("preference", re.compile(rf"\bI (?:always|never|usually) {_S}", re.I)),
+    # a habit, not what keeps happening to the user ("I never get a quiet morning")
+    ("preference", re.compile(rf"\bI (?:always|never|usually) (?!{_HAPPENS}){_S}", re.I)),
     ("profile", re.compile(rf"\bmy name is {_S}", re.I)),
     (
         "profile",

@@ -38,7 +38,7 @@ CATEGORIES = (
 MATCH_SHARE = 0.5
 ROLES = ("user", "assistant", "system", "tool")
 NEGATION = re.compile(r"\b(?:not|no|never|no longer|quit|quits|stopped|gave up|given up)\b|n't\b", re.I)
-_NEGATION_WORDS = frozenset({"not", "no", "never", "longer", "quit", "stopp", "stopped", "gave", "given", "up"})
+_NEGATION_WORDS = frozenset({"not", "no", "never", "longer", "quit", "stop", "gave", "given", "up"})
 STOP_WORDS = frozenset(
     "a an the and or but of to in on at for with from by as is are was were be been being it its this that "
     "these those their them they he she his her user user's users s i me my we our you your has have had do "
@@ -102,6 +102,15 @@ class Profile:
         """The normalised facts some annotation replaces."""
         return {normalise(old) for _, old, _ in self.links}
 
+    def supports(self, text: str) -> bool:
+        """Whether an annotated fact says what `text` says (`Matcher.supports`), or `text` ends
+        a fact that an annotation replaces ("no longer uses Outlook" when Outlook was replaced)."""
+        if self.matcher.supports(text):
+            return True
+        if not NEGATION.search(text):
+            return False
+        return any(self.matcher.about(old, text, ending=True) for old in self.ever_replaced())
+
     def replaced(self, fact: str) -> set[str]:
         """The normalised facts `fact` replaces, directly or through earlier updates."""
         back = {normalise(new): normalise(old) for _, old, new in self.updates()}
@@ -123,6 +132,20 @@ def names(text: str) -> set[str]:
     return {stem for stem, name in _words(text) if name}
 
 
+def _stem(word: str) -> str:
+    """`word` without a common ending, keeping at least three letters, and without the doubled
+    consonant the ending brought ("running" and "runs" -> "run", "eats" -> "eat")."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if suffix == "es" and not word.endswith(("ses", "xes", "zes", "ches", "shes")):
+            continue
+        if len(word) >= len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
+            word = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]
+            break
+    return word
+
+
 def _words(text: str) -> list[tuple[str, bool]]:
     out = []
     raw = re.sub(r"[^\w\s]", " ", unicodedata.normalize("NFKC", text)).split()
@@ -130,12 +153,18 @@ def _words(text: str) -> list[tuple[str, bool]]:
         word = said.casefold()
         if word in STOP_WORDS or len(word) < 2:
             continue
-        for suffix in ("ing", "ed", "es", "s"):
-            if len(word) > len(suffix) + 3 and word.endswith(suffix):
-                word = word[: -len(suffix)]
-                break
+        word = _stem(word)
         out.append((word, (k > 0 and said[:1].isupper()) or any(c.isdigit() for c in said)))
     return out
+
+
+# Words that say a change happened, or a light verb, not what changed: "switched to decaf" is
+# about decaf, "no longer uses Outlook" about Outlook, "handed in their notice at X" about X.
+_CHANGE_WORDS = frozenset(
+    _stem(w)
+    for w in "switched swapped started began begun again anymore instead finally recently officially handed "
+    "notice uses using doing".split()
+)
 
 
 class Matcher:
@@ -182,7 +211,18 @@ class Matcher:
             return True
         if len(set(stems(text)) - _NEGATION_WORDS) < 2:
             return False
-        return any(self.share(fact, text) >= MATCH_SHARE for fact in self.facts)
+        return any(self.share(fact, text) >= MATCH_SHARE or self.about(fact, text) for fact in self.facts)
+
+    def about(self, fact: str, text: str, *, ending: bool = False) -> bool:
+        """Whether `fact` covers at least `MATCH_SHARE` of what `text` is about: its content
+        words without the words of change ("switched to decaf" is about decaf). The two must
+        agree on negation, unless `ending` (`text` ends what `fact` said)."""
+        if not ending and bool(NEGATION.search(fact)) != bool(NEGATION.search(text)):
+            return False
+        wanted = set(stems(text)) - _NEGATION_WORDS - _CHANGE_WORDS
+        total = sum(self.weight.get(w, self.unseen) for w in wanted)
+        covered = sum(self.weight.get(w, self.unseen) for w in wanted & set(stems(fact)))
+        return bool(total) and round(covered / total, 9) >= MATCH_SHARE
 
     def resolve(self, named: str, among: list[str]) -> str | None:
         """The text in `among` that `named` names, in full or in fewer words: the same

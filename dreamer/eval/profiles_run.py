@@ -39,6 +39,7 @@ from dreamer.eval.profiles_oracle import CountingJudge, OracleJudge, ReplayExtra
 from dreamer.eval.profiles_score import (
     Scores,
     StoredMemory,
+    count_heard,
     count_noise,
     score_supersessions,
     score_test,
@@ -121,6 +122,8 @@ def run_profiles(
             score_supersessions(profile, stored, scores)
             scores.stored += len(stored)
             scores.noise += count_noise(profile, stored)
+            facts, heard = count_heard(profile, stored)
+            scores.facts, scores.heard = scores.facts + facts, scores.heard + heard
         scores.pairs = judge.pairs if judge is not None else 0
         for miss in scores.unrouted:  # why it was not routed: how alike the two are
             miss["similarity"] = similarity(rt, miss["old"], miss["new"])
@@ -146,6 +149,10 @@ def _result(
         "noise": {
             "stored": None if replay else scores.noise,
             "share": None if replay or not scores.stored else round(scores.noise / scores.stored, 4),
+        },
+        "heard": {
+            "facts": None if replay else scores.facts,
+            "share": None if replay or not scores.facts else round(scores.heard / scores.facts, 4),
         },
         "unrouted": scores.unrouted,
         "tokens": {

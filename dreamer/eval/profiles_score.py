@@ -45,6 +45,8 @@ class Scores:
     false_pairs: list[dict[str, str]] = field(default_factory=list)
     stored: int = 0
     noise: int = 0
+    facts: int = 0
+    heard: int = 0
     pairs: int = 0
 
     def as_json(self) -> dict[str, Any]:
@@ -155,6 +157,14 @@ def score_test(profile: Profile, test: MemoryTest, hits: Sequence[StoredMemory],
         scores.stale.append(float(stale))
 
 
+def count_heard(profile: Profile, memories: Sequence[StoredMemory]) -> tuple[int, int]:
+    """(annotated facts, facts that some stored memory, current or not, says): how much of
+    what the user said the extractor heard."""
+    facts = list(dict.fromkeys(normalise(f.text) for s in profile.sessions for f in s.facts))
+    covers = profile.matcher.covers
+    return len(facts), sum(any(covers(m.text, fact) for m in memories) for fact in facts)
+
+
 def count_noise(profile: Profile, memories: Sequence[StoredMemory]) -> int:
-    """Memories that no annotated fact of the profile supports (`Matcher.supports`)."""
-    return sum(not profile.matcher.supports(m.text) for m in memories)
+    """Memories that no annotated fact of the profile supports (`Profile.supports`)."""
+    return sum(not profile.supports(m.text) for m in memories)
