@@ -175,6 +175,8 @@ def test_a_memory_said_in_fewer_words_than_a_fact_is_supported_not_noise():
     assert m.supports("The user keeps notes in Obsidian.")  # stands for a fact
     assert m.supports("The user moved the notes to Logseq.")
     assert not m.supports("The user loves it.")  # one content word: nothing to say
+    assert m.supports("The user is in Leeds.")  # one content word, but a name a fact says
+    assert not m.supports("The user is in Paris.")
     assert not m.supports("The user likes jazz.")
     assert count_noise(profile, [_row("a", "The user has a Pixel."), _row("b", "The user likes jazz.")]) == 1
 

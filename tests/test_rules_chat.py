@@ -11,7 +11,6 @@ from dreamer.engine.rules import rule_matches, says_nothing
 from dreamer.engine.rules_casual import read_casual
 
 HEARD = [
-    ("the rent here in lisbon is insane", [("profile", "The user lives in Lisbon.")]),
     ("the trams are the best part of living in Vienna", [("profile", "The user lives in Vienna.")]),
     ("finally ditched chrome for firefox, way faster", [("preference", "The user switched to firefox.")]),
     ("I swapped my morning soda for sparkling water", [("preference", "The user switched to sparkling water.")]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dreamer.core.topics import infer_topic
 from dreamer.engine.rules import RulesExtractor, rule_matches
 from dreamer.engine.rules_casual import formal, recase
 from dreamer.engine.transcript import Chunk, Line
@@ -255,27 +256,21 @@ def test_a_lowercase_message_gives_names_their_capitals(said, read):
 PASSING_HEARD = [
     (
         "handed in my notice at acme today. globex starts monday!!",
-        [
-            ("profile", "The user handed in their notice at Acme."),
-            ("profile", "The user starts a new job at Globex on Monday."),
-        ],
+        [("profile", "The user handed in their notice at Acme.")],
     ),
     (
         "Handed in my notice at Acme today. Globex starts Monday!!",
-        [
-            ("profile", "The user handed in their notice at Acme."),
-            ("profile", "The user starts a new job at Globex on Monday."),
-        ],
+        [("profile", "The user handed in their notice at Acme.")],
     ),
-    ("i quit! initech starts next week", [("profile", "The user starts a new job at Initech next week.")]),
-    ("ok first week in sacramento survived", [("profile", "The user lives in Sacramento.")]),
-    ("My first month in New York, wow", [("profile", "The user lives in New York.")]),
     ("vegetarian btw", [("profile", "The user is vegetarian.")]),
     ("oh and im vegan now btw", [("profile", "The user is vegan.")]),
     ("just started at initech, first day tomorrow", [("profile", "The user works at Initech.")]),
     ("I just started at Initech", [("profile", "The user works at Initech.")]),
     ("quit smoking 3 weeks ago", [("preference", "The user quit smoking.")]),
 ]
+
+# Precision first: what only suggests a new employer is left to the model.
+GUESSES = ["i quit! initech starts next week", "so excited, the course starts monday"]
 
 PASSING_NEAR_MISSES = [
     "my friend handed in her notice. acme starts monday for her",
@@ -298,6 +293,25 @@ PASSING_NEAR_MISSES = [
 @pytest.mark.parametrize(("said", "heard"), PASSING_HEARD)
 def test_news_said_in_passing_is_heard(said, heard):
     assert rule_matches(said, "agent") == heard
+
+
+@pytest.mark.parametrize("said", GUESSES)
+def test_what_only_suggests_a_job_is_not_read_without_a_model(said):
+    assert rule_matches(said, "agent") == []
+
+
+@pytest.mark.parametrize(
+    ("said", "place"),
+    [
+        ("ok first week in sacramento survived", "Sacramento"),
+        ("My first month in New York, wow", "New York"),
+        ("the rent here in lisbon is insane", "Lisbon"),
+    ],
+)
+def test_a_place_said_in_passing_is_where_the_user_is_not_where_they_live(said, place):
+    heard = rule_matches(said, "agent")
+    assert heard == [("profile", f"The user is in {place}.")]
+    assert infer_topic(heard[0][1], "profile") is None  # no slot: it retires no home without a judge
 
 
 @pytest.mark.parametrize("said", PASSING_NEAR_MISSES)

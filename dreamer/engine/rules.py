@@ -1,6 +1,7 @@
 """The rules extractor (explicit statements only, no model) and the triage that keeps
 chunks without a hint of one away from the model. Statements of state and change in ordinary
-talk are read by `rules_talk`; neither reads a question, a supposition or someone else's news."""
+talk are read by the table of `rules_slots`, grouped by slot; neither reads a question, a
+supposition or someone else's news."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import re
 from dreamer.core.topics import infer_topic
 from dreamer.engine.extract import Candidate, ExtractResult, Kind, collapse_duplicates
 from dreamer.engine.rules_casual import read_casual
-from dreamer.engine.rules_chat import CHAT_RULES
-from dreamer.engine.rules_life import LIFE_RULES, new_employer
-from dreamer.engine.rules_own import OWN_RULES
-from dreamer.engine.rules_talk import TALK_RULES, blocked_spans, conjugate, talk_matches
+from dreamer.engine.rules_slots import slot_matches
+from dreamer.engine.rules_words import blocked_spans, conjugate
 from dreamer.engine.transcript import Chunk, Line
 
 _S = r"(?:(?!,? (?:and|but|so) I\b|, (?:but|so) |, I\b|,? (?:so|because|bc|cause|since) |,? here in\b)[^.!?\n]){3,200}"
@@ -59,8 +58,6 @@ _CODE_RULES: list[tuple[Kind, re.Pattern[str]]] = [
     ("design_decision", re.compile(rf"\bwe(?:'ve| have)? decided (?:to|that|on) {_S}", re.I)),
     ("design_decision", re.compile(rf"\b(?:the )?decision (?:was|is|:) {_S}", re.I)),
 ]
-# A change ("switched from my Pixel to ...") is read before what is owned, as earlier rules win.
-_TALK = TALK_RULES + OWN_RULES + LIFE_RULES + CHAT_RULES
 _ADVERB = r"(?:(?:really|usually|always|never|also|often|mostly|just|still) )?"
 _I_VERB = re.compile(rf"\bI ({_ADVERB})([A-Za-z']+)")
 _PERSON = [
@@ -97,7 +94,7 @@ def rule_matches(text: str, mode: str) -> list[tuple[Kind, str]]:
     found: list[tuple[int, Kind, str]] = []
     taken: list[tuple[int, int]] = []
     if mode != "code":
-        for kind, sentence, start, end in talk_matches(text, blocked, _TALK) + new_employer(text, blocked):
+        for kind, sentence, start, end in slot_matches(text, blocked):
             taken.append((start, end))
             found.append((start, kind, sentence))
     for kind, pattern in _CODE_RULES if mode == "code" else _AGENT_RULES:

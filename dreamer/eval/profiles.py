@@ -205,11 +205,12 @@ class Matcher:
 
     def supports(self, text: str) -> bool:
         """Whether an annotated fact says what `text` says: the fact it stands for, or one that
-        covers at least `MATCH_SHARE` of a text of two content words or more, said in fewer
-        words ("quit keto" for "stopped doing keto")."""
+        covers at least `MATCH_SHARE` of a text of two content words or a name, said in fewer
+        words ("quit keto" for "stopped doing keto", "is in Leeds" for "lives in Leeds")."""
         if self.match(text) is not None:
             return True
-        if len(set(stems(text)) - _NEGATION_WORDS) < 2:
+        content = set(stems(text)) - _NEGATION_WORDS
+        if len(content) < 2 and not content & names(text):  # "loves it" says nothing; "is in Leeds" does
             return False
         return any(self.share(fact, text) >= MATCH_SHARE or self.about(fact, text) for fact in self.facts)
 
