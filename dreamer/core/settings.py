@@ -250,6 +250,10 @@ class Settings(BaseSettings):
         "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
     )
     api_max_body_bytes: int = Field(2_000_000, ge=1, le=MAX_COUNT)
+    ui_admin_token: str = Field(
+        "", description="token that logs in to the inspector (/ui) as admin, seeing every user; empty = none"
+    )
+    ui_session_minutes: int = Field(480, ge=1, le=MAX_COUNT, description="how long an inspector login lasts")
     flush_max_tokens: int = Field(
         30_000, le=MAX_COUNT, description="most transcript tokens one flush sends to the model"
     )

@@ -1,0 +1,124 @@
+"""A live inspector for the tests: a real store (SQLite, Qdrant Edge), two real dream passes over
+the scripted server (the second's supersession held by the guard for review), the API served by
+uvicorn on 127.0.0.1, and the tokens of `onlinekit.TOKENS` plus an admin token."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from dreamkit import judged_by_word, make_index, make_runtime
+from onlinekit import TOKENS, LiveServer
+from sqlmodel import select
+
+from dreamer.core.models import Cursor, Memory, Session
+from dreamer.core.settings import Settings
+from dreamer.engine.dream import dream_pass
+from dreamer.engine.runtime import Runtime
+from dreamer.ingest.store import record_messages
+from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.api import create_app
+from dreamer.store import db
+from dreamer.store.db import session_scope
+
+ADMIN = "inspector-admin-token-0123456789"
+HTML_TEXT = 'The user prefers <script>alert("x")</script> and <b>bold</b> & "quotes".'
+
+
+@dataclass
+class Inspector:
+    url: str
+    rt: Runtime
+    first_run: int
+    held_run: int
+
+    def memory_id(self, text: str) -> str:
+        with session_scope(self.rt.engine) as s:
+            return s.exec(select(Memory.id).where(Memory.text == text)).one()
+
+    def memory(self, memory_id: str) -> Memory:
+        with session_scope(self.rt.engine) as s:
+            m = s.get(Memory, memory_id)
+            assert m is not None
+            s.expunge(m)
+            return m
+
+
+def session_with(*user_lines: str) -> list[dict]:
+    lines = list(user_lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(user_lines))]
+    return [
+        m
+        for i, line in enumerate(lines)
+        for m in ({"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"})
+    ]
+
+
+@contextmanager
+def live_inspector(root: Path) -> Iterator[Inspector]:
+    settings = Settings(_env_file=None, data_dir=root / "data").model_copy(
+        update={
+            "api_tokens": json.dumps(TOKENS),
+            "ui_admin_token": ADMIN,
+            "guard_min": 0,
+            "guard_share": 0.0,  # every supersession waits for a person
+            "ambiguous_low": 0.3,
+            "dup_threshold": 0.99,
+        }
+    )
+    engine = db.make_engine(f"sqlite:///{root / 'store.db'}")
+    db.upgrade(engine)
+    with ScriptedServer(embed_dim=64) as scripted:
+        scripted.set_script(judged_by_word("coffee"))
+        rt = make_runtime(settings, engine, scripted, make_index("edge", root))
+        try:
+            first, held = _dream(rt)
+            with LiveServer(create_app(rt)) as server:
+                yield Inspector(server.url, rt, first, held)
+        finally:
+            rt.close()
+            engine.dispose()
+
+
+def _dream(rt: Runtime) -> tuple[int, int]:
+    """Alice: tea and window seats, then coffee (held) and jazz; Bob: green tea; one of
+    Bob's sessions quarantined."""
+    record_messages(
+        rt.engine, "a1", session_with("I prefer tea with breakfast.", "I prefer window seats."), user_id="alice"
+    )
+    record_messages(rt.engine, "b1", session_with("I prefer green tea in the evening."), user_id="bob")
+    first = dream_pass(rt)
+    record_messages(
+        rt.engine,
+        "a2",
+        session_with("I prefer coffee with breakfast.", "I prefer jazz while working."),
+        user_id="alice",
+    )
+    held = dream_pass(rt)
+    assert held.held == 1, "the guard holds the coffee supersession"
+    record_messages(rt.engine, "b2", session_with("I prefer long walks."), user_id="bob")
+    with session_scope(rt.engine) as s:
+        b2 = s.exec(select(Session).where(Session.external_id == "b2")).one()
+        cursor = s.get(Cursor, b2.id) or Cursor(session_id=b2.id)
+        cursor.status, cursor.attempts, cursor.last_error = "quarantined", 3, "the model failed 3 times"
+        s.add(cursor)
+    assert first.id is not None and held.id is not None
+    return first.id, held.id
+
+
+def login(url: str, token: str) -> httpx.Client:
+    """A client logged in to the inspector with `token` (its cookie kept)."""
+    client = httpx.Client(base_url=url, follow_redirects=False)
+    r = client.post("/ui/login", data={"token": token})
+    assert r.status_code == 303, r.text
+    return client
+
+
+def csrf_of(client: httpx.Client, path: str = "/ui") -> str:
+    page = client.get(path).text
+    marker = 'name="csrf" value="'
+    start = page.index(marker) + len(marker)
+    return page[start : page.index('"', start)]
