@@ -133,10 +133,17 @@ def apply_all(
             changes.append(_Change(p, target, ev, new_id=None, routed=routed, position=len(outcomes)))
         outcomes.append(outcome)
     removals = [c for c in changes if c.new_id is not None and c.target in stored]
-    held = {c.position for c in removals} if hold is not None and hold(len(removals)) else set()
+    held = _held(removals, stored, hold)
     cabinet.insert_memories(s, rows, events)
     _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held, said=said, tz=tz)
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
+
+
+def _held(removals: list[_Change], stored: dict[str, Memory], hold: Callable[[int], bool] | None) -> set[int]:
+    """The positions of the supersessions held for a person: all, if the guard holds the batch;
+    always those of a record a person wrote or edited (only a person replaces theirs)."""
+    held = {c.position for c in removals} if hold is not None and hold(len(removals)) else set()
+    return held | {c.position for c in removals if stored[c.target].source == "human"}
 
 
 def said_at(lines: list[Line], planned: list[Planned]) -> list[datetime | None]:
