@@ -143,6 +143,8 @@ class Settings(BaseSettings):
         "(fewer than a third of its content words said there) still counts as grounded; names and numbers never do",
     )
     dreams_cap: int = Field(50, ge=0, le=MAX_COUNT)
+    view_poll_seconds: float = Field(3.0, ge=0, le=CENTURY_SECONDS)  # serve/run look for Markdown edits; 0 = off
+    review_mode: bool = False  # new memories from dreaming wait as `pending` until a person accepts them
 
     # --- consolidation ------------------------------------------------------
     dup_threshold: float = Field(0.90, ge=0, le=1)

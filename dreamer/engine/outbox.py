@@ -132,16 +132,16 @@ def clear_due(engine: Engine, user_id: str, token: int) -> bool:
     return done.rowcount == 1
 
 
-def render_user(rt: Runtime, user_id: str, *, due: bool = False) -> view_sync.ViewReport:
+def render_user(rt: Runtime, user_id: str, *, due: bool = False, quiet: bool = False) -> view_sync.ViewReport:
     """Read a person's edits of one user's Markdown view back into SQL, then write the view from
     the current SQL records (call under the folder's render lock)."""
-    return view_sync.render_view(rt, user_id, due=due, index=lambda: drain(rt, render=False))
+    return view_sync.render_view(rt, user_id, due=due, index=lambda: drain(rt, render=False), quiet=quiet)
 
 
-def sync_views(rt: Runtime, users: Sequence[str] | None = None) -> list[view_sync.ViewReport]:
+def sync_views(rt: Runtime, users: Sequence[str] | None = None, *, quiet: bool = False) -> list[view_sync.ViewReport]:
     """Read back the views a person changed (of `users`; None: every folder of the workspace
     whose files differ from their last render) and render them again; with `users`, each is
-    read back and rendered whether changed or not."""
+    read back and rendered whether changed or not. `quiet`: see `view_sync.render_view`."""
     workspace = rt.settings.workspace_dir
     if users is None:
         folders = sorted(p for p in workspace.iterdir() if p.is_dir()) if workspace.is_dir() else []
@@ -149,7 +149,8 @@ def sync_views(rt: Runtime, users: Sequence[str] | None = None) -> list[view_syn
     reports = []
     for user_id in users:
         with markdown.render_lock(markdown.user_dir(workspace, user_id)):
-            reports.append(render_user(rt, user_id, due=_due_token(rt.engine, user_id) is not None))
+            due = _due_token(rt.engine, user_id) is not None
+            reports.append(render_user(rt, user_id, due=due, quiet=quiet))
     return reports
 
 

@@ -208,13 +208,14 @@ def _read(
 
 
 def render_view(
-    rt: Runtime, user_id: str, *, due: bool = False, index: Callable[[], object] | None = None
+    rt: Runtime, user_id: str, *, due: bool = False, index: Callable[[], object] | None = None, quiet: bool = False
 ) -> ViewReport:
     """Read a person's edits back, then write the user's view from SQL (under the render lock).
 
     `due`: SQL changed since the last render, so a file a person changed is also one the render
     changes (a conflict, reported; the person's version was read back first). `index`: called
-    after edits were applied, to bring the index up to date."""
+    after edits were applied, to bring the index up to date. `quiet`: the caller tells the
+    problems and conflicts itself (else they are logged)."""
     base = markdown.user_dir(rt.settings.workspace_dir, user_id)
     report = ViewReport(user_id)
     for _ in range(_ATTEMPTS):
@@ -229,6 +230,8 @@ def render_view(
         if _write(rt, user_id, base, state, rb, disk):
             break
         due = True  # a person's change landed while rendering: read it back and render again
+    if quiet:
+        return report
     for p in report.problems:
         log.warning("view of %s: %s (file left as written)", user_id, p)
     for rel in report.conflicts:
