@@ -1,4 +1,5 @@
-"""CLI for moving a store: `dreamer export` (JSON lines) and `dreamer import` (idempotent)."""
+"""CLI for a store as a whole: `dreamer export` (JSON lines), `dreamer import` (idempotent) and
+`dreamer forget` (everything derived from a session, a message range or a user)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import typer
 
-from dreamer.cli import app, err, print_json, settings_of
+from dreamer.cli import app, err, out, print_json, settings_of
 from dreamer.cli.cabinet import runtime
 from dreamer.cli.records import open_store, prepare
 
@@ -68,3 +69,43 @@ def _import(engine: Any, records: list[dict[str, Any]], run: Any) -> Any:
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("records", total=len(records))
         return run(engine, records, on_record=lambda: bar.update(task, advance=1))
+
+
+@app.command("forget")
+def forget_cmd(
+    ctx: typer.Context,
+    user: str = typer.Option(..., "--user", metavar="USER", help="Whose; alone: everything of this user."),
+    session: str = typer.Option(
+        None, "--session", metavar="ID", help="Only what came from this session (its external id)."
+    ),
+    first: int = typer.Option(None, "--from", min=1, metavar="SEQ", help="With --session: from this message on."),
+    last: int = typer.Option(None, "--to", min=1, metavar="SEQ", help="With --session: up to this message."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would go; change nothing."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Forget everything derived from a session, a range of its messages, or a whole user."""
+    from dreamer.engine import outbox
+    from dreamer.engine.cascade import Selection, forget_derived
+
+    if session is None and (first is not None or last is not None):
+        raise typer.BadParameter("--from and --to need --session", param_hint="--from/--to")
+    if first is not None and last is not None and first > last:
+        raise typer.BadParameter("--from is after --to", param_hint="--from/--to")
+    with runtime(ctx) as rt:
+        rt.index_ready()
+        done = forget_derived(rt, Selection(user, session, first, last), dry_run=dry_run)
+        if done.applied and session is not None:
+            outbox.drain(rt, users=[user])  # the index and the Markdown follow
+    if as_json:
+        print_json(done.json())
+        return
+    verb = "would forget" if dry_run else "forgot"
+    out.print(
+        f"{verb} {done.selection.describe()}: {len(done.forgotten)} memories forgotten, {len(done.unlinked)} "
+        f"kept with less evidence, {done.notes} daily notes, {done.messages} messages, {done.sessions} sessions",
+        markup=False,
+    )
+    for mid in done.forgotten if dry_run else []:
+        out.print(f"  forget {mid}", markup=False)
+    for mid in done.unlinked if dry_run else []:
+        out.print(f"  unlink {mid}", markup=False)
