@@ -9,7 +9,7 @@ import json
 
 import pytest
 from clikit import run, write_chat
-from dreamkit import judged_by_word, make_index, make_runtime
+from dreamkit import judged_runtime, user_turns
 from sqlalchemy import select as sa_select
 from sqlmodel import SQLModel, col, select
 
@@ -19,23 +19,14 @@ from dreamer.engine import markdown, outbox
 from dreamer.engine.cascade import Selection, forget_derived
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
 from dreamer.store.db import session_scope
 
 ALICE_WORDS = ("breakfast", "window seats", "jazz")
 
 
 @pytest.fixture
-def server():
-    with ScriptedServer(embed_dim=64) as srv:
-        yield srv
-
-
-@pytest.fixture
-def rt(settings, engine, server, tmp_path):
-    st = settings.model_copy(update={"ambiguous_low": 0.3, "route_max_pairs": 1, "dup_threshold": 0.99})
-    runtime = make_runtime(st, engine, server, make_index("edge", tmp_path))
-    server.set_script(judged_by_word("coffee"))
+def rt(settings, engine, scripted, tmp_path):
+    runtime = judged_runtime(settings, engine, scripted, tmp_path)
     say(runtime, "alice", "s1", "I prefer tea with breakfast.", "I prefer window seats on trains.")
     say(runtime, "alice", "s2", "I prefer window seats on trains.", "I prefer jazz while working.")
     say(runtime, "bob", "b1", "I prefer bikes to cars.")
@@ -44,13 +35,7 @@ def rt(settings, engine, server, tmp_path):
 
 
 def say(rt, user: str, session: str, *lines: str) -> None:
-    padded = list(lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(lines))]
-    msgs = [
-        m
-        for i, ln in enumerate(padded)
-        for m in ({"role": "user", "content": ln}, {"role": "assistant", "content": f"r{i}"})
-    ]
-    record_messages(rt.engine, session, msgs, user_id=user)
+    record_messages(rt.engine, session, user_turns(*lines), user_id=user)
     dream_pass(rt)
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from clikit import run, write_chat
-from dreamkit import judged_by_word, make_index, make_runtime
+from dreamkit import judged_runtime, user_turns
 from sqlmodel import select
 
 from dreamer.core.models import Memory
@@ -15,31 +15,14 @@ from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.view_watch import ViewWatcher
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
 from dreamer.store.db import session_scope
 
 
 @pytest.fixture
-def server():
-    with ScriptedServer(embed_dim=64) as srv:
-        yield srv
-
-
-@pytest.fixture
-def rt(settings, engine, server, tmp_path):
-    st = settings.model_copy(update={"ambiguous_low": 0.3, "route_max_pairs": 1, "dup_threshold": 0.99})
-    runtime = make_runtime(st, engine, server, make_index("edge", tmp_path))
+def rt(settings, engine, scripted, tmp_path):
+    runtime = judged_runtime(settings, engine, scripted, tmp_path)
     yield runtime
     runtime.close()
-
-
-def session_with(*user_lines: str) -> list[dict]:
-    lines = list(user_lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(user_lines))]
-    return [
-        m
-        for i, line in enumerate(lines)
-        for m in ({"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"})
-    ]
 
 
 def statuses(rt) -> list[tuple[str, str, str]]:
@@ -47,9 +30,8 @@ def statuses(rt) -> list[tuple[str, str, str]]:
         return sorted((m.text, m.status, m.source) for m in s.exec(select(Memory)))
 
 
-def test_a_dream_contradicting_a_human_edit_is_held_for_review(rt, server):
-    server.set_script(judged_by_word("coffee"))
-    record_messages(rt.engine, "s1", session_with("I prefer tea with breakfast."), user_id="alice")
+def test_a_dream_contradicting_a_human_edit_is_held_for_review(rt):
+    record_messages(rt.engine, "s1", user_turns("I prefer tea with breakfast."), user_id="alice")
     dream_pass(rt)
     dreams = markdown.user_dir(rt.settings.workspace_dir, "alice") / markdown.DREAMS_FILE
     dreams.write_text(dreams.read_text().replace("prefers tea", "prefers green tea"))
@@ -57,7 +39,7 @@ def test_a_dream_contradicting_a_human_edit_is_held_for_review(rt, server):
     [report] = watcher.poll()  # as `serve` and `run` do every few seconds
     assert [e.event for e in report.applied] == ["edit"]
     assert watcher.poll() == []  # its own render is no edit
-    record_messages(rt.engine, "s2", session_with("I prefer coffee with breakfast."), user_id="alice")
+    record_messages(rt.engine, "s2", user_turns("I prefer coffee with breakfast."), user_id="alice")
     second = dream_pass(rt)
     assert (second.superseded, second.held) == (0, 1)
     assert statuses(rt) == [

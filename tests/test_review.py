@@ -5,7 +5,7 @@ supersessions wait in the same queue. Real passes over the scripted server, SQL,
 from __future__ import annotations
 
 import pytest
-from dreamkit import judged_by_word, make_index, make_runtime
+from dreamkit import judged_runtime, user_turns
 from sqlmodel import select
 
 from dreamer.core.errors import NotAllowedNow, NotFound
@@ -14,7 +14,6 @@ from dreamer.core.scope import Scope
 from dreamer.engine import markdown, outbox, review
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
 from dreamer.online.recall import context, recall
 from dreamer.store.db import session_scope
 
@@ -22,30 +21,14 @@ ALICE = Scope(user_id="alice")
 
 
 @pytest.fixture
-def server():
-    with ScriptedServer(embed_dim=64) as srv:
-        yield srv
-
-
-@pytest.fixture
-def rt(settings, engine, server, tmp_path):
-    st = settings.model_copy(
-        update={"ambiguous_low": 0.3, "route_max_pairs": 1, "dup_threshold": 0.99, "review_mode": True}
-    )
-    runtime = make_runtime(st, engine, server, make_index("edge", tmp_path))
-    server.set_script(judged_by_word("coffee"))
+def rt(settings, engine, scripted, tmp_path):
+    runtime = judged_runtime(settings, engine, scripted, tmp_path, review_mode=True)
     yield runtime
     runtime.close()
 
 
 def say(rt, session: str, *lines: str):
-    padded = list(lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(lines))]
-    msgs = [
-        m
-        for i, ln in enumerate(padded)
-        for m in ({"role": "user", "content": ln}, {"role": "assistant", "content": f"r{i}"})
-    ]
-    record_messages(rt.engine, session, msgs, user_id="alice")
+    record_messages(rt.engine, session, user_turns(*lines), user_id="alice")
     return dream_pass(rt)
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import io
 import json
 
-import pytest
 from clikit import assert_one_error_line, run, write_chat
-from dreamkit import judged_by_word, make_index, make_runtime
+from dreamkit import judged_runtime, user_turns
 from sqlmodel import select
 
 from dreamer.core.models import Memory
@@ -18,36 +17,12 @@ from dreamer.engine.dream import dream_pass
 from dreamer.engine.revert import revert_run
 from dreamer.engine.transfer import export_records, import_records, read_records, write_export
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
 from dreamer.store import cabinet, db
 from dreamer.store.db import session_scope
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer(embed_dim=64) as srv:
-        yield srv
-
-
 def runtime(settings, engine, server, tmp_path, name: str):
-    st = settings.model_copy(
-        update={
-            "ambiguous_low": 0.3,
-            "route_max_pairs": 1,
-            "dup_threshold": 0.99,
-            "data_dir": tmp_path / name,
-        }
-    )
-    return make_runtime(st, engine, server, make_index("edge", tmp_path / name))
-
-
-def said(*lines: str) -> list[dict]:
-    padded = list(lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(lines))]
-    return [
-        m
-        for i, ln in enumerate(padded)
-        for m in ({"role": "user", "content": ln}, {"role": "assistant", "content": f"r{i}"})
-    ]
+    return judged_runtime(settings, engine, server, tmp_path / name, data_dir=tmp_path / name)
 
 
 def files(rt) -> dict[str, str]:
@@ -59,21 +34,22 @@ def dump(engine) -> list[dict]:
     return list(export_records(engine, sessions=True))
 
 
-def a_store_with_every_status(rt, server):
-    server.set_script(judged_by_word("coffee"))
+def a_store_with_every_status(rt):
     record_messages(
         rt.engine,
         "s1",
-        said("I prefer tea with breakfast.", "My api key is sk-abcdef0123456789abcdef0123"),
+        user_turns("I prefer tea with breakfast.", "My api key is sk-abcdef0123456789abcdef0123"),
         user_id="alice",
     )
     dream_pass(rt)
     record_messages(
-        rt.engine, "s2", said("I prefer coffee with breakfast.", "I prefer jazz while working."), user_id="alice"
+        rt.engine, "s2", user_turns("I prefer coffee with breakfast.", "I prefer jazz while working."), user_id="alice"
     )
     second = dream_pass(rt)
     revert_run(rt.engine, second.id)  # coffee and jazz reverted, tea current again
-    record_messages(rt.engine, "s3", said("I prefer coffee with breakfast.", "I prefer window seats."), user_id="alice")
+    record_messages(
+        rt.engine, "s3", user_turns("I prefer coffee with breakfast.", "I prefer window seats."), user_id="alice"
+    )
     dream_pass(rt)  # coffee supersedes tea
     with session_scope(rt.engine) as s:
         seats = s.exec(select(Memory).where(Memory.text == "The user prefers window seats.")).one()
@@ -81,9 +57,9 @@ def a_store_with_every_status(rt, server):
     outbox.drain(rt)
 
 
-def test_a_round_trip_keeps_every_field_and_id(settings, engine, server, tmp_path):
-    a = runtime(settings, engine, server, tmp_path, "a")
-    a_store_with_every_status(a, server)
+def test_a_round_trip_keeps_every_field_and_id(settings, engine, scripted, tmp_path):
+    a = runtime(settings, engine, scripted, tmp_path, "a")
+    a_store_with_every_status(a)
     exported = dump(engine)
     statuses = sorted(r["status"] for r in exported if r["type"] == "memory")
     assert statuses == ["candidate", "forgotten", "reverted", "reverted", "superseded"]
@@ -93,7 +69,7 @@ def test_a_round_trip_keeps_every_field_and_id(settings, engine, server, tmp_pat
 
     other = db.make_engine(f"sqlite:///{tmp_path / 'b.db'}")
     db.upgrade(other)
-    b = runtime(settings, other, server, tmp_path, "b")
+    b = runtime(settings, other, scripted, tmp_path, "b")
     records = read_records(io.StringIO(text.getvalue()))
     result = import_records(other, records)
     assert (result.added, result.present) == ({"run": 3, "session": 3, "message": 24, "memory": 5}, {})
