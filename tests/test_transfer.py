@@ -54,6 +54,8 @@ def a_store_with_every_status(rt):
     with session_scope(rt.engine) as s:
         seats = s.exec(select(Memory).where(Memory.text == "The user prefers window seats.")).one()
         cabinet.forget(s, seats.id, reason="wrong")
+    record_messages(rt.engine, "s4", user_turns("I prefer window seats."), user_id="alice")
+    dream_pass(rt)  # refused: a person forgot it (a rejection the run keeps, with its text)
     outbox.drain(rt)
 
 
@@ -63,23 +65,28 @@ def test_a_round_trip_keeps_every_field_and_id(settings, engine, scripted, tmp_p
     exported = dump(engine)
     statuses = sorted(r["status"] for r in exported if r["type"] == "memory")
     assert statuses == ["candidate", "forgotten", "reverted", "reverted", "superseded"]
+    rejected = [r["rejections"] for r in exported if r["type"] == "run"]
+    assert rejected == [r["rejections"] for r in export_records(engine, user_id="alice") if r["type"] == "run"]
+    assert sum(map(len, rejected)) == 1
+    bobs = [r for r in export_records(engine, user_id="bob") if r["type"] != "header"]
+    assert [(r["type"], r["rejections"]) for r in bobs] == [("run", [])] * 4  # none of alice's words
     text = io.StringIO()
     counts = write_export(engine, text, sessions=True)
-    assert counts == {"run": 3, "session": 3, "message": 24, "memory": 5}
+    assert counts == {"run": 4, "session": 4, "message": 32, "memory": 5}
 
     other = db.make_engine(f"sqlite:///{tmp_path / 'b.db'}")
     db.upgrade(other)
     b = runtime(settings, other, scripted, tmp_path, "b")
     records = read_records(io.StringIO(text.getvalue()))
     result = import_records(other, records)
-    assert (result.added, result.present) == ({"run": 3, "session": 3, "message": 24, "memory": 5}, {})
+    assert (result.added, result.present) == ({"run": 4, "session": 4, "message": 32, "memory": 5}, {})
     outbox.drain(b)
     assert dump(other) == exported
     assert outbox.check(b).clean
     assert files(b) == files(a) and files(a) != {}
 
     again = import_records(other, records)  # idempotent, and into a live store too
-    assert (again.added, again.present) == ({}, {"run": 3, "session": 3, "message": 24, "memory": 5})
+    assert (again.added, again.present) == ({}, {"run": 4, "session": 4, "message": 32, "memory": 5})
     assert import_records(engine, records).added == {}
     assert dump(other) == exported and dump(engine) == exported
     a.close()

@@ -52,8 +52,14 @@ def export_records(engine: Engine, *, user_id: str | None = None, sessions: bool
     """The store (or one user's part of it) as export records, in import order."""
     yield {"type": "header", "format": FORMAT, "version": VERSION, "sessions": sessions, "user_id": user_id}
     with session_scope(engine) as s:
+        mine = None if user_id is None else set(s.exec(select(Session.id).where(col(Session.user_id) == user_id)))
         for run in s.exec(select(DreamRun).order_by(col(DreamRun.id))):
-            yield {"type": "run", **row_json(run)}
+            rec = {"type": "run", **row_json(run)}
+            if mine is not None:  # another user's rejected candidates are theirs, not this export's
+                rec["rejections"] = [
+                    r for r in rec["rejections"] if isinstance(r, dict) and r.get("session_id") in mine
+                ]
+            yield rec
         if sessions:
             yield from _sessions(s, user_id)
         q = select(Memory).order_by(col(Memory.created_at), col(Memory.id))
