@@ -10,7 +10,7 @@ from sqlmodel import col, select
 
 from dreamer.core.models import Memory, MemoryEvent
 from dreamer.core.settings import Settings
-from dreamer.engine import markdown, outbox
+from dreamer.engine import markdown, outbox, view_sync
 from dreamer.engine.markdown_entries import parse_entries
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
@@ -146,3 +146,21 @@ def test_an_unreadable_line_is_reported_and_the_file_left_as_written(rt):
     outbox.drain(rt)  # a pass renders: the held file stays as the person wrote it, the others follow
     assert read(rt, "DREAMS.md") == mangled.replace("works on billing", "runs billing")
     assert "Ada keeps bees." in read(rt, "MEMORY.md")
+
+
+def test_a_person_saving_while_the_render_runs_wins_and_the_render_is_redone(rt):
+    first, second = add(rt, "Ada works on billing."), add(rt, "Ada keeps bees.")
+    outbox.drain(rt)
+    write(rt, "DREAMS.md", read(rt, "DREAMS.md").replace("works on billing", "runs billing"))
+
+    def person_saves_again() -> None:  # between the read-back and the write: the render must not win
+        write(rt, "DREAMS.md", read(rt, "DREAMS.md").replace("keeps bees", "keeps two hives"))
+
+    base = markdown.user_dir(rt.settings.workspace_dir, "ada")
+    with markdown.render_lock(base):
+        report = view_sync.render_view(rt, "ada", index=person_saves_again)
+    assert sorted((e.event, e.memory_id) for e in report.applied) == sorted([("edit", first), ("edit", second)])
+    assert report.conflicts == ["DREAMS.md"]
+    assert (row(rt, first)[0], row(rt, second)[0]) == ("Ada runs billing.", "Ada keeps two hives.")
+    texts = sorted(e.text for e in parse_entries(read(rt, "DREAMS.md")))
+    assert texts == ["Ada keeps two hives.", "Ada runs billing."]

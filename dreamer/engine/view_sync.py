@@ -169,6 +169,8 @@ def _apply_one(s: DBSession, user_id: str, e: Edit) -> bool:
     if e.event == "forget":
         cabinet.forget(s, m.id, reason=f"removed from {e.file}", user_id=user_id)
         return True
+    if m.status == "verified" and m.source == "human" and (e.event != "edit" or e.text == m.text):
+        return False  # read back already (a render redone after a person's change mid-render)
     before = cabinet.restorable(m)
     data: dict[str, Any] = {"status": [m.status, "verified"], "before": before, **where}
     if e.event == "edit" and e.text is not None:
