@@ -91,3 +91,12 @@ def smollm2(tmp_path_factory):
     server = SmolLM2Server(tmp_path_factory.mktemp("llama-server")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def scripted():
+    """The scripted OpenAI-compatible server, embedding in 64 dimensions."""
+    from dreamer.llm.scripted import ScriptedServer
+
+    with ScriptedServer(embed_dim=64) as srv:
+        yield srv

@@ -124,3 +124,23 @@ def dumps(obj) -> str:
 def extraction_bodies(server) -> list[dict]:
     """The chat requests that were extractions (not consolidation judgements)."""
     return [b for b in chat_bodies(server) if not is_judgement(b)]
+
+
+JUDGED = {"ambiguous_low": 0.3, "route_max_pairs": 1, "dup_threshold": 0.99}  # a pair routed to the judge at once
+
+
+def judged_runtime(settings, engine, server, folder: Path, **overrides) -> Runtime:
+    """A runtime whose candidates go to the scripted judge, which answers by `judged_by_word("coffee")`."""
+    server.set_script(judged_by_word("coffee"))
+    st = settings.model_copy(update={**JUDGED, **overrides})
+    return make_runtime(st, engine, server, make_index("edge", folder))
+
+
+def user_turns(*user_lines: str) -> list[dict]:
+    """A session of these user lines (padded to four rounds), each answered by the assistant."""
+    lines = list(user_lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(user_lines))]
+    return [
+        m
+        for i, line in enumerate(lines)
+        for m in ({"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"})
+    ]

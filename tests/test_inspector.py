@@ -147,3 +147,23 @@ def test_a_quarantined_session_is_released_by_its_owner_only(ui):
     with session_scope(ui.rt.engine) as s:
         cursor = s.get(Cursor, b2)
         assert cursor is not None and (cursor.status, cursor.attempts) == ("ok", 0)
+
+
+def test_under_review_mode_a_pending_memory_is_accepted_or_rejected_from_its_page(tmp_path):
+    with live_inspector(tmp_path, review_mode=True) as ui:
+        alice = login(ui.url, ALICE_WRITER)
+        queue = alice.get("/ui/review").text
+        jazz, seats = (
+            ui.memory_id("The user prefers jazz while working."),
+            ui.memory_id("The user prefers window seats."),
+        )
+        assert "jazz while working" in queue and ui.memory(jazz).status == "pending"
+        assert alice.post(f"/ui/memories/{jazz}/reject", data={"csrf": csrf_of(alice)}).status_code == 303
+        assert (ui.memory(jazz).status, events(ui, jazz)[-1]) == ("rejected", "reject")
+        words = {"csrf": csrf_of(alice), "text": "The user prefers aisle seats."}
+        assert alice.post(f"/ui/memories/{seats}/edit", data=words).status_code == 303  # accepted in other words
+        m = ui.memory(seats)
+        assert (m.status, m.text, m.source) == ("verified", "The user prefers aisle seats.", "human")
+        assert "jazz while working" not in alice.get("/ui/review").text
+        again = alice.post(f"/ui/memories/{jazz}/accept", data={"csrf": csrf_of(alice)})
+        assert again.status_code == 400 and "not waiting for review" in again.text

@@ -291,6 +291,7 @@ def build_executor(name: str, rt: Runtime) -> Executor:
 def run_daemon(settings: Settings, *, executor: str | None = None, poll: float = 0.5) -> int:
     """`dreamer run`: schedule passes until SIGTERM or SIGINT, then finish the session in hand."""
     from dreamer.engine.shared_index import open_shared_runtime
+    from dreamer.engine.view_watch import ViewWatcher
 
     name = executor or settings.scheduler_executor
     stop = threading.Event()
@@ -298,12 +299,15 @@ def run_daemon(settings: Settings, *, executor: str | None = None, poll: float =
     settle(rt, load_model=name == "inline")  # with celery, the workers embed, not this process
     previous = _install_signals(stop)
     daemon = DreamScheduler(rt, build_executor(name, rt), stop=stop)
+    watcher = ViewWatcher(rt, settings.view_poll_seconds)  # a person's edits of the Markdown, read back
     try:
         daemon.start()
+        watcher.start()
         while not stop.wait(poll):
             pass
         log.info("stop requested: finishing the session in hand")
     finally:
+        watcher.stop()
         daemon.shutdown()
         rt.close()
         _restore_signals(previous)

@@ -84,7 +84,7 @@ def print_memories(rows: Sequence[Memory]) -> None:
         out.print(f"{m.id[:12]}  {m.user_id}  [{m.kind}, {m.status}, {sessions} session(s)]  {m.text}", markup=False)
 
 
-def _find(s: DBSession, memory_id: str) -> Memory:
+def find_memory(s: DBSession, memory_id: str) -> Memory:
     """The memory with this id, or the one whose id starts with it (six characters or more)."""
     from sqlmodel import col, select
 
@@ -116,7 +116,7 @@ def memories_show(
 
     engine = open_store(settings_of(ctx))
     with session_scope(engine) as s:
-        m = _find(s, memory_id)
+        m = find_memory(s, memory_id)
         events = s.exec(select(MemoryEvent).where(MemoryEvent.memory_id == m.id).order_by(col(MemoryEvent.id))).all()
         info = memory_json(m)
         info["history"] = [e.model_dump(mode="json") for e in events]
@@ -154,7 +154,7 @@ def memories_forget(
     with Runtime.open(settings, engine=engine) as rt:
         rt.index_ready()
         with session_scope(engine) as s:
-            m = cab.forget(s, _find(s, memory_id).id, reason=reason)
+            m = cab.forget(s, find_memory(s, memory_id).id, reason=reason)
         outbox.drain(rt, users=[m.user_id])  # indexes the change and renders the user's view
     out.print(f"forgot {m.id}", markup=False)
 

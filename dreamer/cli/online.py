@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -73,8 +73,6 @@ def serve(
     ),
 ) -> None:
     """Run the HTTP API (the process owns the embedded index while it runs)."""
-    import uvicorn
-
     from dreamer.embed.threads import set_embedder_threads
     from dreamer.engine.runtime import settle
     from dreamer.online.api import create_app
@@ -99,11 +97,22 @@ def serve(
         if insecure_single_user:
             err.print(f"warning: no authentication, every request acts as {insecure_single_user}", markup=False)
         hosted = _hosted_scheduler(rt) if (scheduler if scheduler is not None else not settings.qdrant_url) else None
-        try:
-            uvicorn.run(api, host=host, port=port, log_level="info")
-        finally:
-            if hosted is not None:
-                hosted.shutdown()
+        _run_server(rt, api, host, port, hosted)
+
+
+def _run_server(rt: Runtime, api: Any, host: str, port: int, hosted: DreamScheduler | None) -> None:
+    """Serve until stopped, reading a person's Markdown edits back every few seconds meanwhile."""
+    import uvicorn
+
+    from dreamer.engine.view_watch import ViewWatcher
+
+    watcher = ViewWatcher(rt, rt.settings.view_poll_seconds).start()
+    try:
+        uvicorn.run(api, host=host, port=port, log_level="info")
+    finally:
+        watcher.stop()
+        if hosted is not None:
+            hosted.shutdown()
 
 
 def _hosted_scheduler(rt: Runtime) -> DreamScheduler:

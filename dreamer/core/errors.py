@@ -32,6 +32,10 @@ class NotFound(DreamerError):
     """A session, memory or run that was asked for does not exist."""
 
 
+class NotAllowedNow(DreamerError):
+    """A change a memory's state does not allow: one not waiting for review accepted, say."""
+
+
 class RunInProgress(DreamerError):
     """A dream run that is still running cannot be reverted or accepted yet."""
 

@@ -16,8 +16,10 @@ ONLINE_KINDS = ("daily_note",)
 TEAM_KINDS = ("decision", "lesson", "expertise", "context")
 KINDS = AGENT_KINDS + CODE_KINDS + ONLINE_KINDS + TEAM_KINDS
 
-STATUSES = ("candidate", "verified", "review_required", "superseded", "forgotten", "reverted")
+STATUSES = ("candidate", "verified", "review_required", "superseded", "forgotten", "reverted", "pending", "rejected")
 CURRENT_STATUSES = ("candidate", "verified", "review_required")
+REVIEWED_STATUSES = ("pending",)  # waiting for a person (review mode): neither recalled, injected nor shown
+REFUSED_STATUSES = ("forgotten", "rejected")  # a person said no: the same text is not proposed again
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("agent", "code")
 

@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dreamer.core.days import zone
 from dreamer.core.errors import ConfigError, validation_summary
+from dreamer.core.settings_person import PersonSettings
 
 MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_RECALL_K)
 MAX_CONTEXT_BUDGET = 100_000  # the largest context block, in tokens
@@ -25,7 +26,7 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
-class Settings(BaseSettings):
+class Settings(PersonSettings, BaseSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
     model_config = SettingsConfigDict(
@@ -250,10 +251,6 @@ class Settings(BaseSettings):
         "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
     )
     api_max_body_bytes: int = Field(2_000_000, ge=1, le=MAX_COUNT)
-    ui_admin_token: str = Field(
-        "", description="token that logs in to the inspector (/ui) as admin, seeing every user; empty = none"
-    )
-    ui_session_minutes: int = Field(480, ge=1, le=MAX_COUNT, description="how long an inspector login lasts")
     flush_max_tokens: int = Field(
         30_000, le=MAX_COUNT, description="most transcript tokens one flush sends to the model"
     )

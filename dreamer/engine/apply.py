@@ -12,7 +12,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, Session, utcnow
+from dreamer.core.models import CURRENT_STATUSES, REVIEWED_STATUSES, Cursor, DreamRun, Memory, Session, utcnow
 from dreamer.core.scope import Scope
 from dreamer.engine.extract import Candidate
 from dreamer.engine.guard import PassGuard
@@ -52,6 +52,7 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
             hold=lambda n: guard.holds(s, sess.user_id, n),
             said=said,
             tz=rt.settings.tz,
+            pending=rt.settings.review_mode,
         )
         cursor.processed_seq = work.upto
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
@@ -99,11 +100,12 @@ def apply_all(
     hold: Callable[[int], bool] | None = None,
     said: list[datetime | None] | None = None,
     tz: tzinfo = UTC,
+    pending: bool = False,
 ) -> list[str]:
-    """Apply planned decisions in the caller's transaction; each one's outcome (rejected, merged,
-    added, superseded, or held: added, its supersession held for a person), in order. New memories
-    and their add events are written first, then merges and supersessions. `hold(n)`: whether the
-    batch's n supersessions are held (the guard); `said`: when each was said (None: `now`), in `tz`."""
+    """Apply planned decisions in the caller's transaction (new memories first, then merges and
+    supersessions); each one's outcome in order: rejected, merged, added, superseded, or held (added,
+    its supersession held for a person: `hold(n)` says whether the batch's n supersessions are, the
+    guard; `pending`, review mode: always). `said`: when each was said (None: `now`), in `tz`."""
     now = now or utcnow()
     stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict[str, Any]] = []
@@ -115,7 +117,7 @@ def apply_all(
         outcome, target = _resolve(p, planned, stored, superseded)
         routed = _routed(p, planned)
         if outcome in ("added", "superseded"):
-            row = _memory_row(p, owner, source=source, evidence=ev, now=now, said=at, tz=tz)
+            row = _memory_row(p, owner, source=source, evidence=ev, now=now, said=at, tz=tz, pending=pending)
             rows.append(row)
             data = {"evidence": ev, "routed": routed}
             events.append(
@@ -132,11 +134,20 @@ def apply_all(
         elif outcome == "merged" and target is not None:
             changes.append(_Change(p, target, ev, new_id=None, routed=routed, position=len(outcomes)))
         outcomes.append(outcome)
-    removals = [c for c in changes if c.new_id is not None and c.target in stored]
-    held = {c.position for c in removals} if hold is not None and hold(len(removals)) else set()
+    held = _held([c for c in changes if c.new_id is not None and c.target in stored], stored, hold, pending)
     cabinet.insert_memories(s, rows, events)
     _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held, said=said, tz=tz)
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
+
+
+def _held(
+    removals: list[_Change], stored: dict[str, Memory], hold: Callable[[int], bool] | None, pending: bool
+) -> set[int]:
+    """The positions of the supersessions held for a person: all, if the guard holds the batch or
+    the new memories wait for review; always those of a record a person wrote or edited (only a
+    person replaces theirs)."""
+    held = {c.position for c in removals} if pending or (hold is not None and hold(len(removals))) else set()
+    return held | {c.position for c in removals if stored[c.target].source == "human"}
 
 
 def said_at(lines: list[Line], planned: list[Planned]) -> list[datetime | None]:
@@ -154,9 +165,11 @@ def _memory_row(
     now: datetime,
     said: datetime | None,
     tz: tzinfo,
+    pending: bool = False,
 ) -> dict[str, Any]:
-    """The row of the memory a candidate adds, in `owner`'s scope, valid from when it was said."""
-    return cabinet.memory_row(
+    """The row of the memory a candidate adds, in `owner`'s scope, valid from when it was said
+    (`pending`: waiting for a person's review)."""
+    row = cabinet.memory_row(
         user_id=owner.user_id,
         agent_id=owner.agent_id,
         project=owner.project,
@@ -174,6 +187,7 @@ def _memory_row(
         valid_from=said,
         tz=tz,
     )
+    return row | {"status": "pending"} if pending else row
 
 
 def _merge_and_supersede(
@@ -258,4 +272,4 @@ def _target(target: str | None, planned: list[Planned], stored: dict[str, Memory
     if target.startswith("pending:"):
         return planned[int(target.split(":")[1])].memory_id
     m = stored.get(target)
-    return m.id if m is not None and m.status in CURRENT_STATUSES else None
+    return m.id if m is not None and m.status in (*CURRENT_STATUSES, *REVIEWED_STATUSES) else None

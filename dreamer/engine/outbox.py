@@ -24,10 +24,9 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import StoreError
 from dreamer.core.models import Memory, ViewDue, utcnow
-from dreamer.engine import markdown, markdown_render
+from dreamer.engine import markdown, view_sync
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import IndexPoint, Payload
-from dreamer.store import cabinet
 from dreamer.store.db import conflict_insert, session_scope
 
 log = logging.getLogger(__name__)
@@ -106,7 +105,7 @@ def render_due(rt: Runtime, users: Sequence[str] | None = None) -> int:
             token = _due_token(rt.engine, user_id)  # again, under the lock: another may have rendered it
             if token is None:
                 continue
-            render_user(rt, user_id)
+            render_user(rt, user_id, due=True)
             clear_due(rt.engine, user_id, token)
             rendered += 1
     return rendered
@@ -133,27 +132,26 @@ def clear_due(engine: Engine, user_id: str, token: int) -> bool:
     return done.rowcount == 1
 
 
-VIEW_COLUMNS = (  # what the Markdown view reads of a memory
-    col(Memory.id),
-    col(Memory.user_id),
-    col(Memory.kind),
-    col(Memory.text),
-    col(Memory.status),
-    col(Memory.evidence),
-    col(Memory.importance),
-    col(Memory.untrusted),
-    col(Memory.project),
-    col(Memory.last_seen),
-    col(Memory.updated_at),
-)
+def render_user(rt: Runtime, user_id: str, *, due: bool = False, quiet: bool = False) -> view_sync.ViewReport:
+    """Read a person's edits of one user's Markdown view back into SQL, then write the view from
+    the current SQL records (call under the folder's render lock)."""
+    return view_sync.render_view(rt, user_id, due=due, index=lambda: drain(rt, render=False), quiet=quiet)
 
 
-def render_user(rt: Runtime, user_id: str) -> None:
-    """Write one user's Markdown view from the current SQL records."""
-    with rt.engine.connect() as conn:
-        memories = conn.execute(cabinet.current_query(user_id, *VIEW_COLUMNS)).all()
-    files = markdown_render.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
-    markdown.write_files(files)
+def sync_views(rt: Runtime, users: Sequence[str] | None = None, *, quiet: bool = False) -> list[view_sync.ViewReport]:
+    """Read back the views a person changed (of `users`; None: every folder of the workspace
+    whose files differ from their last render) and render them again; with `users`, each is
+    read back and rendered whether changed or not. `quiet`: see `view_sync.render_view`."""
+    workspace = rt.settings.workspace_dir
+    if users is None:
+        folders = sorted(p for p in workspace.iterdir() if p.is_dir()) if workspace.is_dir() else []
+        users = [u for u in (view_sync.state_owner(p) for p in folders if view_sync.touched(p)) if u is not None]
+    reports = []
+    for user_id in users:
+        with markdown.render_lock(markdown.user_dir(workspace, user_id)):
+            due = _due_token(rt.engine, user_id) is not None
+            reports.append(render_user(rt, user_id, due=due, quiet=quiet))
+    return reports
 
 
 def _upsert(rt: Runtime, rows: Sequence[Row[*tuple[Any, ...]]]) -> None:
@@ -234,4 +232,15 @@ def _differs(m: Memory, payload: Payload) -> bool:
     return any(payload.get(f) != expected[f] for f in CHECKED_FIELDS)
 
 
-__all__ = ["Drift", "check", "clear_due", "drain", "due_views", "payload_for", "reindex", "render_due", "render_user"]
+__all__ = [
+    "Drift",
+    "check",
+    "clear_due",
+    "drain",
+    "due_views",
+    "payload_for",
+    "reindex",
+    "render_due",
+    "render_user",
+    "sync_views",
+]

@@ -42,6 +42,7 @@ from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.recall import context, recall
 from dreamer.online.request_checks import OneAuthorization, utf8_ids
+from dreamer.online.review_calls import review_routes
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
 from dreamer.online.ui import mount_ui
@@ -83,6 +84,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     _ops_routes(app, rt, runner, metrics, auth)
     _session_routes(app, rt, runner, auth)
     _memory_routes(app, rt, auth)
+    review_routes(app, rt, auth)
     mount_ui(app, rt, auth)  # the inspector's pages at /ui
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # MCP over streamable HTTP
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)

@@ -19,6 +19,7 @@ from dreamer.core.errors import (
     IndexInUse,
     IngestError,
     LLMError,
+    NotAllowedNow,
     NotFound,
     Retryable,
     ScopeRequired,
@@ -34,6 +35,7 @@ MAX_ECHO_CHARS = 200  # and echoes at most this much of an input
 
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
+    (NotAllowedNow, 409),
     (TooLarge, 413),
     (IngestError, 422),
     (UntrustedWrite, 422),

@@ -74,7 +74,7 @@ def _read_routes(router: APIRouter, rt: Runtime, logins: Logins) -> None:
     @router.get("/memories/{memory_id}")
     def memory(request: Request, memory_id: str, login: Login = Depends(logins.login)) -> HTMLResponse:
         found = q.memory_page(rt, login.viewer, memory_id)
-        return page(request, "memory.html", login, p=found, held=q.held_in(rt, memory_id))
+        return page(request, "memory.html", login, p=found)
 
     @router.get("/review")
     def review(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:

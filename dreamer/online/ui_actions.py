@@ -5,11 +5,14 @@ from (303), so a reload never sends it twice."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from dreamer.core.errors import NotFound
+from dreamer.core.errors import NotAllowedNow, NotFound
+from dreamer.engine import review
 from dreamer.engine.revert import accept_run, revert_run
 from dreamer.engine.runtime import Runtime
 from dreamer.online import person
@@ -47,7 +50,10 @@ def _memory_actions(router: APIRouter, rt: Runtime, logins: Logins) -> None:
         _acting(login, csrf)
         if len(text) > MAX_TEXT:
             raise PersonRefused(f"the text is longer than {MAX_TEXT} characters")
-        await run_in_threadpool(person.edit_memory, rt, login.viewer, memory_id, text)
+        if q.memory_page(rt, login.viewer, memory_id).memory.status == "pending":  # accepted in these words
+            await run_in_threadpool(_reviewed, rt, login, memory_id, review.accept, text)
+        else:
+            await run_in_threadpool(person.edit_memory, rt, login.viewer, memory_id, text)
         return _back(f"/ui/memories/{memory_id}")
 
     @router.post("/memories/{memory_id}/confirm")
@@ -72,15 +78,29 @@ def _memory_actions(router: APIRouter, rt: Runtime, logins: Logins) -> None:
 
     @router.post("/memories/{memory_id}/accept")
     async def accept(memory_id: str, csrf: str = Form(""), login: Login = Depends(logins.login)) -> Response:
-        """Apply the supersession the guard held on this memory (the run's held changes of its owner)."""
+        """A pending memory becomes current; a held one is replaced by its successor (`review.accept`)."""
         _acting(login, csrf)
-        found = q.memory_page(rt, login.viewer, memory_id).memory
-        run_id = q.held_in(rt, memory_id)
-        if found.status != "review_required" or run_id is None:
-            raise PersonRefused(f"memory {memory_id} waits for no decision")
-        await run_in_threadpool(accept_run, rt.engine, run_id, user_id=found.user_id)
-        await run_in_threadpool(_drain, rt, found.user_id)
+        await run_in_threadpool(_reviewed, rt, login, memory_id, review.accept)
         return _back(f"/ui/memories/{memory_id}")
+
+    @router.post("/memories/{memory_id}/reject")
+    async def reject(memory_id: str, csrf: str = Form(""), login: Login = Depends(logins.login)) -> Response:
+        """A pending memory is rejected (not proposed again); a held one stays, its successor dropped."""
+        _acting(login, csrf)
+        await run_in_threadpool(_reviewed, rt, login, memory_id, review.reject)
+        return _back(f"/ui/memories/{memory_id}")
+
+
+def _reviewed(rt: Runtime, login: Login, memory_id: str, decide: Any, text: str | None = None) -> None:
+    owner = q.memory_page(rt, login.viewer, memory_id).memory.user_id  # NotFound for another user's
+    try:
+        if text is None:
+            decide(rt.engine, memory_id, user_id=owner)
+        else:
+            decide(rt.engine, memory_id, user_id=owner, text=text)
+    except NotAllowedNow as exc:
+        raise PersonRefused(str(exc)) from exc
+    _drain(rt, owner)
 
 
 def _run_actions(router: APIRouter, rt: Runtime, logins: Logins) -> None:

@@ -16,12 +16,13 @@ from dreamer.core.errors import NotFound
 from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message, Session
 from dreamer.core.settings import Settings
 from dreamer.engine.revert import RunChange, held_runs, run_changes
+from dreamer.engine.review import ReviewItem, queue
 from dreamer.engine.runtime import Runtime
 from dreamer.online.person import Viewer
 from dreamer.store.db import session_scope
 
 PAGE = 100
-STATUSES = ("candidate", "verified", "review_required", "pending", "superseded", "forgotten", "reverted")
+STATUSES = ("candidate", "verified", "review_required", "pending", "superseded", "forgotten", "reverted", "rejected")
 _SECRET_WORDS = ("token", "key", "password", "secret", "url")  # a URL may carry a password
 
 
@@ -132,22 +133,15 @@ def quarantined(rt: Runtime, viewer: Viewer) -> list[tuple[Session, Cursor]]:
         return [(a, b) for a, b in s.exec(q).all()]
 
 
-def review_queue(rt: Runtime, viewer: Viewer) -> list[Memory]:
+def review_queue(rt: Runtime, viewer: Viewer) -> list[ReviewItem]:
     """What waits for a person: memories pending review and supersessions the guard held."""
-    q = _owned(select(Memory), viewer, Memory, "").where(col(Memory.status).in_(("pending", "review_required")))
-    with session_scope(rt.engine) as s:
-        return list(s.exec(q.order_by(col(Memory.updated_at).desc()).limit(PAGE)).all())
+    items = queue(rt.engine, user_id=viewer.user_id, limit=PAGE)
+    return [i for i in items if viewer.agent_id is None or _agent_of(rt, i.memory_id) == viewer.agent_id]
 
 
-def held_in(rt: Runtime, memory_id: str) -> int | None:
-    """The run whose guard held this memory's supersession, if one waits."""
+def _agent_of(rt: Runtime, memory_id: str) -> str | None:
     with session_scope(rt.engine) as s:
-        q = (
-            select(MemoryEvent.run_id)
-            .where(MemoryEvent.memory_id == memory_id, MemoryEvent.event == "hold")
-            .order_by(col(MemoryEvent.id).desc())
-        )
-        return s.exec(q).first()
+        return s.exec(select(Memory.agent_id).where(Memory.id == memory_id)).first()
 
 
 def settings_shown(settings: Settings) -> list[tuple[str, str]]:

@@ -20,7 +20,16 @@ from dreamer.core.changeset import RESTORED, snapshot
 from dreamer.core.consolidate import Evidence, content_hash, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
 from dreamer.core.expiry import later_end, resolve_time
-from dreamer.core.models import CURRENT_STATUSES, ONLINE_KINDS, Memory, MemoryEvent, new_memory_id, utcnow
+from dreamer.core.models import (
+    CURRENT_STATUSES,
+    ONLINE_KINDS,
+    REFUSED_STATUSES,
+    REVIEWED_STATUSES,
+    Memory,
+    MemoryEvent,
+    new_memory_id,
+    utcnow,
+)
 from dreamer.core.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -295,7 +304,7 @@ class Known:
     """What the cabinet already holds for a batch of content hashes."""
 
     current: dict[str, KnownMemory]  # hash -> a current memory with it
-    forgotten: frozenset[str]  # hashes of memories a person forgot
+    forgotten: frozenset[str]  # hashes of memories a person forgot or rejected
 
 
 def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner: Scope | None = None) -> Known:
@@ -309,14 +318,15 @@ def known_hashes(s: DBSession, user_id: str, hashes: list[str], *, owner: Scope 
         sa_select(*_KNOWN_COLUMNS)
         .where(col(Memory.user_id) == user_id)
         .where(col(Memory.content_hash).in_(hashes))
-        .where(col(Memory.status).in_((*CURRENT_STATUSES, "forgotten")))
+        .where(col(Memory.status).in_((*CURRENT_STATUSES, *REVIEWED_STATUSES, *REFUSED_STATUSES)))
         .order_by(*_OLDEST_FIRST)
     )
     rows = [KnownMemory(**r._mapping) for r in s.execute(query).all()]
-    current = {r.content_hash: r for r in rows if r.status in CURRENT_STATUSES and (owner is None or owner.owns(r))}
+    live = (*CURRENT_STATUSES, *REVIEWED_STATUSES)  # a pending one gathers its restatements too
+    current = {r.content_hash: r for r in rows if r.status in live and (owner is None or owner.owns(r))}
     return Known(
         current,
-        frozenset(r.content_hash for r in rows if r.status == "forgotten" and (owner is None or owner.matches(r))),
+        frozenset(r.content_hash for r in rows if r.status in REFUSED_STATUSES and (owner is None or owner.matches(r))),
     )
 
 

@@ -1,0 +1,139 @@
+"""Cascade forget: a session, a range of its messages, a whole user. A memory resting only on what
+goes is forgotten; a shared one loses that evidence and keeps `verified` only if the rest still
+verifies it; a whole user leaves no row, index point or file with their words. Real passes, SQL,
+Qdrant Edge."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clikit import run, write_chat
+from dreamkit import judged_runtime, user_turns
+from sqlalchemy import select as sa_select
+from sqlmodel import SQLModel, col, select
+
+from dreamer.core.errors import NotFound
+from dreamer.core.models import Memory, MemoryEvent
+from dreamer.engine import markdown, outbox
+from dreamer.engine.cascade import Selection, forget_derived
+from dreamer.engine.dream import dream_pass
+from dreamer.ingest.store import record_messages
+from dreamer.store.db import session_scope
+
+ALICE_WORDS = ("breakfast", "window seats", "jazz")
+
+
+@pytest.fixture
+def rt(settings, engine, scripted, tmp_path):
+    runtime = judged_runtime(settings, engine, scripted, tmp_path)
+    say(runtime, "alice", "s1", "I prefer tea with breakfast.", "I prefer window seats on trains.")
+    say(runtime, "alice", "s2", "I prefer window seats on trains.", "I prefer jazz while working.")
+    say(runtime, "bob", "b1", "I prefer bikes to cars.")
+    yield runtime
+    runtime.close()
+
+
+def say(rt, user: str, session: str, *lines: str) -> None:
+    record_messages(rt.engine, session, user_turns(*lines), user_id=user)
+    dream_pass(rt)
+
+
+def memories(rt, user: str = "alice") -> dict[str, tuple[str, int]]:
+    """text -> (status, evidence sessions)"""
+    with session_scope(rt.engine) as s:
+        rows = s.exec(select(Memory).where(Memory.user_id == user)).all()
+        return {m.text: (m.status, len({e["session_id"] for e in m.evidence})) for m in rows}
+
+
+def ids(rt) -> dict[str, str]:
+    with session_scope(rt.engine) as s:
+        return {m.text: m.id for m in s.exec(select(Memory))}
+
+
+def view(rt, user: str = "alice") -> str:
+    base = markdown.user_dir(rt.settings.workspace_dir, user)
+    return "".join(p.read_text() for p in sorted(base.rglob("*.md")))
+
+
+TEA, SEATS, JAZZ = (
+    "The user prefers tea with breakfast.",
+    "The user prefers window seats on trains.",
+    "The user prefers jazz while working.",
+)
+
+
+def test_forgetting_a_session_forgets_its_own_memories_and_unlinks_shared_ones(rt):
+    assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("verified", 2), JAZZ: ("candidate", 1)}
+    known = ids(rt)
+    dry = forget_derived(rt, Selection("alice", "s2"), dry_run=True)
+    assert (dry.forgotten, dry.unlinked, dry.applied) == ([known[JAZZ]], [known[SEATS]], False)
+    assert memories(rt)[SEATS] == ("verified", 2)  # a dry run changes nothing
+
+    done = forget_derived(rt, Selection("alice", "s2"))
+    outbox.drain(rt, users=["alice"])
+    assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("candidate", 1), JAZZ: ("forgotten", 1)}
+    assert (done.forgotten, done.unlinked) == ([known[JAZZ]], [known[SEATS]])
+    with session_scope(rt.engine) as s:
+        last = {e.memory_id: (e.event, e.reason) for e in s.exec(select(MemoryEvent).order_by(col(MemoryEvent.id)))}
+    assert last[known[JAZZ]] == ("forget", "forgot session s2")
+    assert last[known[SEATS]] == ("unlink", "forgot session s2")
+    payloads = rt.index.payloads(("status",))
+    assert (payloads[known[JAZZ]]["status"], payloads[known[SEATS]]["status"]) == ("forgotten", "candidate")
+    assert "jazz" not in view(rt) and "window seats" in view(rt)
+    with pytest.raises(NotFound, match="no session s9 of user alice"):
+        forget_derived(rt, Selection("alice", "s9"))
+
+
+def test_forgetting_a_message_range_takes_only_those_lines_out(rt):
+    done = forget_derived(rt, Selection("alice", "s2", first=1, last=2))
+    assert (done.forgotten, done.unlinked) == ([], [ids(rt)[SEATS]])
+    assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("candidate", 1), JAZZ: ("candidate", 1)}
+
+
+def sql_text(rt) -> str:
+    """Every value of every row of every table, as text."""
+    out = []
+    with rt.engine.connect() as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            out += [repr(tuple(row)) for row in conn.execute(sa_select(table))]
+    return "\n".join(out)
+
+
+def test_forgetting_a_whole_user_leaves_none_of_their_words(rt):
+    before = sql_text(rt)
+    assert all(w in before for w in ALICE_WORDS) and "bikes" in before
+    alice_ids = [i for t, i in ids(rt).items() if "bikes" not in t]
+    dry = forget_derived(rt, Selection("alice"), dry_run=True)
+    assert (sorted(dry.forgotten), dry.sessions, dry.messages) == (sorted(alice_ids), 2, 16)
+    assert sql_text(rt) == before
+
+    forget_derived(rt, Selection("alice"))
+    outbox.drain(rt)
+    after = sql_text(rt)
+    assert [w for w in ALICE_WORDS if w in after] == [] and "alice" not in after
+    points = rt.index.payloads(("user_id", "text"))
+    assert [p["text"] for p in points.values()] == ["The user prefers bikes to cars."]
+    assert not markdown.user_dir(rt.settings.workspace_dir, "alice").exists()
+    files = "".join(p.read_text() for p in rt.settings.data_dir.rglob("*.md"))
+    assert [w for w in ALICE_WORDS if w in files] == [] and "bikes" in view(rt, "bob")
+    assert memories(rt, "bob") == {"The user prefers bikes to cars.": ("candidate", 1)}
+
+
+def test_forget_command(tmp_path):
+    chat = tmp_path / "c.jsonl"
+    write_chat(chat, *[("user", "I prefer tea."), ("assistant", "ok")] * 4)
+    run(tmp_path, "ingest", str(chat), "--user", "u")
+    run(tmp_path, "dream")
+    dry = run(tmp_path, "forget", "--user", "u", "--session", "c", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert (plan["selection"], len(plan["forgotten"]), plan["applied"]) == ("session c", 1, False)
+    done = run(tmp_path, "forget", "--user", "u")
+    assert (
+        done.stdout
+        == "forgot user u: 1 memories forgotten, 0 kept with less evidence, 0 daily notes, 8 messages, 1 sessions\n"
+    )
+    assert json.loads(run(tmp_path, "memories", "ls", "--status", "all", "--json").stdout) == []
+    bad = run(tmp_path, "forget", "--user", "u", "--from", "2")
+    assert (bad.returncode, "--from and --to need --session" in bad.stderr) == (2, True)
