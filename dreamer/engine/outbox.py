@@ -24,7 +24,9 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import StoreError
 from dreamer.core.models import Memory, ViewDue, utcnow
+from dreamer.core.settings import Settings
 from dreamer.engine import markdown, markdown_render
+from dreamer.engine.markdown_code import code_sections
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import IndexPoint, Payload
 from dreamer.store import cabinet
@@ -150,9 +152,20 @@ VIEW_COLUMNS = (  # what the Markdown view reads of a memory
 
 def render_user(rt: Runtime, user_id: str) -> None:
     """Write one user's Markdown view from the current SQL records."""
-    with rt.engine.connect() as conn:
+    render_view(rt.engine, rt.settings, user_id)
+
+
+def render_view(engine: Engine, settings: Settings, user_id: str) -> None:
+    """Write one user's Markdown view (memories, and each project's state and experience)."""
+    with engine.connect() as conn:
         memories = conn.execute(cabinet.current_query(user_id, *VIEW_COLUMNS)).all()
-    files = markdown_render.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
+    files = markdown_render.render_user(
+        settings.workspace_dir,
+        user_id,
+        memories,
+        dreams_cap=settings.dreams_cap,
+        code_work=code_sections(engine, user_id),
+    )
     markdown.write_files(files)
 
 
