@@ -240,19 +240,23 @@ def eval_experience(
     ),
 ) -> None:
     """Replay code-work scenarios: lifecycle accuracy, retrieval hit@3 and forbidden hits, exact propagation."""
+    from dreamer.embed.embedders import build_embedder
     from dreamer.eval.experience import load_scenarios, run_experience
 
-    depth = settings_of(ctx).experience_propagation_depth
+    settings = settings_of(ctx)
+    depth = settings.experience_propagation_depth
     check_json_target(json_out)
+    embedder = build_embedder(settings)
     if not err.is_terminal:
-        result = run_experience(path, depth)
+        result = run_experience(path, depth, embedder=embedder)
     else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task("scenarios", total=len(load_scenarios(path)))
-            result = run_experience(path, depth, lambda name: bar.update(task, advance=1, description=name))
+            step = lambda name: bar.update(task, advance=1, description=name)  # noqa: E731
+            result = run_experience(path, depth, step, embedder)
     summary = experience_summary(result)
     (err if json_out == "-" else out).print(summary, markup=False)
     write_json(result, json_out)
@@ -261,7 +265,7 @@ def eval_experience(
 def experience_summary(r: dict[str, Any]) -> str:
     ret, prop = r["retrieval"], r["propagation"]
     return (
-        f"experience: {r['scenarios']} scenarios; lifecycle accuracy {r['lifecycle_accuracy']} over {r['expects']} expects; "
+        f"experience: {r['scenarios']} scenarios, embedder {r['embedder'] or 'none'}; lifecycle accuracy {r['lifecycle_accuracy']} over {r['expects']} expects; "
         f"retrieval hit@3 {ret['hit_at_3']} over {ret['searches']} searches, {ret['forbidden_returned']} forbidden returned; "
         f"propagation exact {prop['exact']} over {prop['changes']} changes; {len(r['misses'])} miss(es)"
         + "".join(f"\n  miss: {json.dumps(m, ensure_ascii=False)}" for m in r["misses"])

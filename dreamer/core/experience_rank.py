@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 STATUS_WEIGHT = {"verified": 1.0, "candidate": 0.6, "review_required": 0.3}
+DENSE_FLOOR = 0.3  # a cosine below it is no shared meaning (unrelated sentences score about 0.1)
+DENSE_WEIGHT = 2.0
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9_]")
 _IDENT = re.compile(r"[a-z][A-Z]|\d|_|[A-Za-z]\.[A-Za-z]|^[A-Z]{3,}$|[a-z]-[A-Z]|^[A-Z][a-z]+[A-Z]")
 _STOP = frozenset(
@@ -111,7 +113,7 @@ def rank(query: str, docs: Sequence[Doc], *, limit: int, min_share: float = 0.35
     top = max(text_scores, default=0.0) or 1.0
     ranked = []
     for d, s in zip(pool, text_scores):
-        meaning = s / top + max(d.dense, 0.0)
+        meaning = s / top + DENSE_WEIGHT * max(d.dense - DENSE_FLOOR, 0.0)
         if meaning <= 0 and most == 0:
             continue
         score = len(carried[d.key]) + meaning + 0.5 * STATUS_WEIGHT.get(d.status, 0.0) + 0.1 * math.log1p(d.consumers)

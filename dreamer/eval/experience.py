@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamer.core.errors import ConfigError, DreamerError
+from dreamer.embed.embedders import Embedder
 from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
 from dreamer.engine.code_changes import change
 from dreamer.engine.code_search import search
@@ -98,8 +99,10 @@ def expected_dependents(target: str, ids: dict[str, Node], where: Where, depth: 
 class Replay:
     """One scenario on an empty store."""
 
-    def __init__(self, scenario: dict[str, Any], book: CodeBook, tally: Tally) -> None:
-        self.sc, self.book, self.tally = scenario, book, tally
+    def __init__(
+        self, scenario: dict[str, Any], book: CodeBook, tally: Tally, embedder: Embedder | None = None
+    ) -> None:
+        self.sc, self.book, self.tally, self.embedder = scenario, book, tally, embedder
         self.ids: dict[str, Node] = {}
 
     def where(self, step: dict[str, Any]) -> Where:
@@ -199,7 +202,14 @@ class Replay:
             )
 
     def op_search(self, st: dict[str, Any]) -> None:
-        found = search(self.book, self.where(st), st["query"], unit=st.get("unit"), versions=st.get("versions"))
+        found = search(
+            self.book,
+            self.where(st),
+            st["query"],
+            unit=st.get("unit"),
+            versions=st.get("versions"),
+            embedder=self.embedder,
+        )
         back = {n.db_id: k for k, n in self.ids.items()}
         got = [back.get(e["id"], e["id"]) for e in found["entries"]]
         want, forbid = list(st.get("expect") or []), set(st.get("forbid") or [])
@@ -221,12 +231,20 @@ class Replay:
             )
 
 
+def _name(embedder: Embedder | None) -> str | None:
+    inner = getattr(embedder, "inner", embedder)
+    return type(inner).__name__ if inner is not None else None
+
+
 def share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def run_experience(path: Path, depth: int, on_scenario: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Replay every scenario of `path` (each on an empty SQLite store) and score them."""
+def run_experience(
+    path: Path, depth: int, on_scenario: Callable[[str], None] | None = None, embedder: Embedder | None = None
+) -> dict[str, Any]:
+    """Replay every scenario of `path` (each on an empty SQLite store) and score them; searches
+    use `embedder` for meaning when one is given."""
     scenarios = load_scenarios(path)
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="dreamer-experience-") as tmp:
@@ -234,13 +252,14 @@ def run_experience(path: Path, depth: int, on_scenario: Callable[[str], None] | 
             engine = db.make_engine(f"sqlite:///{Path(tmp) / f'scenario-{i}.db'}")
             try:
                 db.upgrade(engine)
-                Replay(sc, CodeBook(engine, depth=depth), tally).run()
+                Replay(sc, CodeBook(engine, depth=depth), tally, embedder).run()
             finally:
                 engine.dispose()
             if on_scenario:
                 on_scenario(str(sc.get("name") or i))
     return {
         "scenarios": len(scenarios),
+        "embedder": _name(embedder),
         "lifecycle_accuracy": share(tally.expects_right, tally.expects),
         "expects": tally.expects,
         "retrieval": {
