@@ -24,6 +24,7 @@ from dreamer.core.errors import (
     ScopeRequired,
     TooLarge,
 )
+from dreamer.core.experience import InvalidExperience
 from dreamer.ingest.base import clean_text
 from dreamer.online.agent_writes import UntrustedWrite, WriteRejected
 
@@ -34,6 +35,7 @@ MAX_ECHO_CHARS = 200  # and echoes at most this much of an input
 
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
+    (InvalidExperience, 422),
     (TooLarge, 413),
     (IngestError, 422),
     (UntrustedWrite, 422),
