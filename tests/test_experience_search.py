@@ -133,3 +133,14 @@ def test_task_end_records_findings_and_failed_calls_as_candidates(sqlite_engine)
     assert _ids(search(book, SHOP, "TS2322 in InvoiceList")) == [added[1].id]
     with pytest.raises(InvalidExperience):
         task_end(book, SHOP, "T9", failed_calls=[{"tool": "bash"}])
+
+
+def test_the_unit_at_hand_is_context_never_a_filter(sqlite_engine):
+    book = CodeBook(sqlite_engine)
+    general = book.add_entry(
+        SHOP, EntryInput("prefer a column render function over the table slot", unit="LegacyTable")
+    )
+    local = book.add_entry(SHOP, EntryInput("CouponList passes a footer slot to the table", unit="CouponList"))
+    found = search(book, SHOP, "migrate the CouponList table slot", unit="CouponList")
+    assert sorted(_ids(found)) == sorted([general.id, local.id])
+    assert _ids(search(book, SHOP, "migrate the CouponList table slot")) == [local.id]

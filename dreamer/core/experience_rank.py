@@ -103,13 +103,19 @@ def bm25(query: list[str], docs: Sequence[list[str]], k1: float = 1.2, b: float 
     return scores
 
 
-def rank(query: str, docs: Sequence[Doc], *, limit: int, min_share: float = 0.35) -> list[Ranked]:
-    """The best `limit` entries for `query`, best first (see the module's doc)."""
-    keys = exact_keywords(query, docs)
+def rank(
+    query: str, docs: Sequence[Doc], *, limit: int, min_share: float = 0.35, context: str | None = None
+) -> list[Ranked]:
+    """The best `limit` entries for `query`, best first (see the module's doc). `context` (the
+    unit at hand) is never an exact keyword: naming where one works filters nothing."""
+    keys = exact_keywords(query, docs) - ({context.lower()} if context else set())
     carried = {d.key: _carried(d, keys) for d in docs}
     most = max((len(c) for c in carried.values()), default=0)
     pool = [d for d in docs if len(carried[d.key]) == most]
-    text_scores = bm25(words(query), [words(d.text) for d in pool])
+    asked = words(query)
+    if context:  # nor does it weigh among the words
+        asked = [w for w in asked if w not in set(words(context))]
+    text_scores = bm25(asked, [words(d.text) for d in pool])
     top = max(text_scores, default=0.0) or 1.0
     ranked = []
     for d, s in zip(pool, text_scores):

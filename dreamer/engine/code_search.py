@@ -111,7 +111,7 @@ def search(
     dense = _dense(embedder, query, [e.text for e in pool])
     docs = [Doc(e.id, _document(e), e.status, consumers[e.id], _keywords(e), d) for e, d in zip(pool, dense)]
     by_id = {e.id: e for e in pool}
-    found = [(by_id[r.key], r.exact) for r in rank(query, docs, limit=limit)]
+    found = [(by_id[r.key], r.exact) for r in rank(query, docs, limit=limit, context=unit)]
     items = [entry_json(e, consumers[e.id], exact) for e, exact in found]
     return {
         "query": query,

@@ -124,7 +124,7 @@ class Replay:
     def op_state(self, st: dict[str, Any]) -> None:
         given = StateInput(
             st["unit"],
-            st["field"],
+            st.get("field") or st["id"],
             st.get("value"),
             st.get("status", "in_progress"),
             st.get("evidence") or {},
@@ -149,7 +149,10 @@ class Replay:
             "keywords",
             "evidence",
         )
-        row = self.book.add_entry(self.where(st), EntryInput(**{k: st[k] for k in keys if st.get(k) is not None}))
+        fields = {k: st[k] for k in keys if st.get(k) is not None}
+        if isinstance(st.get("contract"), dict):  # a contract's names are exact keywords of the entry
+            fields["keywords"] = [*fields.get("keywords", []), *contract_names(st["contract"])]
+        row = self.book.add_entry(self.where(st), EntryInput(**fields))
         self.ids[st["id"]] = Node("entry", row.id, row.unit, list(row.depends_on), list(row.versions), self.where(st))
 
     def op_verify(self, st: dict[str, Any]) -> None:
@@ -166,11 +169,11 @@ class Replay:
         demoted = change(self.book, where, st["target"], st.get("value"))
         back = {n.db_id: k for k, n in self.ids.items()}
         got = {back.get(d.id, d.id) for d in demoted}
-        want = (
-            set(st["expect_demoted"])
-            if "expect_demoted" in st
-            else expected_dependents(st["target"], self.ids, where, self.book.depth)
-        )
+        given = st.get("expect_demoted", st.get("expect"))
+        if isinstance(given, list):
+            want = set(given)
+        else:
+            want = expected_dependents(st["target"], self.ids, where, self.book.depth)
         self.tally.changes += 1
         if got == want:
             self.tally.exact += 1
@@ -234,6 +237,15 @@ class Replay:
 def _name(embedder: Embedder | None) -> str | None:
     inner = getattr(embedder, "inner", embedder)
     return type(inner).__name__ if inner is not None else None
+
+
+def contract_names(contract: dict[str, Any]) -> list[str]:
+    """The names a contract lists ({"props": ["columns"], "events": ["change"]}), flattened."""
+    out: list[str] = []
+    for value in contract.values():
+        items = value if isinstance(value, list) else [value]
+        out += [str(v) for v in items if isinstance(v, str | int)]
+    return out
 
 
 def share(part: int, whole: int) -> float | None:
