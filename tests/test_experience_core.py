@@ -3,7 +3,7 @@
 import pytest
 
 from dreamer.core import experience as life
-from dreamer.core.experience_rank import Doc, exact_keywords, rank
+from dreamer.core.experience_rank import Doc, exact_keywords, rank, stem
 from dreamer.core.project_state import stale_evidence
 from dreamer.core.propagate import Node, dependents
 
@@ -131,3 +131,16 @@ def test_impact_and_status_rerank_alike_entries():
         Doc("held", "prefer a render function for a column slot", "review_required", 12),
     ]
     assert [r.key for r in rank("column slot render function", docs, limit=5)] == ["twelve", "one", "held"]
+
+
+def test_the_light_stem_joins_the_forms_of_a_word():
+    assert [stem(w) for w in ("emitted", "emits", "rendering", "tables", "passes", "rows", "status", "used")] == [
+        "emit",
+        "emit",
+        "render",
+        "table",
+        "pass",
+        "row",
+        "status",
+        "used",
+    ]

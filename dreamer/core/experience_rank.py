@@ -29,7 +29,6 @@ _STOP = frozenset(
     "a an and are as at be by do does for from how i if in into is it its of on or that the this to "
     "was we what when where which while with without not no only use using".split()
 )
-_SUFFIXES = ("ing", "ed", "es", "s")
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,18 @@ class Ranked:
 
 
 def stem(word: str) -> str:
+    """A light stem: emitted, emitting, emits -> emit; tables -> table; passes -> pass."""
     w = word.lower()
-    for suffix in _SUFFIXES:
-        if len(w) > len(suffix) + 3 and w.endswith(suffix):
-            return w[: -len(suffix)]
+    if len(w) <= 3:
+        return w
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) > len(suffix) + 2:
+            w = w[: -len(suffix)]
+            return w[:-1] if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls" else w
+    if w.endswith(("sses", "xes", "zes", "ches", "shes")):
+        return w[:-2]
+    if w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
     return w
 
 
