@@ -167,11 +167,8 @@ def project_check(
         print_json(report)
         return
     head = report["head"][:12] if report["head"] else "not a git repository"
-    out.print(
-        f"checked {report['files_checked']} file(s) at {head}: {len(report['demoted'])} sent to review", markup=False
-    )
-    for d in report["demoted"]:
-        out.print(f"  {d['subject']} {d['id']}  {d['label']}: {d['reason']}", markup=False)
+    files, n = report["files_checked"], len(report["demoted"])
+    print_demoted(f"checked {files} file(s) at {head}: {n} sent to review", report["demoted"])
 
 
 @project_app.command("change")
@@ -194,6 +191,10 @@ def project_change(
     if as_json:
         print_json({"target": target, "demoted": [d.json() for d in demoted]})
         return
-    out.print(f"{target}: {len(demoted)} sent to review", markup=False)
+    print_demoted(f"{target}: {len(demoted)} sent to review", [d.json() for d in demoted])
+
+
+def print_demoted(head: str, demoted: list[dict[str, str]]) -> None:
+    out.print(head, markup=False)
     for d in demoted:
-        out.print(f"  {d.subject} {d.id}  {d.label}: {d.reason}", markup=False)
+        out.print(f"  {d['subject']} {d['id']}  {d['label']}: {d['reason']}", markup=False)

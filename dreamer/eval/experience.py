@@ -27,6 +27,7 @@ from dreamer.embed.embedders import Embedder
 from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
 from dreamer.engine.code_changes import change
 from dreamer.engine.code_search import search
+from dreamer.engine.code_tasks import FINDING_KEYS
 from dreamer.store import db
 from dreamer.store.experience import Where
 
@@ -135,20 +136,7 @@ class Replay:
         self.ids[st["id"]] = Node("state", row.id, row.unit, list(row.depends_on), [], self.where(st))
 
     def op_experience(self, st: dict[str, Any]) -> None:
-        keys = (
-            "text",
-            "unit",
-            "task",
-            "basis",
-            "origin",
-            "conditions",
-            "counterexamples",
-            "unverified",
-            "versions",
-            "depends_on",
-            "keywords",
-            "evidence",
-        )
+        keys = ("unit", "task", *FINDING_KEYS)
         fields = {k: st[k] for k in keys if st.get(k) is not None}
         if isinstance(st.get("contract"), dict):  # a contract's names are exact keywords of the entry
             fields["keywords"] = [*fields.get("keywords", []), *contract_names(st["contract"])]
