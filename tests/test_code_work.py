@@ -171,3 +171,31 @@ def test_records_are_the_users_own(sqlite_engine):
         assert [r.id for r in rows.entries(s, Where("eve", "shop-web", "main"))] == []
     with pytest.raises(NotFound, match=f"^no experience entry {e.id}$"):
         book.verify("eve", e.id, "OrderList", "passed")
+
+
+def _git(root, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t"}
+    env |= {"GIT_COMMITTER_EMAIL": "t@example.org", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(root)}
+    done = subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=env)
+    return done.stdout.strip()
+
+
+def test_a_state_resting_on_a_commit_alone_goes_to_review_when_the_head_moves(sqlite_engine, tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    (root / "a.txt").write_text("one\n")
+    _git(root, "add", "a.txt")
+    _git(root, "commit", "-qm", "one")
+    head = _git(root, "rev-parse", "HEAD")
+    book = CodeBook(sqlite_engine)
+    row = book.set_state(
+        WHERE, StateInput("Api", "checks.e2e", "passed", "verified", {"result": "passed", "commit": head[:7]})
+    )
+    assert check_workspace(book, WHERE, root) == {"head": head, "files_checked": 0, "demoted": []}
+    (root / "a.txt").write_text("two\n")
+    _git(root, "commit", "-qam", "two")
+    report = check_workspace(book, WHERE, root)
+    assert [(d["id"], d["reason"]) for d in report["demoted"]] == [
+        (row.id, f"the workspace is at {report['head'][:12]}, not at {head[:7]}")
+    ]
