@@ -150,3 +150,21 @@ def test_bad_input_is_one_error_line(tmp_path):
     assert_one_error_line(run(tmp_path, "eval", "experience", str(broken)))
     shown = json.loads(run(tmp_path, "project", "show", *SCOPE, "--json").stdout)
     assert shown["states"] == []
+
+
+def test_project_set_hashes_the_workspace_it_is_given(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "Table.vue").write_text("old\n")
+    args = ("project", "set", "Table", "contract.props", "--value", '["columns"]', "--status", "verified")
+    made = run(
+        tmp_path, *args, "--by", "lead", "--depends-on", "file:Table.vue", "--workspace", str(work), *SCOPE, "--json"
+    )
+    digest = "sha256:" + hashlib.sha256(b"old\n").hexdigest()
+    assert json.loads(made.stdout)["evidence"] == {"files": {"Table.vue": digest}}
+    (work / "Table.vue").write_text("new\n")
+    moved = json.loads(run(tmp_path, "project", "check", str(work), *SCOPE, "--json").stdout)
+    assert [d["label"] for d in moved["demoted"]] == ["Table.contract.props"]
+    missing = run(tmp_path, *args, "--depends-on", "file:Gone.vue", "--workspace", str(work), *SCOPE)
+    assert_one_error_line(missing)
+    assert missing.stderr.strip() == f"error: no file Gone.vue in the workspace {work}"

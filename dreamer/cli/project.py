@@ -117,6 +117,9 @@ def project_set(
         [], "--depends-on", metavar="TARGET", help="file:PATH, interface:NAME, unit:NAME or version:LIB (repeat)."
     ),
     by: str = typer.Option(None, "--by", metavar="PERSON", help="A person who vouches for it."),
+    workspace: Path = typer.Option(
+        None, "--workspace", metavar="PATH", help="Hash the files it names or depends on as they are here now."
+    ),
     project: str = PROJECT,
     branch: str = BRANCH,
     user: str = USER,
@@ -130,6 +133,10 @@ def project_set(
     ev = json_arg(evidence, "--evidence", {})
     if not isinstance(ev, dict):
         raise typer.BadParameter("give an object", param_hint="--evidence")
+    if workspace is not None:
+        from dreamer.engine.code_changes import with_hashes
+
+        ev = with_hashes(ev, depends_on, workspace)
     book = book_of(ctx, write=True)
     row = book.set_state(where, StateInput(unit, field, parsed, status, ev, depends_on, by))
     rerender(ctx, book, where)

@@ -108,6 +108,24 @@ def current_hashes(root: Path, paths: set[str]) -> dict[str, str | None]:
     return out
 
 
+def with_hashes(evidence: dict[str, Any], depends_on: list[str], root: Path) -> dict[str, Any]:
+    """`evidence` with the content hash, as the workspace has it now, of each file it names
+    without one and of each `file:` it depends on, and the commit when it names none."""
+    if not root.is_dir():
+        raise ConfigError(f"workspace {root} is not a folder")
+    given = evidence.get("files")
+    files: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+    named = {str(p) for p, h in files.items() if not h} | {t[5:] for t in depends_on if t.startswith("file:")}
+    current = current_hashes(root, named)
+    if missing := sorted(p for p, h in current.items() if h is None):
+        raise ConfigError(f"no file {missing[0]} in the workspace {root}")
+    out = {**evidence, "files": {**files, **current}}
+    head = git_head(root)
+    if head and not out.get("commit"):
+        out["commit"] = head
+    return out
+
+
 def check_workspace(book: CodeBook, where: Where, root: Path) -> dict[str, Any]:
     """Compare the workspace with each state's evidence; demote what no longer holds, and what
     depends on it. An unchanged workspace changes nothing."""
