@@ -38,10 +38,12 @@ def test_eval_experience_reports_misses(tmp_path):
         {"op": "verify", "id": "E1", "unit": "A", "result": "passed"},
         {"op": "expect", "id": "E1", "status": "verified"},
         {"op": "search", "query": "render functions", "expect": [], "forbid": ["E1"]},
+        {"op": "expect", "id": "E9", "status": "verified"},
     ]
     bad.write_text(json.dumps({"scenarios": [{"name": "wrong", "project": "p", "steps": steps}]}))
     result = json.loads(run(tmp_path, "eval", "experience", str(bad), "--json", "-").stdout)
-    assert result["lifecycle_accuracy"] == 0.0
+    assert (result["lifecycle_accuracy"], result["expects"]) == (0.0, 2)
+    assert result["misses"][-1] == {"scenario": "wrong", "step": 4, "op": "expect", "error": "no earlier step made E9"}
     assert result["retrieval"] == {"searches": 1, "hit_at_3": 1.0, "forbidden_returned": 1}
     assert result["misses"][0] == {
         "scenario": "wrong",

@@ -74,6 +74,15 @@ class Tally:
     exact: int = 0
     misses: list[dict[str, Any]] = field(default_factory=list)
 
+    def failed(self, op: str) -> None:
+        """A scored step that could not run counts as scored and wrong."""
+        if op == "expect":
+            self.expects += 1
+        elif op == "search":
+            self.searches += 1
+        elif op == "change":
+            self.changes += 1
+
 
 def expected_dependents(target: str, ids: dict[str, Node], where: Where, depth: int) -> set[str]:
     """The scenario ids a change of `target` should reach (the rules of the issue, read directly)."""
@@ -113,6 +122,11 @@ class Replay:
             str(step.get("branch") or self.sc.get("branch") or "main"),
         )
 
+    def node(self, key: str) -> Node:
+        if key not in self.ids:
+            raise ConfigError(f"no earlier step made {key}")
+        return self.ids[key]
+
     def run(self) -> None:
         for i, step in enumerate(self.sc["steps"]):
             try:
@@ -121,6 +135,7 @@ class Replay:
                 self.tally.misses.append(
                     {"scenario": self.sc.get("name"), "step": i, "op": step["op"], "error": str(exc)}
                 )
+                self.tally.failed(step["op"])
 
     def op_state(self, st: dict[str, Any]) -> None:
         given = StateInput(
@@ -144,13 +159,13 @@ class Replay:
         self.ids[st["id"]] = Node("entry", row.id, row.unit, list(row.depends_on), list(row.versions), self.where(st))
 
     def op_verify(self, st: dict[str, Any]) -> None:
-        self.book.verify(USER, self.ids[st["id"]].db_id, st["unit"], st.get("result", "passed"), st.get("task"))
+        self.book.verify(USER, self.node(st["id"]).db_id, st["unit"], st.get("result", "passed"), st.get("task"))
 
     def op_counterexample(self, st: dict[str, Any]) -> None:
-        self.book.counterexample(USER, self.ids[st["id"]].db_id, st["text"], st.get("unit"), st.get("task"))
+        self.book.counterexample(USER, self.node(st["id"]).db_id, st["text"], st.get("unit"), st.get("task"))
 
     def op_confirm(self, st: dict[str, Any]) -> None:
-        self.book.confirm(USER, self.ids[st["id"]].db_id, st.get("by") or "reviewer")
+        self.book.confirm(USER, self.node(st["id"]).db_id, st.get("by") or "reviewer")
 
     def op_change(self, st: dict[str, Any]) -> None:
         where = self.where(st)
@@ -180,7 +195,7 @@ class Replay:
         from dreamer.store import experience as rows
         from dreamer.store.db import session_scope
 
-        node = self.ids[st["id"]]
+        node = self.node(st["id"])
         with session_scope(self.book.engine) as s:
             row = rows.entry(s, USER, node.db_id) if node.kind == "entry" else rows.state(s, USER, node.db_id)
             status = row.status
