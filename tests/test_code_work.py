@@ -80,11 +80,12 @@ def _statuses(engine, ids):
         return {name: rows.state(s, "dana", i).status for name, i in ids.items()}
 
 
-def test_a_migration_earns_trust_and_a_contract_change_sends_everything_back(sqlite_engine, tmp_path):
-    book = CodeBook(sqlite_engine, depth=8)
+def test_a_migration_earns_trust_and_a_contract_change_sends_everything_back(engine, tmp_path):
+    """On SQLite and PostgreSQL."""
+    book = CodeBook(engine, depth=8)
     root = _workspace(tmp_path)
     ids = _record_migration(book, root)
-    assert set(_statuses(sqlite_engine, ids).values()) == {"verified"}
+    assert set(_statuses(engine, ids).values()) == {"verified"}
 
     e = book.add_entry(
         WHERE,
@@ -112,15 +113,15 @@ def test_a_migration_earns_trust_and_a_contract_change_sends_everything_back(sql
 
     demoted = change(book, WHERE, f"file:{CONTRACT}")
     assert {d.id for d in demoted} == {*ids.values(), e.id}
-    assert set(_statuses(sqlite_engine, ids).values()) == {"review_required"}
-    with session_scope(sqlite_engine) as s:
+    assert set(_statuses(engine, ids).values()) == {"review_required"}
+    with session_scope(engine) as s:
         entry = rows.entry(s, "dana", e.id)
         assert (entry.status, entry.reason) == ("review_required", f"file:{CONTRACT} changed")
         consumer = rows.state(s, "dana", ids["TaxList"])
         assert consumer.reason == f"depends on unit:LegacyTable: file:{CONTRACT} changed"
         last = rows.history(s, "dana", ids["TaxList"])[-1]
         assert (last.event, last.status_before, last.status_after) == ("demote", "verified", "review_required")
-    text = code_sections(sqlite_engine, "dana")["shop-web"]
+    text = code_sections(engine, "dana")["shop-web"]
     assert "  - counterexample: RefundList calls reload() on the table ref" in text
     assert "**TaxList** `migrated` = true [review_required]" in text
 
