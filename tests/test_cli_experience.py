@@ -28,7 +28,7 @@ def test_eval_experience_on_the_dev_set(tmp_path):
             "forbidden": [],
         }
     ]
-    assert proc.stderr.startswith("experience: 11 scenarios, embedder none; lifecycle accuracy 1.0 over 53 expects")
+    assert proc.stderr.startswith("experience: 11 scenarios, embedder none; lifecycle accuracy 1.0 over 55 expects")
 
 
 def test_eval_experience_reports_misses(tmp_path):

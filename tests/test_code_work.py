@@ -200,3 +200,14 @@ def test_a_state_resting_on_a_commit_alone_goes_to_review_when_the_head_moves(sq
     assert [(d["id"], d["reason"]) for d in report["demoted"]] == [
         (row.id, f"the workspace is at {report['head'][:12]}, not at {head[:7]}")
     ]
+
+
+def test_a_check_run_again_moves_a_state(sqlite_engine):
+    book = CodeBook(sqlite_engine)
+    row = book.set_state(WHERE, StateInput("OrderList", "checks.e2e", None, "verified", {"result": "pending"}))
+    assert book.check_state("dana", row.id, "passed", "playwright test").status == "verified"
+    again = book.check_state("dana", row.id, "failed")
+    assert (again.status, again.reason) == (
+        "in_progress",
+        "claimed verified, but its check is failed and no person confirmed it",
+    )

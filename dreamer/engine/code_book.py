@@ -172,6 +172,16 @@ class CodeBook:
             rows.record(s, e, "confirm", before, e.reason, {"by": by})
         return e
 
+    def check_state(self, user_id: str, state_id: str, result: str, command: str | None = None) -> ProjectState:
+        """A check run again on a state field: passed makes it verified, anything else in progress."""
+        with session_scope(self.engine) as s:
+            row = rows.state(s, user_id, state_id)
+            before = row.status
+            row.evidence = {**row.evidence, "result": result, **({"command": command} if command else {})}
+            row.status, row.reason = life.state_status("verified", row.evidence, None)
+            rows.record(s, row, "check", before, row.reason, {"result": result, "command": command})
+        return row
+
     def _confirm_state(self, s: Any, user_id: str, state_id: str, by: str) -> ProjectState:
         row = rows.state(s, user_id, state_id)
         if not by.strip():

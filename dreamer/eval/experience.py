@@ -159,7 +159,11 @@ class Replay:
         self.ids[st["id"]] = Node("entry", row.id, row.unit, list(row.depends_on), list(row.versions), self.where(st))
 
     def op_verify(self, st: dict[str, Any]) -> None:
-        self.book.verify(USER, self.node(st["id"]).db_id, st["unit"], st.get("result", "passed"), st.get("task"))
+        node, result = self.node(st["id"]), st.get("result", "passed")
+        if node.kind == "state":
+            self.book.check_state(USER, node.db_id, result, st.get("command"))
+        else:
+            self.book.verify(USER, node.db_id, st["unit"], result, st.get("task"))
 
     def op_counterexample(self, st: dict[str, Any]) -> None:
         self.book.counterexample(USER, self.node(st["id"]).db_id, st["text"], st.get("unit"), st.get("task"))
