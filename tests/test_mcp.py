@@ -19,8 +19,20 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, bearer, live_api
 
-READ_TOOLS = ["search_memories", "get_context", "get_memory", "list_memories", "trace", "review_queue"]
-ALL_TOOLS = READ_TOOLS + ["add_memory", "forget_memory", "record_messages", "review_memory"]
+MEMORY_READS = ["search_memories", "get_context", "get_memory", "list_memories", "trace", "review_queue"]
+CODE_READS = ["experience_search", "project_state"]
+CODE_WRITES = [
+    "set_project_state",
+    "add_experience",
+    "verify_experience",
+    "experience_counterexample",
+    "experience_task_end",
+    "project_change",
+]
+READ_TOOLS = MEMORY_READS + CODE_READS
+ALL_TOOLS = (
+    MEMORY_READS + ["add_memory", "forget_memory", "record_messages", "review_memory"] + CODE_READS + CODE_WRITES
+)
 FACT = "The user prefers window seats on long trains."
 
 

@@ -172,4 +172,19 @@ def os_problem(exc: OSError) -> str:
 
 
 # The command modules register on `app` as they load (each imports its heavy parts when run).
-from dreamer.cli import agents, cabinet, llm, measure, online, ops, passes, records, runs, sessions, transfer, views  # noqa: E402, F401
+from dreamer.cli import (  # noqa: E402, F401
+    agents,
+    cabinet,
+    experience,
+    llm,
+    measure,
+    online,
+    ops,
+    passes,
+    project,
+    records,
+    runs,
+    sessions,
+    transfer,
+    views,
+)

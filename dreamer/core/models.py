@@ -261,3 +261,83 @@ class LLMEndpoint(SQLModel, table=True):
     checked_seconds: float | None = None  # the latency of `llm check`'s extraction
     checked_tokens: int | None = None  # the tokens it read and wrote (prompt + completion)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ProjectState(SQLModel, table=True):
+    """One field of the state of a unit of work (`checks.typecheck`, `consumers.migrated`), with
+    its status (`dreamer.core.experience.STATE_STATUSES`), its evidence and what it depends on."""
+
+    __tablename__ = "project_states"
+    __table_args__ = (
+        UniqueConstraint("user_id", "project", "branch", "unit", "field", name="uq_project_states_field"),
+        Index("ix_project_states_scope", "user_id", "project", "branch"),
+    )
+
+    id: str = Field(default_factory=new_memory_id, primary_key=True, max_length=32)
+    user_id: str = Field(max_length=255)
+    project: str = Field(max_length=255)
+    branch: str = Field(default="main", max_length=255)
+    unit: str = Field(max_length=255)
+    field: str = Field(max_length=255)
+    value: Any | None = Field(default=None, sa_column=Column(JSON))
+    status: str = Field(default="in_progress", max_length=24)
+    evidence: Any = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    depends_on: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    reason: str | None = Field(default=None, sa_column=Column(Text))  # why it has its status
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ExperienceEntry(SQLModel, table=True):
+    """A reusable lesson of code work: when it applies, where it failed, who verified it, and what
+    sends it back to review (`dreamer.core.experience`)."""
+
+    __tablename__ = "experience_entries"
+    __table_args__ = (Index("ix_experience_entries_scope", "user_id", "project", "branch", "status"),)
+
+    id: str = Field(default_factory=new_memory_id, primary_key=True, max_length=32)
+    user_id: str = Field(max_length=255)
+    project: str = Field(max_length=255)
+    branch: str = Field(default="main", max_length=255)
+    unit: str | None = Field(default=None, max_length=255)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    basis: str = Field(default="inferred", max_length=16)  # observed | inferred | confirmed
+    origin: str = Field(default="agent", max_length=16)  # agent | tool | repository | person
+    status: str = Field(default="candidate", max_length=24)
+    conditions: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    counterexamples: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    unverified: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    source_tasks: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    verified_units: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    versions: Any = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    depends_on: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    keywords: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    evidence: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    ever_verified: bool = False
+    untrusted: bool = False
+    note: str | None = Field(default=None, sa_column=Column(Text))  # e.g. repository text is evidence
+    reason: str | None = Field(default=None, sa_column=Column(Text))  # why it has its status
+    confirmed_by: str | None = Field(default=None, max_length=255)
+    last_confirmed: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ExperienceEvent(SQLModel, table=True):
+    """The history of project states and experience entries: every change, with its reason."""
+
+    __tablename__ = "experience_events"
+    __table_args__ = (Index("ix_experience_events_subject", "subject_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: str = Field(max_length=255)
+    project: str = Field(max_length=255)
+    branch: str = Field(max_length=255)
+    subject: str = Field(max_length=8)  # state | entry
+    subject_id: str = Field(max_length=32)
+    event: str = Field(max_length=24)  # add | set | verify | counterexample | confirm | demote | check
+    status_before: str | None = Field(default=None, max_length=24)
+    status_after: str = Field(max_length=24)
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    data: Any | None = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow)

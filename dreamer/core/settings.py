@@ -174,6 +174,10 @@ class Settings(PersonSettings, BaseSettings):
     recall_k: int = Field(5, ge=1, le=MAX_RECALL_K)
     context_budget: int = Field(800, ge=0, le=MAX_CONTEXT_BUDGET)
 
+    # --- memory for code work ---------------------------------------------------
+    experience_propagation_depth: int = Field(8, ge=1, le=1000)
+    experience_search_k: int = Field(5, ge=1, le=MAX_RECALL_K)
+
     # --- online flush ---------------------------------------------------------
     context_window: int = Field(128_000, ge=1, le=MAX_COUNT)
     reserve_floor: int = Field(20_000, ge=0, le=MAX_COUNT)

@@ -4,7 +4,7 @@ by kind and ranked (the layout is `dreamer.engine.markdown`'s)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -117,8 +117,9 @@ def _current(user_id: str, memories: Iterable[ViewedMemory]) -> list[ViewedMemor
     return out
 
 
-def _coding_files(base: Path, current: list[ViewedMemory]) -> list[RenderedFile]:
-    projects: dict[str | None, list[ViewedMemory]] = {}
+def _coding_files(base: Path, current: list[ViewedMemory], code_work: Mapping[str, str]) -> list[RenderedFile]:
+    """A file per project: its code-mode memories, then its state and experience (`code_work`)."""
+    projects: dict[str | None, list[ViewedMemory]] = {p: [] for p in code_work}
     for m in current:
         if m.kind in CODE_KINDS:
             projects.setdefault(m.project or None, []).append(m)
@@ -128,7 +129,8 @@ def _coding_files(base: Path, current: list[ViewedMemory]) -> list[RenderedFile]
             path, title = base / CODING_DIR / UNSCOPED_PROJECT_FILE, "Coding: (no project)"
         else:
             path, title = base / CODING_DIR / f"{safe_name(project)}.md", f"Coding: {_heading_text(project)}"
-        files[path] = RenderedFile(path, _document(title, _by_kind(memories)))
+        text = _document(title, _by_kind(memories)) if memories or project not in code_work else f"# {title}\n\n"
+        files[path] = RenderedFile(path, text + (code_work.get(project, "") if project else ""))
     files.update(_stale_coding_files(base, files))
     return [files[p] for p in sorted(files)]
 
@@ -155,7 +157,12 @@ def _stale_coding_files(base: Path, fresh: dict[Path, RenderedFile]) -> dict[Pat
 
 
 def render_user(
-    workspace: Path, user_id: str, memories: Sequence[ViewedMemory], *, dreams_cap: int = 50
+    workspace: Path,
+    user_id: str,
+    memories: Sequence[ViewedMemory],
+    *,
+    dreams_cap: int = 50,
+    code_work: Mapping[str, str] | None = None,
 ) -> list[RenderedFile]:
     """Every file of one user's view, from that user's memories (only current ones are shown)."""
     base = user_dir(workspace, user_id)
@@ -177,6 +184,6 @@ def render_user(
     archive_path = base / DREAMS_ARCHIVE_FILE
     if archive or archive_path.exists():
         files.append(RenderedFile(archive_path, _document("Dreams archive", [(None, archive)])))
-    files += _coding_files(base, current)
+    files += _coding_files(base, current, code_work or {})
     log.debug("rendered %d files for %s (%d current memories)", len(files), base.name, len(current))
     return files

@@ -154,6 +154,14 @@ def sync_views(rt: Runtime, users: Sequence[str] | None = None, *, quiet: bool =
     return reports
 
 
+def render_now(rt: Runtime, user_id: str) -> None:
+    """Mark one user's view due and render it now (a change outside the memories, such as a
+    project's state, that the view shows)."""
+    with rt.engine.begin() as conn:
+        _mark_due(conn, [user_id])
+    render_due(rt, [user_id])
+
+
 def _upsert(rt: Runtime, rows: Sequence[Row[*tuple[Any, ...]]]) -> None:
     vectors: list[list[float] | None]
     if rt.embedder is not None:

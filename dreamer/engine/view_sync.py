@@ -24,6 +24,7 @@ from sqlmodel import col
 from dreamer.core.consolidate import content_hash
 from dreamer.core.models import CURRENT_STATUSES, Memory, utcnow
 from dreamer.engine import markdown, markdown_render
+from dreamer.engine.markdown_code import code_sections
 from dreamer.engine.markdown_edits import Edit, Problem, ReadBack, RenderedState, digest, read_back
 from dreamer.engine.markdown_entries import ViewedMemory, parse_entries
 from dreamer.engine.runtime import Runtime
@@ -246,7 +247,13 @@ def _write(
 ) -> bool:
     """Write every file but the held ones; False (nothing written) if one changed since it was read."""
     memories = _memories(rt.engine, user_id)
-    files = markdown_render.render_user(rt.settings.workspace_dir, user_id, memories, dreams_cap=rt.settings.dreams_cap)
+    files = markdown_render.render_user(
+        rt.settings.workspace_dir,
+        user_id,
+        memories,
+        dreams_cap=rt.settings.dreams_cap,
+        code_work=code_sections(rt.engine, user_id),
+    )
     files = [f for f in files if f.path.relative_to(base).as_posix() not in rb.held]
     rels = [f.path.relative_to(base).as_posix() for f in files]
     if read_disk(base, rels) != {rel: disk.get(rel) for rel in rels}:

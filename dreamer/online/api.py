@@ -33,6 +33,7 @@ from dreamer.engine.runtime import Runtime
 from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
 from dreamer.online.agent_writes import forget_memory, remember
 from dreamer.online.auth import Auth, Grant, parse_tokens
+from dreamer.online.code_routes import code_routes
 from dreamer.online.error_responses import add_error_handlers
 from dreamer.online.flush import FlushResult, flush_session
 from dreamer.online.flush_runner import FlushRunner
@@ -85,6 +86,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     _session_routes(app, rt, runner, auth)
     _memory_routes(app, rt, auth)
     review_routes(app, rt, auth)
+    code_routes(app, rt, auth)
     mount_ui(app, rt, auth)  # the inspector's pages at /ui
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # MCP over streamable HTTP
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)

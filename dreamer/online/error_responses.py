@@ -25,6 +25,7 @@ from dreamer.core.errors import (
     ScopeRequired,
     TooLarge,
 )
+from dreamer.core.experience import InvalidExperience
 from dreamer.ingest.base import clean_text
 from dreamer.online.agent_writes import UntrustedWrite, WriteRejected
 
@@ -36,6 +37,7 @@ MAX_ECHO_CHARS = 200  # and echoes at most this much of an input
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
     (NotAllowedNow, 409),
+    (InvalidExperience, 422),
     (TooLarge, 413),
     (IngestError, 422),
     (UntrustedWrite, 422),

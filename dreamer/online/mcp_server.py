@@ -38,6 +38,7 @@ from dreamer.engine.runtime import Runtime
 from dreamer.engine.shared_index import end_turn
 from dreamer.online.agent_writes import AGENT_WRITE_KINDS, forget_memory, remember
 from dreamer.online.auth import Auth, Grant
+from dreamer.online.code_tools import CODE_WRITE_TOOLS, CodeTools
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
 from dreamer.online.mcp_reads import Answer, listed_memories, owned_memory, traced
@@ -50,7 +51,7 @@ from dreamer.store.db import database_problem
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages", "review_memory"})
+WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages", "review_memory"}) | CODE_WRITE_TOOLS
 MAX_LISTED = 200
 INSTRUCTIONS = (
     "dreamer is this user's long-term memory. At the start of a conversation call get_context and "
@@ -241,6 +242,7 @@ class Tools(ReviewTools):
             ("forget_memory", self.forget_memory),
             ("record_messages", self.record_messages),
             ("review_memory", self.review_memory),
+            *CodeTools(self.rt, self._call, self.scope_of).functions(),
         ]
 
     def scope_of(self, ctx: Context) -> Scope:
