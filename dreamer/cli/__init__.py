@@ -172,4 +172,4 @@ def os_problem(exc: OSError) -> str:
 
 
 # The command modules register on `app` as they load (each imports its heavy parts when run).
-from dreamer.cli import agents, cabinet, llm, measure, online, ops, passes, records, runs, sessions  # noqa: E402, F401
+from dreamer.cli import agents, cabinet, llm, measure, online, ops, passes, records, runs, sessions, teams  # noqa: E402, F401

@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(12_000, ge=1, le=MAX_COUNT)
     overlap_messages: int = Field(2, ge=0, le=1000)
     entries_per_session: int = Field(5, ge=0, le=MAX_COUNT)
+    team_round_entries: int = Field(
+        12, ge=1, le=MAX_COUNT, description="Most items one closed team round may write to the team's memory"
+    )
     sessions_per_call: int = Field(
         16,
         ge=1,

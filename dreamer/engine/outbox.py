@@ -136,6 +136,8 @@ def clear_due(engine: Engine, user_id: str, token: int) -> bool:
 VIEW_COLUMNS = (  # what the Markdown view reads of a memory
     col(Memory.id),
     col(Memory.user_id),
+    col(Memory.agent_id),
+    col(Memory.team),
     col(Memory.kind),
     col(Memory.text),
     col(Memory.status),

@@ -1,8 +1,8 @@
 """A scripted OpenAI-compatible HTTP server on 127.0.0.1 for tests and offline runs.
 
 It serves ``POST /v1/chat/completions`` from a queue of :class:`Reply` objects
-(then a script callable, then a default ``{}`` answer), deterministic hashed
-bag-of-words vectors on ``POST /v1/embeddings`` and a one-model list on
+(then a script callable, then the team card answered from the request by `scripted_team`,
+else a default ``{}`` answer), deterministic hashed bag-of-words vectors on ``POST /v1/embeddings`` and a one-model list on
 ``GET /v1/models``. Replies can also be faults: HTTP errors with Retry-After,
 delays, malformed bodies, truncated JSON, empty choices, refusals and dropped
 connections.
@@ -45,6 +45,7 @@ from dreamer.llm.scripted_modes import (
     wrapped,
 )
 from dreamer.llm.scripted_reply import Reply
+from dreamer.llm.scripted_team import team_reply
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,9 @@ class ScriptedServer:
                 reply: Reply = slot[0]
                 return reply
             script = self._script
-        return script(body) if script is not None else Reply()
+        if script is not None:
+            return script(body)
+        return team_reply(body) or Reply()  # the team card is answered from the request
 
     def _next_id(self) -> str:
         with self._lock:

@@ -44,6 +44,7 @@ from dreamer.online.recall import context, recall
 from dreamer.online.request_checks import OneAuthorization, utf8_ids
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
+from dreamer.online.team_routes import team_routes
 from dreamer.store.busy import CoalescedBusy
 from dreamer.store.db import session_scope
 
@@ -82,6 +83,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     _ops_routes(app, rt, runner, metrics, auth)
     _session_routes(app, rt, runner, auth)
     _memory_routes(app, rt, auth)
+    team_routes(app, rt, auth)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # MCP over streamable HTTP
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)
     paths = (getattr(r, "path", "{") for r in app.routes)

@@ -15,7 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from dreamer.core.errors import (
+    AlreadyExists,
     DreamerError,
+    Forbidden,
     IndexInUse,
     IngestError,
     LLMError,
@@ -34,6 +36,8 @@ MAX_ECHO_CHARS = 200  # and echoes at most this much of an input
 
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
+    (Forbidden, 403),
+    (AlreadyExists, 409),
     (TooLarge, 413),
     (IngestError, 422),
     (UntrustedWrite, 422),

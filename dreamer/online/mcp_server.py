@@ -41,6 +41,7 @@ from dreamer.online.auth import Auth, Grant
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
 from dreamer.online.mcp_reads import Answer, listed_memories, owned_memory, traced
+from dreamer.online.mcp_team import TEAM_WRITE_TOOLS, TeamTools
 from dreamer.online.recall import context, recall
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
@@ -49,7 +50,7 @@ from dreamer.store.db import database_problem
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages"})
+WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages"}) | TEAM_WRITE_TOOLS
 MAX_LISTED = 200
 INSTRUCTIONS = (
     "dreamer is this user's long-term memory. At the start of a conversation call get_context and "
@@ -208,7 +209,7 @@ def _jsonable(value: dict[str, Any]) -> Answer:
     return answer
 
 
-class Tools:
+class Tools(TeamTools):
     """The tools' bodies, each in the scope of its caller's grant."""
 
     def __init__(self, rt: Runtime, grants: Grants, runner: FlushRunner | None, *, turns: bool = False) -> None:
@@ -235,13 +236,18 @@ class Tools:
             ("get_memory", self.get_memory),
             ("list_memories", self.list_memories),
             ("trace", self.trace),
+            ("search_team_memory", self.search_team_memory),
             ("add_memory", self.add_memory),
             ("forget_memory", self.forget_memory),
             ("record_messages", self.record_messages),
+            ("close_team_round", self.close_team_round),
         ]
 
+    def grant_of(self, ctx: Context) -> Grant:
+        return self.grants.of(ctx.request_context.request)
+
     def scope_of(self, ctx: Context) -> Scope:
-        return self.grants.of(ctx.request_context.request).scope
+        return self.grant_of(ctx).scope
 
     # -- reading
 
