@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from dreamer.core.days import zone
 from dreamer.core.errors import ConfigError, validation_summary
+from dreamer.core.settings_modes import ModeSettings
 
 MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_RECALL_K)
 MAX_CONTEXT_BUDGET = 100_000  # the largest context block, in tokens
@@ -25,7 +26,7 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
-class Settings(BaseSettings):
+class Settings(ModeSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
     model_config = SettingsConfigDict(
@@ -125,9 +126,6 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(12_000, ge=1, le=MAX_COUNT)
     overlap_messages: int = Field(2, ge=0, le=1000)
     entries_per_session: int = Field(5, ge=0, le=MAX_COUNT)
-    team_round_entries: int = Field(
-        12, ge=1, le=MAX_COUNT, description="Most items one closed team round may write to the team's memory"
-    )
     sessions_per_call: int = Field(
         16,
         ge=1,

@@ -86,6 +86,7 @@ class ScriptedServer:
         self._address = (host, port)
         self._lock = threading.Lock()
         self._queue: deque[list[Any]] = deque()
+        self._embed_queue: deque[list[Any]] = deque()
         self._requests: list[JSONObject] = []
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -136,6 +137,23 @@ class ScriptedServer:
         with self._lock:
             for reply in replies:
                 self._queue.append([reply, reply.repeat])
+
+    def push_embeddings(self, *replies: Reply) -> None:
+        """Queue faults of the embeddings endpoint (errors, delays before the vectors), in order."""
+        with self._lock:
+            for reply in replies:
+                self._embed_queue.append([reply, reply.repeat])
+
+    def _next_embed_fault(self) -> Reply | None:
+        with self._lock:
+            if not self._embed_queue:
+                return None
+            slot = self._embed_queue[0]
+            slot[1] -= 1
+            if slot[1] <= 0:
+                self._embed_queue.popleft()
+            fault: Reply = slot[0]
+            return fault
 
     def set_script(self, fn: Script | None) -> None:
         """Answer with `fn(request_body)` once the queue is empty."""
@@ -256,6 +274,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, completion)
 
     def _embeddings(self, scripted: ScriptedServer, body: JSONObject) -> None:
+        fault = scripted._next_embed_fault()
+        if fault is not None and fault.kind == "delay" and scripted._stopping.wait(fault.seconds):
+            return
+        if fault is not None and fault.kind == "error":
+            self._send_reply_error(fault)
+            return
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]

@@ -10,7 +10,6 @@ run. A failure is a tool error of one line, never a traceback.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -40,9 +39,9 @@ from dreamer.online.agent_writes import AGENT_WRITE_KINDS, forget_memory, rememb
 from dreamer.online.auth import Auth, Grant
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
-from dreamer.online.mcp_reads import Answer, listed_memories, owned_memory, traced
+from dreamer.online.mcp_reads import Answer, jsonable, listed_memories, owned_memory, traced
 from dreamer.online.mcp_team import TEAM_WRITE_TOOLS, TeamTools
-from dreamer.online.recall import context, recall
+from dreamer.online.modes import modal_context, modal_recall, modal_write, said_turns
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
 from dreamer.store.db import database_problem
@@ -204,11 +203,6 @@ def _one_line(run: Callable[[], T]) -> T:
         raise ToolError(f"the database refused: {database_problem(exc)}") from None
 
 
-def _jsonable(value: dict[str, Any]) -> Answer:
-    answer: Answer = json.loads(json.dumps(value, default=str))
-    return answer
-
-
 class Tools(TeamTools):
     """The tools' bodies, each in the scope of its caller's grant."""
 
@@ -268,8 +262,8 @@ class Tools(TeamTools):
 
         def run() -> Answer:
             q = RecallIn.model_validate({key: v for key, v in body.items() if v is not None})
-            found = recall(self.rt, q.query, self.scope_of(ctx), k=q.k, kinds=q.kinds, since=q.since, until=q.until)
-            return _jsonable(found.as_json())
+            scope, when = self.scope_of(ctx), {"since": q.since, "until": q.until}
+            return jsonable(modal_recall(self.rt, q.query, scope, k=q.k, kinds=q.kinds, **when))
 
         return self._call(run)
 
@@ -283,7 +277,7 @@ class Tools(TeamTools):
         """The user's preferences and profile, ranked and cut to a token budget, as one block to keep
         in mind for the whole conversation. Call it once at the start. Returns {"text", "memory_ids",
         "tokens"}; "text" is empty when nothing is known yet."""
-        return self._call(lambda: context(self.rt, self.scope_of(ctx), budget_tokens=budget).as_json())
+        return self._call(lambda: jsonable(modal_context(self.rt, self.scope_of(ctx), budget)))
 
     def get_memory(
         self,
@@ -313,7 +307,7 @@ class Tools(TeamTools):
         """Follow one fact: the messages that said it, the memories it became, whether they are
         indexed, at which rank recall finds them and whether the context block carries them. Use it
         to explain why something is or is not remembered. Returns {"said", "memories", "hops", ...}."""
-        return self._call(lambda: _jsonable(traced(self.rt, fact, self.scope_of(ctx))))
+        return self._call(lambda: jsonable(traced(self.rt, fact, self.scope_of(ctx))))
 
     # -- writing
 
@@ -344,6 +338,8 @@ class Tools(TeamTools):
             body = MemoryIn.model_validate(fields)
             scope = self.scope_of(ctx)
             sid = own_session_id(self.rt, scope, body.session_id) if body.session_id else None
+            if (elsewhere := modal_write(self.rt, scope, [("user", body.text)])) is not None:
+                return elsewhere
             w = remember(self.rt, scope, body.text, body.kind, session_id=sid, topic=body.topic)
             return written_json(w)
 
@@ -378,6 +374,8 @@ class Tools(TeamTools):
                 {"messages": messages, "context_tokens": context_tokens, "compacted": compacted}
             )
             sent = [m.model_dump(exclude_none=True) for m in body.messages]
+            if (elsewhere := modal_write(self.rt, self.scope_of(ctx), said_turns(sent))) is not None:
+                return elsewhere
             meter = append(
                 self.rt,
                 self.scope_of(ctx),

@@ -3,7 +3,6 @@ a round (a member's call is a tool error: members read team memory, they never w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -13,7 +12,7 @@ from pydantic import Field
 from dreamer.core.settings import MAX_RECALL_K
 from dreamer.engine.runtime import Runtime
 from dreamer.online.auth import Grant
-from dreamer.online.mcp_reads import Answer
+from dreamer.online.mcp_reads import Answer, jsonable
 from dreamer.online.teams import Member, RoundIn, close, team_recall
 
 TEAM_WRITE_TOOLS = frozenset({"close_team_round"})
@@ -43,7 +42,7 @@ class TeamTools:
         """Search your team's shared memory: its decisions (and why), lessons, who is good at what,
         and the constraints the work keeps to. Read-only; the team's leader writes it when a round
         closes. Returns {"hits": [{"memory_id", "text", "kind", ...}]}, best first."""
-        return self._call(lambda: _plain(team_recall(self.rt, self._member(ctx), query, k=k).as_json()))
+        return self._call(lambda: jsonable(team_recall(self.rt, self._member(ctx), query, k=k).as_json()))
 
     def close_team_round(
         self,
@@ -62,11 +61,6 @@ class TeamTools:
 
         def run() -> Answer:
             body = RoundIn.model_validate({"messages": messages or [], "session_ids": session_ids or []})
-            return _plain(close(self.rt, self._member(ctx), body).as_json())
+            return jsonable(close(self.rt, self._member(ctx), body).as_json())
 
         return self._call(run)
-
-
-def _plain(value: dict[str, Any]) -> Answer:
-    out: Answer = json.loads(json.dumps(value, default=str))
-    return out
