@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +31,23 @@ log = logging.getLogger(__name__)
 JOURNAL = "provider-state.json"  # under the data folder
 KEPT_CHANGES = 50
 BREAKER_OPEN = "breaker open"
+
+
+def in_thread(fn: Callable[..., list[ProviderHit]], *args: Any) -> Future[list[ProviderHit]]:
+    """`fn(*args)` in a daemon thread of its own: a call that hangs past its deadline never holds
+    up the process's exit (a pool's workers are joined at exit), and the breaker bounds how many."""
+    future: Future[list[ProviderHit]] = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="provider-prefetch", daemon=True).start()
+    return future
 
 
 @dataclass
@@ -64,7 +81,6 @@ class ProviderGuard:
         self.dropped = 0  # turns given up on after every retry
         self._state = BreakerState()
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"provider-{self.name}")
         self._turns: queue.Queue[Turn | None] = queue.Queue()
         self._syncer: threading.Thread | None = None
 
@@ -129,7 +145,7 @@ class ProviderGuard:
         now = self.clock()
         if not self._admit():
             return Fetch(None, now, refused=BREAKER_OPEN)
-        return Fetch(self._pool.submit(self.provider.prefetch, query, scope, k), now)
+        return Fetch(in_thread(self.provider.prefetch, query, scope, k), now)
 
     def collect(self, fetch: Fetch) -> tuple[list[ProviderHit], str | None]:
         """The prefetch's hits, waited for until its deadline; else none and why."""
@@ -204,7 +220,6 @@ class ProviderGuard:
         if self._syncer is not None:
             self._turns.put(None)
             self._syncer.join(timeout=5)
-        self._pool.shutdown(wait=False, cancel_futures=True)
         self.provider.close()
 
 

@@ -111,4 +111,16 @@ def create(settings: Settings) -> Mem0Provider:
         from mem0 import Memory
     except ImportError as exc:
         raise ConfigError("the mem0 provider needs mem0ai: pip install 'dreamer[mem0]'") from exc
-    return Mem0Provider(Memory.from_config(mem0_config(settings)))
+    memory = Memory.from_config(mem0_config(settings))
+    bounded(memory, settings.llm_timeout or 30.0)
+    return Mem0Provider(memory)
+
+
+def bounded(memory: Any, timeout: float) -> None:
+    """mem0's OpenAI clients with `timeout` and no retries of their own (the guard retries and
+    its breaker decides), instead of the client's ten minutes: a call the guard gave up on
+    still ends, and with it the thread that waits for it."""
+    for part in ("embedding_model", "llm"):
+        client = getattr(getattr(memory, part, None), "client", None)
+        if client is not None and hasattr(client, "with_options"):
+            getattr(memory, part).client = client.with_options(timeout=timeout, max_retries=0)
