@@ -97,3 +97,32 @@ def test_a_provider_is_found_by_its_entry_point(tmp_path, monkeypatch):
     assert isinstance(built, Fake) and built.settings is settings
     with pytest.raises(ConfigError, match="no memory provider 'nope'"):
         load_provider("nope", settings)
+
+
+def test_the_mem0_configuration_uses_the_endpoints_and_merges_the_setting_at_every_depth(tmp_path):
+    from dreamer.providers.mem0 import mem0_config, scope_key
+
+    settings = Settings(
+        _env_file=None,
+        data_dir=tmp_path,
+        llm_base_url="http://127.0.0.1:9/v1",
+        embed_dim=64,
+        mem0_config='{"vector_store": {"config": {"collection_name": "team-a"}}, "history_db_path": "h.db"}',
+    )
+    config = mem0_config(settings)
+    assert config["embedder"]["config"]["openai_base_url"] == "http://127.0.0.1:9/v1"
+    assert config["vector_store"] == {
+        "provider": "qdrant",
+        "config": {
+            "path": str(tmp_path / "mem0" / "qdrant"),
+            "collection_name": "team-a",
+            "embedding_model_dims": 64,
+            "on_disk": True,
+        },
+    }
+    assert config["history_db_path"] == "h.db"
+    with pytest.raises(ConfigError, match="mem0_config must be a JSON object"):
+        mem0_config(settings.model_copy(update={"mem0_config": "[1]"}))
+    from dreamer.core.scope import Scope
+
+    assert scope_key(Scope("alice", team="red")) != scope_key(Scope("alice", agent_id="red"))

@@ -65,12 +65,17 @@ def mem0_config(settings: Settings) -> dict[str, Any]:
             raise ConfigError(f"mem0_config is not valid JSON: {exc.msg} at position {exc.pos}") from exc
         if not isinstance(extra, dict):
             raise ConfigError("mem0_config must be a JSON object")
-        for key, value in extra.items():
-            merged = (
-                {**config[key], **value} if isinstance(config.get(key), dict) and isinstance(value, dict) else value
-            )
-            config[key] = merged
+        config = merged(config, extra)
     return config
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` merged into `base` key by key, at every depth (a value that is not an object replaces)."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        out[key] = merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
 
 
 class Mem0Provider:
