@@ -4,8 +4,9 @@ temporary team's task."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -15,6 +16,9 @@ from dreamer.cli.records import open_store
 
 if TYPE_CHECKING:
     from dreamer.core.models import Team
+    from dreamer.engine.runtime import Runtime
+
+T = TypeVar("T")
 
 team_app = command_group("team", "Teams of agents: the leader writes the team's memory at the end of each round.")
 
@@ -67,15 +71,9 @@ def close_round(
 ) -> None:
     """Close a round as the team's leader: what it taught goes to the team's memory."""
     from dreamer.online.teams import Member, RoundIn, close
-    from dreamer.store.teams import get_team
 
     body = RoundIn(messages=_round_messages(messages) if messages else [], session_ids=sessions or [])
-    rt = runtime(ctx)
-    try:
-        t = get_team(rt.engine, user, name)
-        result = close(rt, Member(user, t.leader, t.name), body)
-    finally:
-        rt.close()
+    result = _with_team(ctx, user, name, lambda rt, t: close(rt, Member(user, t.leader, t.name), body))
     if as_json:
         print_json(result.as_json())
         return
@@ -84,6 +82,17 @@ def close_round(
         return
     counts = f"{result.added} added, {result.merged} merged, {result.superseded} superseded, {result.rejected} rejected"
     out.print(f"team {name} round {result.round} closed (run {result.run_id}): {counts}", markup=False)
+
+
+def _with_team(ctx: typer.Context, user: str, name: str, act: Callable[[Runtime, Team], T]) -> T:
+    """`act` on the runtime and the team `name` of `user` (`NotFound` when there is none)."""
+    from dreamer.store.teams import get_team
+
+    rt = runtime(ctx)
+    try:
+        return act(rt, get_team(rt.engine, user, name))
+    finally:
+        rt.close()
 
 
 def _round_messages(path: Path) -> list[Any]:
@@ -164,11 +173,6 @@ def end(
 ) -> None:
     """End a temporary team's task: nothing of it is left (row, index points, files)."""
     from dreamer.online.teams import end_task
-    from dreamer.store.teams import get_team
 
-    rt = runtime(ctx)
-    try:
-        removed = end_task(rt, get_team(rt.engine, user, name))
-    finally:
-        rt.close()
+    removed = _with_team(ctx, user, name, end_task)
     out.print(f"team {name} ended: nothing of it is left ({removed} memories removed)", markup=False)

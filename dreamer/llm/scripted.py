@@ -56,6 +56,18 @@ DEFAULT_WINDOW = 128_000  # tokens: the window the scripted model tells and keep
 Script = Callable[[JSONObject], Reply]
 
 
+def _take(queue: deque[list[Any]]) -> Reply | None:
+    """The first queued reply, counting down its repeats (the caller holds the lock); None when empty."""
+    if not queue:
+        return None
+    slot = queue[0]
+    slot[1] -= 1
+    if slot[1] <= 0:
+        queue.popleft()
+    reply: Reply = slot[0]
+    return reply
+
+
 class ScriptedServer:
     """A real HTTP server in a daemon thread; replies come from a queue or a script."""
 
@@ -146,14 +158,7 @@ class ScriptedServer:
 
     def _next_embed_fault(self) -> Reply | None:
         with self._lock:
-            if not self._embed_queue:
-                return None
-            slot = self._embed_queue[0]
-            slot[1] -= 1
-            if slot[1] <= 0:
-                self._embed_queue.popleft()
-            fault: Reply = slot[0]
-            return fault
+            return _take(self._embed_queue)
 
     def set_script(self, fn: Script | None) -> None:
         """Answer with `fn(request_body)` once the queue is empty."""
@@ -184,12 +189,7 @@ class ScriptedServer:
 
     def _next_reply(self, body: JSONObject) -> Reply:
         with self._lock:
-            if self._queue:
-                slot = self._queue[0]
-                slot[1] -= 1
-                if slot[1] <= 0:
-                    self._queue.popleft()
-                reply: Reply = slot[0]
+            if (reply := _take(self._queue)) is not None:
                 return reply
             script = self._script
         if script is not None:
