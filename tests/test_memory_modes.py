@@ -114,3 +114,18 @@ def test_off_reads_and_writes_nothing_and_says_so(tmp_path):
             assert s.exec(select(Session)).all() == [] and s.exec(select(Memory)).all() == []
         assert m.rt.provider is None and not (m.settings.data_dir / "mem0").exists()
         assert m.own.requests == [] and m.mem0.requests == []
+
+
+def test_off_leaves_the_claude_code_hooks_reading_and_storing_nothing(tmp_path):
+    from dreamer.core.scope import Scope
+    from dreamer.online.claude_hooks import HookInput, run_hook
+
+    transcript = tmp_path / "t.jsonl"
+    line = {"type": "user", "sessionId": "c1", "message": {"role": "user", "content": TEA}}
+    transcript.write_text(json.dumps(line) + "\n")
+    with modes_api(tmp_path, "off") as m:
+        for event in ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact"):
+            hook = HookInput(event, "c1", str(transcript), str(tmp_path), "green tea?", {})
+            assert run_hook(m.rt, Scope("alice"), hook) is None
+        with session_scope(m.rt.engine) as s:
+            assert s.exec(select(Session)).all() == []
