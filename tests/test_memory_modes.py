@@ -129,3 +129,16 @@ def test_off_leaves_the_claude_code_hooks_reading_and_storing_nothing(tmp_path):
             assert run_hook(m.rt, Scope("alice"), hook) is None
         with session_scope(m.rt.engine) as s:
             assert s.exec(select(Session)).all() == []
+
+
+def test_a_failed_sync_batch_is_tried_again_in_the_background(tmp_path):
+    with modes_api(tmp_path, "external", provider_sync_retries=2, provider_breaker_failures=5) as m:
+        m.mem0.push_embeddings(Reply.error(500))  # the first try of the batch fails
+        turns = [{"role": "user", "content": LISBON}, {"role": "user", "content": TEA}]
+        assert post(m, "/v1/sessions/s1/messages", {"messages": turns})["synced"] == 2
+        m.rt.provider.drained()
+        status = m.rt.provider.status()
+        assert (status["turns_dropped"], status["turns_waiting"], status["breaker"]) == (0, 0, "closed")
+        assert labelled(recall(m, "Lisbon conference green tea")) == {("mem0", LISBON), ("mem0", TEA)}
+        adds = [r for r in m.mem0.requests if r["path"].endswith("/embeddings")]
+        assert len(adds) == 1 + 2 + 1  # the failed try, the retried batch's two turns, the recall

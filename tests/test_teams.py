@@ -130,3 +130,19 @@ def test_the_mcp_tools_read_for_members_and_refuse_their_writes(live):
 
     anyio.run(check, MEMBER, True)
     anyio.run(check, LEADER, False)
+
+
+def test_a_round_closed_by_its_session_ids_rests_on_their_messages(live):
+    said = [{"role": "user", "content": ROUND_ONE[0]["text"]}, {"role": "assistant", "content": "Noted."}]
+    appended = httpx.post(
+        f"{live.url}/v1/sessions/r1/messages", json={"messages": said}, headers=bearer(MEMBER), timeout=60
+    )
+    assert appended.status_code == 200, appended.text
+    closed = post(live, "/v1/team/rounds", LEADER, {"session_ids": ["r1"]})
+    assert (closed.status_code, closed.json()["added"]) == (200, 1)
+    with session_scope(live.rt.engine) as s:
+        [m] = s.exec(select(Memory).where(Memory.source == "team")).all()
+    assert (m.kind, m.text) == ("decision", ROUND_ONE[0]["text"])
+    assert [(e["external_id"], e["seqs"], e["round"]) for e in m.evidence] == [("r1", [1], 1)]
+    other = post(live, "/v1/team/rounds", BLUE, {"session_ids": ["r1"]})  # red's session is not blue's
+    assert (other.status_code, other.json()["detail"]) == (404, "team 'blue' has no session 'r1'")
