@@ -52,6 +52,18 @@ def test_flush_bench(settings):
     assert result["flush_on_request_path"] is False
 
 
+@needs_minilm
+def test_modes_bench(settings):
+    """Builtin alone, and both beside the real mem0 healthy and then dead: its breaker open by the end."""
+    result = bench.run("modes", settings, sizes=(30,), queries=6)
+    assert COMMON | {"rows", "deadline_ms", "breaker_opens_after", "synced_turns"} <= set(result)
+    assert [(r["mode"], r["breaker"]) for r in result["rows"]] == [
+        ("builtin alone", "-"),
+        ("both, mem0 healthy", "closed"),
+        ("both, mem0 dead", "open"),
+    ]
+
+
 def test_bench_cli_json(tmp_path):
     res = CliRunner().invoke(app, ["--data-dir", str(tmp_path), "bench", "flush", "--small", "--json", "-"])
     assert res.exit_code == 0, res.output

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from dreamer.core.tokens import count_tokens, exact_counting
 from dreamer.engine.extract import AgentAnswer, CodeAnswer, CodeItem, extraction_prompt
 from dreamer.engine.judge import JUDGE_SYSTEM, Judgements, JudgePair, Statement, render_pairs, verdicts_by_pair
+from dreamer.engine.team_round import TeamAnswer, team_prompt
 from dreamer.engine.transcript import Line, render_body, render_transcript
 from dreamer.llm.bill import billed_prompt, compact_json
 from dreamer.llm.cards import CARDS, card_text, describe_schema, examples, render_card
@@ -26,12 +27,13 @@ from dreamer.online.flush import FlushNotes, flush_prompt
 CEILING = 1_200  # tokens of a card's system prompt plus its schema as sent, at the default limit
 LIMIT = 5
 
-TRANSCRIPT_CARDS = {"extract_agent": AgentAnswer, "extract_code": CodeAnswer, "flush": FlushNotes}
+TRANSCRIPT_CARDS = {"extract_agent": AgentAnswer, "extract_code": CodeAnswer, "flush": FlushNotes, "team": TeamAnswer}
 SCHEMAS: dict[str, type[BaseModel]] = {**TRANSCRIPT_CARDS, "judge": Judgements}
 RULES = {
     "extract_agent": ["## Keep", "## Drop, and why", "## Importance", "small talk", "took them up"],
     "extract_code": ["## Keep", "## Drop, and why", "## Importance", "## Guesses are not facts", 'basis "inferred"'],
     "flush": ["## Keep", "## Drop, and why", "Commitments and open tasks"],
+    "team": ["## Keep, under its tag", "## Drop, and why", "## Importance", "and why", "Name the member"],
     "judge": ["## How the pairs are marked", "## Verdicts, and what they do", "## Careful", "choose new"],
 }
 MARKS = ["<transcript", "# 8 May 2023", "[12] Maria: text", "(context)", "[REDACTED:kind]", "four spaces"]
@@ -44,6 +46,8 @@ def prompt(card: str) -> str:
         return JUDGE_SYSTEM
     if card == "flush":
         return flush_prompt(LIMIT)
+    if card == "team":
+        return team_prompt(LIMIT)
     return extraction_prompt("code" if card == "extract_code" else "agent", LIMIT)
 
 
@@ -243,3 +247,21 @@ def test_a_pass_sends_the_card_and_the_schema_and_its_run_keeps_the_bill(tmp_pat
         usage["completion_tokens"],
     )
     assert f"LLM 1 call(s), {usage['prompt_tokens']}+{usage['completion_tokens']} tokens" in shown.stdout
+
+
+def test_the_scripted_server_answers_the_team_card_from_the_request():
+    """Each worked example of the team card, sent as a round is: the scripted server files each
+    line under the tag the example does, in the line's own words, and nothing for chatter."""
+    from dreamer.llm.scripted_team import team_answer, team_reply
+
+    for ex in examples("team"):
+        body = {"messages": [{"role": "system", "content": prompt("team")}, {"role": "user", "content": ex.given}]}
+        answered = team_answer(body)
+        expected = json.loads(ex.answer)
+        assert {tag: [i["seqs"] for i in items] for tag, items in answered.items()} == {
+            tag: [i["seqs"] for i in items] for tag, items in expected.items()
+        }
+    judge = {
+        "messages": [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": "[1] A: we chose X"}]
+    }
+    assert team_reply(judge) is None  # any other card is left to the script

@@ -14,7 +14,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import SQLModel, col, select
 
 from dreamer.core.errors import NotFound
-from dreamer.core.models import Memory, MemoryEvent
+from dreamer.core.models import ExperienceEntry, Memory, MemoryEvent, ProjectState, Team
 from dreamer.engine import markdown, outbox
 from dreamer.engine.cascade import Selection, forget_derived
 from dreamer.engine.dream import dream_pass
@@ -101,6 +101,10 @@ def sql_text(rt) -> str:
 
 
 def test_forgetting_a_whole_user_leaves_none_of_their_words(rt):
+    with session_scope(rt.engine) as s:  # a team and code work of hers too
+        s.add(Team(user_id="alice", name="alice-team", leader="lead"))
+        s.add(ProjectState(user_id="alice", project="alice-shop", unit="Table", field="checks.tsc"))
+        s.add(ExperienceEntry(user_id="alice", project="alice-shop", text="alice's column render lesson"))
     before = sql_text(rt)
     assert all(w in before for w in ALICE_WORDS) and "bikes" in before
     alice_ids = [i for t, i in ids(rt).items() if "bikes" not in t]

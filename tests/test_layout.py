@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("dreamer", "workers")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 50
-LAYERS = ("core", "store", "index", "embed", "llm", "client", "ingest", "engine", "online", "eval", "cli")
+LAYERS = ("core", "store", "index", "embed", "llm", "client", "providers", "ingest", "engine", "online", "eval", "cli")
 
 
 def sources() -> list[Path]:

@@ -19,7 +19,15 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, bearer, live_api
 
-MEMORY_READS = ["search_memories", "get_context", "get_memory", "list_memories", "trace", "review_queue"]
+MEMORY_READS = [
+    "search_memories",
+    "get_context",
+    "get_memory",
+    "list_memories",
+    "trace",
+    "review_queue",
+    "search_team_memory",
+]
 CODE_READS = ["experience_search", "project_state"]
 CODE_WRITES = [
     "set_project_state",
@@ -31,7 +39,10 @@ CODE_WRITES = [
 ]
 READ_TOOLS = MEMORY_READS + CODE_READS
 ALL_TOOLS = (
-    MEMORY_READS + ["add_memory", "forget_memory", "record_messages", "review_memory"] + CODE_READS + CODE_WRITES
+    MEMORY_READS
+    + ["add_memory", "forget_memory", "record_messages", "review_memory", "close_team_round"]
+    + CODE_READS
+    + CODE_WRITES
 )
 FACT = "The user prefers window seats on long trains."
 

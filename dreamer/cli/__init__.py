@@ -185,6 +185,7 @@ from dreamer.cli import (  # noqa: E402, F401
     records,
     runs,
     sessions,
+    teams,
     transfer,
     views,
 )

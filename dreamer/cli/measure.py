@@ -19,7 +19,7 @@ eval_app = command_group("eval", "Evaluate recall on benchmark data.")
 
 MEMORY_MODES = ("observations", "turns")
 SEARCHES = ("hybrid", "dense", "text")
-BENCHES = ("recall", "pass", "consolidate", "flush", "cli")
+BENCHES = ("recall", "pass", "consolidate", "flush", "modes", "cli")
 CLI_RUNS = 20  # `dreamer bench cli` times `dreamer --help` this often (3 with --small)
 
 
@@ -225,7 +225,7 @@ def profiles_summary(r: dict[str, Any]) -> str:
 @app.command()
 def bench(
     ctx: typer.Context,
-    which: str = typer.Argument(..., metavar="WHICH", help="recall | pass | consolidate | flush | cli"),
+    which: str = typer.Argument(..., metavar="WHICH", help="recall | pass | consolidate | flush | modes | cli"),
     json_out: str = typer.Option(
         None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
     ),

@@ -177,6 +177,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
         "schema_revision": db.current_revision(engine) if engine is not None else None,
         "index": settings.qdrant_url or str(settings.index_dir.resolve()),
         "llm": settings.llm_base_url or "none (rules extractor)",
+        **_mode_status(settings),
     }
     if engine is not None and info["schema_revision"] == db.HEAD:
         info.update(_counts(engine))
@@ -195,6 +196,25 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
             f"(`dreamer runs show {run_id}`, then `runs accept {run_id}` or `runs revert {run_id}`)",
             markup=False,
         )
+
+
+def _mode_status(settings: Settings) -> dict[str, Any]:
+    """The memory mode and, where a provider is used, its breaker as the server last journalled it."""
+    from dreamer.providers.guard import JOURNAL, read_journal
+
+    info: dict[str, Any] = {"memory_mode": settings.memory_mode}
+    if settings.memory_mode not in ("external", "both"):
+        return info
+    journal = read_journal(settings.data_dir / JOURNAL)
+    info["provider"] = settings.memory_provider
+    if journal is None:
+        info["provider_breaker"] = "closed (no state change recorded)"
+        return info
+    last = (journal.get("changes") or [{}])[-1]
+    why = f": {journal['reason']}" if journal.get("breaker") != "closed" and journal.get("reason") else ""
+    info["provider_breaker"] = f"{journal.get('breaker')} since {last.get('at', '?')}{why}"
+    info["provider_changes"] = len(journal.get("changes") or [])
+    return info
 
 
 def _llm_status(settings: Settings, engine: Engine) -> dict[str, Any]:

@@ -16,6 +16,14 @@ class ConfigError(DreamerError):
     """A setting is missing, malformed or inconsistent."""
 
 
+class Forbidden(DreamerError):
+    """The caller may read this but not write it (a team member closing the leader's round)."""
+
+
+class AlreadyExists(DreamerError):
+    """What is to be created exists already (a team of that name)."""
+
+
 class CalendarEdge(DreamerError, ValueError):
     """A stored time whose day a time zone cannot tell: it is within a day of the calendar's edge."""
 

@@ -341,3 +341,19 @@ class ExperienceEvent(SQLModel, table=True):
     reason: str | None = Field(default=None, sa_column=Column(Text))
     data: Any | None = Field(default=None, sa_column=Column(JSON))
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Team(SQLModel, table=True):
+    """A team of one user's agents: its memory is written by the leader alone, at the end of each
+    round, and read by every member; a temporary team reads but never writes."""
+
+    __tablename__ = "teams"
+    __table_args__ = (UniqueConstraint("user_id", "name", name="uq_teams_user_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: str = Field(max_length=255)
+    name: str = Field(max_length=255)
+    leader: str = Field(max_length=255)  # the agent id whose token may close a round
+    temporary: bool = False
+    rounds: int = 0  # rounds closed so far
+    created_at: datetime = Field(default_factory=utcnow)

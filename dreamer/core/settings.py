@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from dreamer.core.days import zone
 from dreamer.core.errors import ConfigError, validation_summary
+from dreamer.core.settings_modes import ModeSettings
 from dreamer.core.settings_person import PersonSettings
 
 MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_RECALL_K)
@@ -26,7 +27,7 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
-class Settings(PersonSettings, BaseSettings):
+class Settings(PersonSettings, ModeSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
     model_config = SettingsConfigDict(
@@ -173,10 +174,6 @@ class Settings(PersonSettings, BaseSettings):
     candidate_multiplier: int = Field(4, ge=1, le=1000)
     recall_k: int = Field(5, ge=1, le=MAX_RECALL_K)
     context_budget: int = Field(800, ge=0, le=MAX_CONTEXT_BUDGET)
-
-    # --- memory for code work ---------------------------------------------------
-    experience_propagation_depth: int = Field(8, ge=1, le=1000)
-    experience_search_k: int = Field(5, ge=1, le=MAX_RECALL_K)
 
     # --- online flush ---------------------------------------------------------
     context_window: int = Field(128_000, ge=1, le=MAX_COUNT)

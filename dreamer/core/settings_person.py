@@ -1,5 +1,6 @@
 """The settings of what a person sees and steers (the Markdown read back, review mode, the
-inspector): a part of `Settings`, kept in its own module so each stays readable."""
+inspector) and of memory for code work: a part of `Settings`, kept in its own module so each
+stays readable."""
 
 from __future__ import annotations
 
@@ -23,3 +24,7 @@ class PersonSettings(BaseSettings):
         "", description="token that logs in to the inspector (/ui) as admin, seeing every user; empty = none"
     )
     ui_session_minutes: int = Field(480, ge=1, le=MAX_MINUTES, description="how long an inspector login lasts")
+
+    # --- memory for code work
+    experience_propagation_depth: int = Field(8, ge=1, le=1000)  # how far a change sends its dependents to review
+    experience_search_k: int = Field(5, ge=1, le=100)  # entries `experience search` answers at most

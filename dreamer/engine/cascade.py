@@ -28,10 +28,14 @@ from dreamer.core.models import (
     Cursor,
     DailyNote,
     DreamRun,
+    ExperienceEntry,
+    ExperienceEvent,
     Memory,
     MemoryEvent,
     Message,
+    ProjectState,
     Session,
+    Team,
     ViewDue,
     WatchedFile,
     utcnow,
@@ -187,6 +191,8 @@ def _delete_user_rows(s: DBSession, user_id: str, session_ids: list[int], memory
     s.execute(delete(Session).where(col(Session.id).in_(session_ids)))
     s.execute(delete(WatchedFile).where(col(WatchedFile.user_id) == user_id))
     s.execute(delete(ViewDue).where(col(ViewDue.user_id) == user_id))
+    for table in (ExperienceEvent, ExperienceEntry, ProjectState, Team):  # code work and teams are the user's too
+        s.execute(delete(table).where(col(table.user_id) == user_id))
     _scrub_rejections(s, session_ids)
 
 

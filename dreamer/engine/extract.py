@@ -21,7 +21,18 @@ from dreamer.engine.transcript import Chunk, render_transcript
 from dreamer.llm.cards import render_card
 from dreamer.llm.client import LLM, Usage
 
-Kind = Literal["preference", "profile", "focus", "root_cause", "interface_behavior", "design_decision"]
+Kind = Literal[
+    "preference",
+    "profile",
+    "focus",
+    "root_cause",
+    "interface_behavior",
+    "design_decision",
+    "decision",
+    "lesson",
+    "expertise",
+    "context",
+]
 
 
 Sentence = Annotated[

@@ -7,6 +7,7 @@ Layout of one user's folder (``user_dir``)::
     DREAMS.md              agent-mode memories, ranked, at most ``dreams_cap``
     DREAMS.archive.md      the ranked rest, so nothing is lost
     coding/<project>.md    code-mode memories of one project, grouped by kind
+    teams/<team>.md        the memory of one team, under its four tags
     memory/YYYY-MM-DD.md   daily notes, append only
 
 This module names and writes the files; what goes in them is `dreamer.engine.markdown_render`'s,
@@ -38,6 +39,7 @@ USER_FILE = "USER.md"
 DREAMS_FILE = "DREAMS.md"
 DREAMS_ARCHIVE_FILE = "DREAMS.archive.md"
 CODING_DIR = "coding"
+TEAMS_DIR = "teams"
 DAILY_DIR = "memory"
 UNSCOPED_PROJECT_FILE = "_unscoped.md"
 

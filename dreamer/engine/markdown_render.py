@@ -8,12 +8,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dreamer.core.models import AGENT_KINDS, CODE_KINDS, CURRENT_STATUSES, KINDS
+from dreamer.core.models import AGENT_KINDS, CODE_KINDS, CURRENT_STATUSES, KINDS, TEAM_KINDS
 from dreamer.engine.markdown import (
     CODING_DIR,
     DREAMS_ARCHIVE_FILE,
     DREAMS_FILE,
     MEMORY_FILE,
+    TEAMS_DIR,
     UNSCOPED_PROJECT_FILE,
     USER_FILE,
     RenderedFile,
@@ -156,6 +157,25 @@ def _stale_coding_files(base: Path, fresh: dict[Path, RenderedFile]) -> dict[Pat
     return out
 
 
+def team_of(m: ViewedMemory) -> str | None:
+    """The team whose memory `m` is (owned by exactly the team's scope: no agent, no project), or None."""
+    team = getattr(m, "team", None)
+    own = getattr(m, "agent_id", None) is None and m.project is None and m.kind in TEAM_KINDS
+    return team if own and isinstance(team, str) else None
+
+
+def _team_files(base: Path, current: list[ViewedMemory]) -> list[RenderedFile]:
+    """One file per team of the user: its memory under the four tags."""
+    teams: dict[str, list[ViewedMemory]] = {}
+    for m in current:
+        if (team := team_of(m)) is not None:
+            teams.setdefault(team, []).append(m)
+    return [
+        RenderedFile(base / TEAMS_DIR / f"{safe_name(t)}.md", _document(f"Team: {_heading_text(t)}", _by_kind(ms)))
+        for t, ms in sorted(teams.items())
+    ]
+
+
 def render_user(
     workspace: Path,
     user_id: str,
@@ -185,5 +205,6 @@ def render_user(
     if archive or archive_path.exists():
         files.append(RenderedFile(archive_path, _document("Dreams archive", [(None, archive)])))
     files += _coding_files(base, current, code_work or {})
+    files += _team_files(base, current)
     log.debug("rendered %d files for %s (%d current memories)", len(files), base.name, len(current))
     return files

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from dreamer.embed.embedders import Embedder
     from dreamer.index.contract import MemoryIndex
     from dreamer.llm.client import LLM
+    from dreamer.providers.guard import ProviderGuard
     from dreamer.store.busy import BusySignal
     from dreamer.store.user_locks import UserLocks
 
@@ -48,6 +49,7 @@ class Parts(TypedDict, total=False):
     index: MemoryIndex | Unset
     busy: BusySignal | Unset
     user_locks: UserLocks | Unset
+    provider: ProviderGuard | None | Unset
     check_schema: bool
 
 
@@ -60,6 +62,7 @@ class Runtime:
     _index: MemoryIndex | Unset = UNSET
     _busy: BusySignal | Unset = UNSET
     _user_locks: UserLocks | Unset = UNSET
+    _provider: ProviderGuard | None | Unset = UNSET
     _owned: list[Closable] = field(default_factory=list)
 
     @classmethod
@@ -75,6 +78,7 @@ class Runtime:
             parts.get("index", UNSET),
             parts.get("busy", UNSET),
             parts.get("user_locks", UNSET),
+            parts.get("provider", UNSET),
         )
 
     @property
@@ -144,6 +148,17 @@ class Runtime:
 
             self._user_locks = build_user_locks(self.settings, self.engine, self.index)
         return self._user_locks
+
+    @property
+    def provider(self) -> ProviderGuard | None:
+        """The external memory provider behind its guard, in the `external` and `both` modes; else None."""
+        if self._provider is UNSET:
+            from dreamer.providers.guard import open_guard
+
+            self._provider = open_guard(self.settings) if self.settings.memory_mode in ("external", "both") else None
+            if self._provider is not None:
+                self.own(self._provider)
+        return self._provider
 
     def close(self) -> None:
         for part in self._owned:

@@ -39,6 +39,8 @@ _ATTEMPTS = 3  # renders redone after a person's change landed mid-render, befor
 VIEW_COLUMNS = (  # what the Markdown view reads of a memory
     col(Memory.id),
     col(Memory.user_id),
+    col(Memory.agent_id),
+    col(Memory.team),
     col(Memory.kind),
     col(Memory.text),
     col(Memory.status),

@@ -1,5 +1,5 @@
-"""Seeded performance benchmarks: recall latency, dream-pass scaling, consolidation throughput and
-the flush meter's overhead. Each reports ratios measured in the same run, since absolute times on
+"""Seeded performance benchmarks: recall latency, dream-pass scaling, consolidation throughput,
+the flush meter's overhead and recall in the memory modes. Each reports ratios measured in the same run, since absolute times on
 a shared machine are noise; `table` renders a result for the terminal.
 """
 
@@ -19,6 +19,7 @@ from dreamer.core.settings import Settings
 from dreamer.eval.bench_consolidate import bench_consolidate
 from dreamer.eval.bench_fixtures import BenchResult
 from dreamer.eval.bench_flush import bench_flush
+from dreamer.eval.bench_modes import bench_modes
 from dreamer.eval.bench_pass import bench_pass
 from dreamer.eval.bench_recall import bench_recall
 
@@ -27,6 +28,7 @@ SIZES = {
     "pass": ((10_000, 100_000), (100, 400)),
     "consolidate": ((2_000,), (40,)),
     "flush": ((2_000,), (60,)),
+    "modes": ((10_000,), (300,)),
 }
 
 
@@ -46,6 +48,7 @@ def run(
         "pass": bench_pass,
         "consolidate": bench_consolidate,
         "flush": bench_flush,
+        "modes": bench_modes,
     }[which]
     with tempfile.TemporaryDirectory(prefix=f"dreamer-bench-{which}-") as tmp:
         started = time.perf_counter()

@@ -1,8 +1,8 @@
 """A scripted OpenAI-compatible HTTP server on 127.0.0.1 for tests and offline runs.
 
 It serves ``POST /v1/chat/completions`` from a queue of :class:`Reply` objects
-(then a script callable, then a default ``{}`` answer), deterministic hashed
-bag-of-words vectors on ``POST /v1/embeddings`` and a one-model list on
+(then a script callable, then the team card answered from the request by `scripted_team`,
+else a default ``{}`` answer), deterministic hashed bag-of-words vectors on ``POST /v1/embeddings`` and a one-model list on
 ``GET /v1/models``. Replies can also be faults: HTTP errors with Retry-After,
 delays, malformed bodies, truncated JSON, empty choices, refusals and dropped
 connections.
@@ -45,6 +45,7 @@ from dreamer.llm.scripted_modes import (
     wrapped,
 )
 from dreamer.llm.scripted_reply import Reply
+from dreamer.llm.scripted_team import team_reply
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,18 @@ __all__ = ["SCHEMA_UNSUPPORTED", "Reply", "Script", "ScriptedServer", "main"]
 DEFAULT_WINDOW = 128_000  # tokens: the window the scripted model tells and keeps to, as a hosted one's
 
 Script = Callable[[JSONObject], Reply]
+
+
+def _take(queue: deque[list[Any]]) -> Reply | None:
+    """The first queued reply, counting down its repeats (the caller holds the lock); None when empty."""
+    if not queue:
+        return None
+    slot = queue[0]
+    slot[1] -= 1
+    if slot[1] <= 0:
+        queue.popleft()
+    reply: Reply = slot[0]
+    return reply
 
 
 class ScriptedServer:
@@ -85,6 +98,7 @@ class ScriptedServer:
         self._address = (host, port)
         self._lock = threading.Lock()
         self._queue: deque[list[Any]] = deque()
+        self._embed_queue: deque[list[Any]] = deque()
         self._requests: list[JSONObject] = []
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -136,6 +150,16 @@ class ScriptedServer:
             for reply in replies:
                 self._queue.append([reply, reply.repeat])
 
+    def push_embeddings(self, *replies: Reply) -> None:
+        """Queue faults of the embeddings endpoint (errors, delays before the vectors), in order."""
+        with self._lock:
+            for reply in replies:
+                self._embed_queue.append([reply, reply.repeat])
+
+    def _next_embed_fault(self) -> Reply | None:
+        with self._lock:
+            return _take(self._embed_queue)
+
     def set_script(self, fn: Script | None) -> None:
         """Answer with `fn(request_body)` once the queue is empty."""
         with self._lock:
@@ -165,15 +189,12 @@ class ScriptedServer:
 
     def _next_reply(self, body: JSONObject) -> Reply:
         with self._lock:
-            if self._queue:
-                slot = self._queue[0]
-                slot[1] -= 1
-                if slot[1] <= 0:
-                    self._queue.popleft()
-                reply: Reply = slot[0]
+            if (reply := _take(self._queue)) is not None:
                 return reply
             script = self._script
-        return script(body) if script is not None else Reply()
+        if script is not None:
+            return script(body)
+        return team_reply(body) or Reply()  # the team card is answered from the request
 
     def _next_id(self) -> str:
         with self._lock:
@@ -253,6 +274,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, completion)
 
     def _embeddings(self, scripted: ScriptedServer, body: JSONObject) -> None:
+        fault = scripted._next_embed_fault()
+        if fault is not None and fault.kind == "delay" and scripted._stopping.wait(fault.seconds):
+            return
+        if fault is not None and fault.kind == "error":
+            self._send_reply_error(fault)
+            return
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]

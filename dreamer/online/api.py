@@ -41,11 +41,12 @@ from dreamer.online.flush_trigger import flush_point, validate_flush_settings
 from dreamer.online.mcp_server import MCP_PATH, HttpEndpoint
 from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
-from dreamer.online.recall import context, recall
+from dreamer.online.modes import modal_context, modal_recall, modal_write, modes_status, said_turns
 from dreamer.online.request_checks import OneAuthorization, utf8_ids
 from dreamer.online.review_calls import review_routes
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
+from dreamer.online.team_routes import team_routes
 from dreamer.online.ui import mount_ui
 from dreamer.store.busy import CoalescedBusy
 from dreamer.store.db import session_scope
@@ -87,6 +88,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     _memory_routes(app, rt, auth)
     review_routes(app, rt, auth)
     code_routes(app, rt, auth)
+    team_routes(app, rt, auth)
     mount_ui(app, rt, auth)  # the inspector's pages at /ui
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # MCP over streamable HTTP
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)
@@ -113,7 +115,7 @@ def _ops_routes(app: FastAPI, rt: Runtime, runner: FlushRunner, metrics: Metrics
     @app.get("/v1/status", tags=["ops"])
     def status(g: Grant = Depends(auth.grant)) -> Answer:
         """Counts for the token's scope, the last dream run, and how recall and flush run."""
-        return _status(rt, g, runner)
+        return {**_status(rt, g, runner), **modes_status(rt)}
 
 
 def _session_routes(app: FastAPI, rt: Runtime, runner: FlushRunner, auth: Auth) -> None:
@@ -134,6 +136,8 @@ def _session_routes(app: FastAPI, rt: Runtime, runner: FlushRunner, auth: Auth) 
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
         if not messages and not body.compacted:
             _own_session_id(rt, g, session_id)
+        if (elsewhere := modal_write(rt, g.scope, said_turns(messages))) is not None:
+            return elsewhere
         meter = append(
             rt,
             g.scope,
@@ -160,20 +164,21 @@ def _memory_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
     @app.post("/v1/recall", tags=["memory"])
     def recall_memories(body: RecallIn, g: Grant = Depends(auth.grant)) -> Answer:
         """Hybrid search over the token's memories (full text only without an embedder)."""
-        found = recall(rt, body.query, g.scope, k=body.k, kinds=body.kinds, since=body.since, until=body.until)
-        return found.as_json()
+        return modal_recall(rt, body.query, g.scope, k=body.k, kinds=body.kinds, since=body.since, until=body.until)
 
     @app.get("/v1/context", tags=["memory"])
     def context_block(
         budget: int | None = Query(None, ge=0, le=MAX_CONTEXT_BUDGET), g: Grant = Depends(auth.grant)
     ) -> Answer:
         """Preferences and profile to inject, ranked and cut to the token budget."""
-        return context(rt, g.scope, budget_tokens=budget).as_json()
+        return modal_context(rt, g.scope, budget)
 
     @app.post("/v1/memories", tags=["memory"])
     def remember_memory(body: MemoryIn, g: Grant = Depends(auth.writer)) -> Answer:
         """Remember a fact through the dreamer's consolidation (a duplicate merges)."""
         sid = _own_session_id(rt, g, body.session_id) if body.session_id else None
+        if (elsewhere := modal_write(rt, g.scope, [("user", body.text)])) is not None:
+            return elsewhere
         w = remember(rt, g.scope, body.text, body.kind, session_id=sid, topic=body.topic, cardinality=body.cardinality)
         return written_json(w)
 

@@ -83,7 +83,11 @@ def needs_index(event: str, settings: Settings) -> bool:
 
 
 def run_hook(rt: Runtime, scope: Scope, hook: HookInput) -> dict[str, Any] | None:
-    """Do what the event asks; the JSON to print (additional context), or None."""
+    """Do what the event asks; the JSON to print (additional context), or None. With the memory
+    mode off, nothing: no context is read and no transcript is stored."""
+    if rt.settings.memory_mode == "off":
+        log.info("memory mode is off: the %s hook reads and writes nothing", hook.event)
+        return None
     if hook.event == "SessionStart":
         return _additional(hook.event, context(rt, scope).text)
     if hook.event == "UserPromptSubmit":

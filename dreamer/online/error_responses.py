@@ -15,7 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from dreamer.core.errors import (
+    AlreadyExists,
     DreamerError,
+    Forbidden,
     IndexInUse,
     IngestError,
     LLMError,
@@ -38,6 +40,8 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
     (NotAllowedNow, 409),
     (InvalidExperience, 422),
+    (Forbidden, 403),
+    (AlreadyExists, 409),
     (TooLarge, 413),
     (IngestError, 422),
     (UntrustedWrite, 422),

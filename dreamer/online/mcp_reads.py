@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlmodel import col, select
@@ -15,6 +16,12 @@ from dreamer.online.trace import trace
 from dreamer.store.db import session_scope
 
 Answer = dict[str, Any]
+
+
+def jsonable(value: dict[str, Any]) -> Answer:
+    """`value` as JSON carries it (times and other values as text)."""
+    answer: Answer = json.loads(json.dumps(value, default=str))
+    return answer
 
 
 def owned_memory(rt: Runtime, scope: Scope, memory_id: str) -> Memory:

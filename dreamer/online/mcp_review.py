@@ -14,6 +14,7 @@ from dreamer.engine.runtime import Runtime
 from dreamer.online.review_calls import Decision, ReviewIn, decide, queued
 
 Answer = dict[str, Any]
+REVIEW_WRITE_TOOLS = frozenset({"review_memory"})
 
 
 class ReviewTools:

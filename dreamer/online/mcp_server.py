@@ -10,7 +10,6 @@ run. A failure is a tool error of one line, never a traceback.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -23,14 +22,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
-from dreamer.core.errors import DreamerError, validation_summary
+from dreamer.core.errors import validation_summary
 from dreamer.core.models import KINDS
 from dreamer.core.scope import Scope
 from dreamer.core.settings import MAX_CONTEXT_BUDGET, MAX_RECALL_K
@@ -41,17 +39,19 @@ from dreamer.online.auth import Auth, Grant
 from dreamer.online.code_tools import CODE_WRITE_TOOLS, CodeTools
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
-from dreamer.online.mcp_reads import Answer, listed_memories, owned_memory, traced
-from dreamer.online.mcp_review import ReviewTools
-from dreamer.online.recall import context, recall
+from dreamer.online.mcp_errors import named_error, one_line_error, tool_error
+from dreamer.online.mcp_reads import Answer, jsonable, listed_memories, owned_memory, traced
+from dreamer.online.mcp_review import REVIEW_WRITE_TOOLS, ReviewTools
+from dreamer.online.mcp_team import TEAM_WRITE_TOOLS, TeamTools
+from dreamer.online.modes import modal_context, modal_recall, modal_write, said_turns
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
-from dreamer.store.db import database_problem
 
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages", "review_memory"}) | CODE_WRITE_TOOLS
+_OWN_WRITES = frozenset({"add_memory", "forget_memory", "record_messages"})
+WRITE_TOOLS = _OWN_WRITES | REVIEW_WRITE_TOOLS | CODE_WRITE_TOOLS | TEAM_WRITE_TOOLS
 MAX_LISTED = 200
 INSTRUCTIONS = (
     "dreamer is this user's long-term memory. At the start of a conversation call get_context and "
@@ -152,7 +152,7 @@ def _gate(grants: Grants, tools: dict[str, Tool]) -> Callable[..., Any]:
         try:
             grant = grants.of(ctx.request)
         except ToolError as exc:
-            return _error(str(exc))
+            return tool_error(str(exc))
         if ctx.method == "tools/list":
             listed = await call_next(ctx)  # the wire form: {"tools": [{"name": ...}, ...]}
             if grant.can_write or not isinstance(listed, dict):
@@ -161,56 +161,19 @@ def _gate(grants: Grants, tools: dict[str, Tool]) -> Callable[..., Any]:
         params = ctx.params or {}
         name = params.get("name")
         if name in WRITE_TOOLS and not grant.can_write:
-            return _error(f"{name}: this token may only read")
+            return tool_error(f"{name}: this token may only read")
         tool = tools.get(name) if isinstance(name, str) else None
         if tool is not None:
             try:
                 tool.fn_metadata.validate_arguments(params.get("arguments") or {})
             except ValidationError as exc:
-                return _error(f"{name}: invalid arguments: {validation_summary(exc)}")
-        return _named(name, await call_next(ctx))
+                return tool_error(f"{name}: invalid arguments: {validation_summary(exc)}")
+        return named_error(name, await call_next(ctx))
 
     return gate
 
 
-def _named(name: object, result: HandlerResult) -> HandlerResult:
-    """A tool error as "<tool>: <reason>", not the SDK's "Error executing tool <tool>: <reason>"
-    (`result` is the wire form)."""
-    if not isinstance(result, dict) or not result.get("isError") or len(result.get("content") or []) != 1:
-        return result
-    [block] = result["content"]
-    prefix = f"Error executing tool {name}: "
-    text = block.get("text") if isinstance(block, dict) else None
-    if isinstance(text, str) and text.startswith(prefix):
-        return {**result, "content": [{**block, "text": f"{name}: {text[len(prefix) :]}"}]}
-    return result
-
-
-def _error(line: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=line)], is_error=True)
-
-
-def _one_line(run: Callable[[], T]) -> T:
-    """Run a tool's body; an expected failure becomes a tool error of one line."""
-    try:
-        return run()
-    except ToolError:
-        raise
-    except ValidationError as exc:
-        raise ToolError(f"invalid arguments: {validation_summary(exc)}") from None
-    except DreamerError as exc:
-        raise ToolError(" ".join(str(exc).split())) from None
-    except SQLAlchemyError as exc:
-        log.error("MCP tool: the database refused: %s", database_problem(exc))
-        raise ToolError(f"the database refused: {database_problem(exc)}") from None
-
-
-def _jsonable(value: dict[str, Any]) -> Answer:
-    answer: Answer = json.loads(json.dumps(value, default=str))
-    return answer
-
-
-class Tools(ReviewTools):
+class Tools(ReviewTools, TeamTools):
     """The tools' bodies, each in the scope of its caller's grant."""
 
     def __init__(self, rt: Runtime, grants: Grants, runner: FlushRunner | None, *, turns: bool = False) -> None:
@@ -222,10 +185,10 @@ class Tools(ReviewTools):
     def _call(self, run: Callable[[], Answer]) -> Answer:
         """Run a tool's body (in its turn of the index, when turns are taken)."""
         if self._turn is None:
-            return _one_line(run)
+            return one_line_error(run)
         with self._turn:
             try:
-                return _one_line(run)
+                return one_line_error(run)
             finally:
                 end_turn(self.rt)
 
@@ -238,15 +201,20 @@ class Tools(ReviewTools):
             ("list_memories", self.list_memories),
             ("trace", self.trace),
             ("review_queue", self.review_queue),
+            ("search_team_memory", self.search_team_memory),
             ("add_memory", self.add_memory),
             ("forget_memory", self.forget_memory),
             ("record_messages", self.record_messages),
             ("review_memory", self.review_memory),
+            ("close_team_round", self.close_team_round),
             *CodeTools(self.rt, self._call, self.scope_of).functions(),
         ]
 
+    def grant_of(self, ctx: Context) -> Grant:
+        return self.grants.of(ctx.request_context.request)
+
     def scope_of(self, ctx: Context) -> Scope:
-        return self.grants.of(ctx.request_context.request).scope
+        return self.grant_of(ctx).scope
 
     # -- reading
 
@@ -267,8 +235,8 @@ class Tools(ReviewTools):
 
         def run() -> Answer:
             q = RecallIn.model_validate({key: v for key, v in body.items() if v is not None})
-            found = recall(self.rt, q.query, self.scope_of(ctx), k=q.k, kinds=q.kinds, since=q.since, until=q.until)
-            return _jsonable(found.as_json())
+            scope, when = self.scope_of(ctx), {"since": q.since, "until": q.until}
+            return jsonable(modal_recall(self.rt, q.query, scope, k=q.k, kinds=q.kinds, **when))
 
         return self._call(run)
 
@@ -282,7 +250,7 @@ class Tools(ReviewTools):
         """The user's preferences and profile, ranked and cut to a token budget, as one block to keep
         in mind for the whole conversation. Call it once at the start. Returns {"text", "memory_ids",
         "tokens"}; "text" is empty when nothing is known yet."""
-        return self._call(lambda: context(self.rt, self.scope_of(ctx), budget_tokens=budget).as_json())
+        return self._call(lambda: jsonable(modal_context(self.rt, self.scope_of(ctx), budget)))
 
     def get_memory(
         self,
@@ -312,7 +280,7 @@ class Tools(ReviewTools):
         """Follow one fact: the messages that said it, the memories it became, whether they are
         indexed, at which rank recall finds them and whether the context block carries them. Use it
         to explain why something is or is not remembered. Returns {"said", "memories", "hops", ...}."""
-        return self._call(lambda: _jsonable(traced(self.rt, fact, self.scope_of(ctx))))
+        return self._call(lambda: jsonable(traced(self.rt, fact, self.scope_of(ctx))))
 
     # -- writing
 
@@ -343,6 +311,8 @@ class Tools(ReviewTools):
             body = MemoryIn.model_validate(fields)
             scope = self.scope_of(ctx)
             sid = own_session_id(self.rt, scope, body.session_id) if body.session_id else None
+            if (elsewhere := modal_write(self.rt, scope, [("user", body.text)])) is not None:
+                return elsewhere
             w = remember(self.rt, scope, body.text, body.kind, session_id=sid, topic=body.topic)
             return written_json(w)
 
@@ -377,6 +347,8 @@ class Tools(ReviewTools):
                 {"messages": messages, "context_tokens": context_tokens, "compacted": compacted}
             )
             sent = [m.model_dump(exclude_none=True) for m in body.messages]
+            if (elsewhere := modal_write(self.rt, self.scope_of(ctx), said_turns(sent))) is not None:
+                return elsewhere
             meter = append(
                 self.rt,
                 self.scope_of(ctx),

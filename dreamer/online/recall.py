@@ -217,11 +217,13 @@ def recall(
     include_all: bool = False,
     now: datetime | None = None,
     past_last: bool = True,
+    exact: bool = False,
 ) -> RecallResult:
     """The k best current memories of `scope` for `query`, ranked by `dreamer.ranking` (dense +
     BM25 fused by weight with the speaker match, or one search alone; BM25 alone without an
     embedder), those whose time is over at `now` (default: the present) marked past and, with
-    `past_last` (a recall for the present, not one about what happened), after the others."""
+    `past_last` (a recall for the present, not one about what happened), after the others. With
+    `exact`, only memories owned by exactly `scope` (a team's: no agent's among them)."""
     st = rt.settings
     k = k or st.recall_k
     flt = SearchFilter(
@@ -229,19 +231,34 @@ def recall(
         statuses=list(STATUSES) if include_all else list(CURRENT_STATUSES),
         since=_epoch(since),
         until=_epoch(until),
+        exact_scope=exact,
     )
     limit = max(st.candidate_multiplier * k, st.recall_candidates)
     ranked = rank(rt, query, scope, limit, flt, head=k)
     result = RecallResult(query, ranked.mode, note=ranked.note)
-    result.hits = _load_best(rt, ranked.ranked, scope, include_all, k, now or utcnow(), past_last)
+    seen = Seen(scope, include_all, exact)
+    result.hits = _load_best(rt, ranked.ranked, seen, k, now or utcnow(), past_last)
     return result
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a recall may return: memories of `scope` (owned by exactly it with `exact`), every
+    status with `include_all`."""
+
+    scope: Scope
+    include_all: bool = False
+    exact: bool = False
+
+    def shows(self, m: Any) -> bool:
+        inside = self.scope.owns(m) if self.exact else self.scope.matches(m)
+        return inside and (self.include_all or m.status in CURRENT_STATUSES)
 
 
 def _load_best(
     rt: Runtime,
     ranked: list[tuple[str, float]],
-    scope: Scope,
-    include_all: bool,
+    seen: Seen,
     k: int,
     now: datetime,
     past_last: bool = True,
@@ -250,9 +267,9 @@ def _load_best(
     window (the k best, then the rest): a stale index entry or a past fact dropped or moved here
     still does not cost a current hit, and a recall over many candidates reads only what it returns."""
     window = max(k, 1)
-    hits = _load(rt, ranked[:window], scope, include_all, now)
+    hits = _load(rt, ranked[:window], seen, now)
     if sum(not (past_last and h.past) for h in hits) < k and len(ranked) > window:
-        hits += _load(rt, ranked[window:], scope, include_all, now)
+        hits += _load(rt, ranked[window:], seen, now)
     if not past_last:
         return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
     best = present_first(newest_in_slot(present_first(hits, now)[:k]), now)
@@ -266,9 +283,7 @@ def _epoch(when: datetime | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-def _load(
-    rt: Runtime, ranked: list[tuple[str, float]], scope: Scope, include_all: bool, now: datetime
-) -> list[RecallHit]:
+def _load(rt: Runtime, ranked: list[tuple[str, float]], seen: Seen, now: datetime) -> list[RecallHit]:
     """Read the hits back from SQL, the system of record, re-checking scope and status (only
     the columns a hit needs, on a plain connection). A memory flagged untrusted for steering is
     never a hit unless `include_all` asks for every memory (recall feeds prompts, as the context
@@ -282,10 +297,10 @@ def _load(
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)
-        if m is None or not scope.matches(m) or (not include_all and m.status not in CURRENT_STATUSES):
+        if m is None or not seen.shows(m):
             continue
         evidence = list(m.evidence)
-        if m.untrusted and not include_all and steered(evidence):
+        if m.untrusted and not seen.include_all and steered(evidence):
             continue
         out.append(
             RecallHit(

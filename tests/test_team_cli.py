@@ -1,0 +1,64 @@
+"""`dreamer team` as a user runs it: create (saying whether it is temporary), close a round from a
+JSONL file through the real openai client to the scripted server, ls, show, and end a temporary
+team; bad input is one error line and writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+from clikit import assert_one_error_line, run
+
+from dreamer.llm.scripted import ScriptedServer
+
+ROUND = [
+    {"speaker": "lead", "text": "We chose Postgres over DynamoDB because the reports need joins."},
+    {"speaker": "coder", "text": "Ben knows the billing code best."},
+]
+
+
+def test_a_team_from_creation_to_its_memory(tmp_path):
+    assert run(tmp_path, "init").returncode == 0
+    made = run(tmp_path, "team", "create", "red", "--user", "alice", "--leader", "lead")
+    temp = run(tmp_path, "team", "create", "scratch", "--user", "alice", "--leader", "lead", "--temporary", "--json")
+    assert made.stdout == "created team alice/red: leader lead, persistent, 0 round(s) closed\n"
+    assert json.loads(temp.stdout) == {
+        "user_id": "alice",
+        "name": "scratch",
+        "leader": "lead",
+        "temporary": True,
+        "rounds": 0,
+    }
+    messages = tmp_path / "round.jsonl"
+    messages.write_text("".join(json.dumps(m) + "\n" for m in ROUND))
+    with ScriptedServer(embed_dim=64) as server:
+        env = {"DREAMER_LLM_BASE_URL": server.url, "DREAMER_LLM_MODEL": "scripted"}
+        closed = run(tmp_path, "team", "close-round", "red", "--user", "alice", "--messages", str(messages), env=env)
+        skipped = run(
+            tmp_path, "team", "close-round", "scratch", "--user", "alice", "--messages", str(messages), env=env
+        )
+        assert len(server.chat_requests()) == 1  # the temporary team's round asked nothing
+    assert closed.returncode == 0, closed.stderr
+    assert closed.stdout.startswith("team red round 1 closed (run ") and "2 added, 0 merged" in closed.stdout
+    assert skipped.stdout == "team scratch: temporary team: a round writes nothing\n"
+    shown = json.loads(run(tmp_path, "team", "show", "red", "--user", "alice", "--json").stdout)
+    assert {m["kind"]: m["text"] for m in shown["memories"]} == {
+        "decision": ROUND[0]["text"],
+        "expertise": ROUND[1]["text"],
+    }
+    assert shown["rounds"] == 1
+    listed = run(tmp_path, "team", "ls").stdout.splitlines()
+    assert listed == [
+        "alice/red: leader lead, persistent, 1 round(s) closed",
+        "alice/scratch: leader lead, temporary (reads, never writes), 0 round(s) closed",
+    ]
+    ended = run(tmp_path, "team", "end", "scratch", "--user", "alice")
+    assert ended.stdout == "team scratch ended: nothing of it is left (0 memories removed)\n"
+    assert run(tmp_path, "team", "ls", "--json").stdout.count('"name"') == 1
+    assert_one_error_line(run(tmp_path, "team", "end", "red", "--user", "alice"))  # a persistent team keeps its memory
+    assert_one_error_line(run(tmp_path, "team", "create", "red", "--user", "alice", "--leader", "x"))  # exists
+    assert_one_error_line(run(tmp_path, "team", "show", "blue", "--user", "alice"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"speaker": "lead"}\n')
+    refused = run(tmp_path, "team", "close-round", "red", "--user", "alice", "--messages", str(bad))
+    assert_one_error_line(refused)
+    assert "bad.jsonl line 1: text: Field required" in refused.stderr
