@@ -134,3 +134,17 @@ def test_html_shows_as_text_and_another_users_memory_is_not_found(browser, ui, t
     bob = _login(browser, ui.url, BOB_WRITER)
     bob.goto(f"{ui.url}/ui/memories/{mid}")
     assert "no memory" in bob.inner_text("main")
+
+
+def test_a_person_accepts_a_pending_memory_under_review_mode(browser, tmp_path):
+    with live_inspector(tmp_path, review_mode=True) as ui:
+        jazz = "The user prefers jazz while working."
+        assert ui.memory(ui.memory_id(jazz)).status == "pending"
+        page = _login(browser, ui.url, ALICE_WRITER)
+        page.click("header >> text=Review")
+        page.click(f"text={jazz}")
+        page.click("button:text-is('Accept')")
+        assert page.inner_text("#memory-status") == "candidate"
+        assert "accepted in review" in page.inner_text("#history")
+        page.click("header >> text=Review")
+        assert jazz not in page.inner_text("main")
