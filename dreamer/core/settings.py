@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dreamer.core.days import zone
 from dreamer.core.errors import ConfigError, validation_summary
+from dreamer.core.settings_compact import CompactionSettings
 
 MAX_RECALL_K = 100  # the most hits one recall returns (CLI, API and DREAMER_RECALL_K)
 MAX_CONTEXT_BUDGET = 100_000  # the largest context block, in tokens
@@ -25,7 +26,7 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
-class Settings(BaseSettings):
+class Settings(CompactionSettings, BaseSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
     model_config = SettingsConfigDict(
