@@ -19,8 +19,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, bearer, live_api
 
-READ_TOOLS = ["search_memories", "get_context", "get_memory", "list_memories", "trace"]
-ALL_TOOLS = READ_TOOLS + ["add_memory", "forget_memory", "record_messages"]
+READ_TOOLS = ["search_memories", "get_context", "get_memory", "list_memories", "trace", "restore_offloaded"]
+ALL_TOOLS = READ_TOOLS + ["add_memory", "forget_memory", "record_messages", "compact_context"]
 FACT = "The user prefers window seats on long trains."
 
 

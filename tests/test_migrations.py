@@ -17,6 +17,7 @@ TABLES = {
     "scheduler_state",
     "views_due",
     "watched_files",
+    "offloaded_bodies",
 }
 
 

@@ -129,8 +129,8 @@ def earlier_part(messages: Sequence[Msg], shape: Shape) -> list[Msg]:
     return [m for m in messages[: shape.recent] if m.get("role") != "system"]
 
 
-def render_history(messages: Sequence[Msg], names: dict[str, str], tool_chars: int) -> str:
-    """The messages as numbered lines for the summary call: secrets redacted, injected memory
+def history_entries(messages: Sequence[Msg], names: dict[str, str], tool_chars: int) -> list[str]:
+    """The messages as numbered entries for the summary call: secrets redacted, injected memory
     blocks stripped, tool results cut to `tool_chars` characters."""
     lines = []
     for i, m in enumerate(messages, 1):
@@ -143,7 +143,23 @@ def render_history(messages: Sequence[Msg], names: dict[str, str], tool_chars: i
         said = clean_for_model(text).strip()
         calls = [_call_line(c) for c in m.get("tool_calls") or [] if isinstance(c, dict)]
         lines.append(f"[{i}] {role}: {said}" + "".join(f"\n    calls {c}" for c in calls))
-    return "\n".join(lines)
+    return lines
+
+
+def fit_entries(entries: Sequence[str], room: int) -> list[str]:
+    """The entries that fit `room` tokens: the first (the task as set) and the latest after it."""
+    if not entries:
+        return []
+    kept = [entries[0]]
+    left = room - count_tokens(entries[0])
+    tail: list[str] = []
+    for entry in reversed(entries[1:]):
+        cost = count_tokens(entry) + 1
+        if cost > left:
+            break
+        tail.insert(0, entry)
+        left -= cost
+    return kept + tail
 
 
 def _call_line(call: dict[str, Any]) -> str:

@@ -40,6 +40,7 @@ from dreamer.online.agent_writes import AGENT_WRITE_KINDS, forget_memory, rememb
 from dreamer.online.auth import Auth, Grant
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
+from dreamer.online.mcp_context import ContextTools
 from dreamer.online.mcp_reads import Answer, listed_memories, owned_memory, traced
 from dreamer.online.recall import context, recall
 from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
@@ -49,7 +50,7 @@ from dreamer.store.db import database_problem
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages"})
+WRITE_TOOLS = frozenset({"add_memory", "forget_memory", "record_messages", "compact_context"})
 MAX_LISTED = 200
 INSTRUCTIONS = (
     "dreamer is this user's long-term memory. At the start of a conversation call get_context and "
@@ -208,7 +209,7 @@ def _jsonable(value: dict[str, Any]) -> Answer:
     return answer
 
 
-class Tools:
+class Tools(ContextTools):
     """The tools' bodies, each in the scope of its caller's grant."""
 
     def __init__(self, rt: Runtime, grants: Grants, runner: FlushRunner | None, *, turns: bool = False) -> None:
@@ -235,9 +236,11 @@ class Tools:
             ("get_memory", self.get_memory),
             ("list_memories", self.list_memories),
             ("trace", self.trace),
+            ("restore_offloaded", self.restore_offloaded),
             ("add_memory", self.add_memory),
             ("forget_memory", self.forget_memory),
             ("record_messages", self.record_messages),
+            ("compact_context", self.compact_context),
         ]
 
     def scope_of(self, ctx: Context) -> Scope:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HEAD = "0009"
+HEAD = "0010"
 MIGRATION_LOCK_SUFFIX = ".migrate.lock"  # beside a SQLite database file
 MIGRATION_LOCK_KEY = int.from_bytes(b"dreamer", "big")  # PostgreSQL's advisory lock of the migrations
 
