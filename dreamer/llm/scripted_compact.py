@@ -23,7 +23,10 @@ _ID = re.compile(
     r"\b(?=[A-Za-z0-9_.\-/]*\d)(?=[A-Za-z0-9_.\-/]*[A-Za-z_])[A-Za-z][A-Za-z0-9]*(?:[_\-./][A-Za-z0-9]+)+\b"
 )
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n")
-_CONSTRAINT = re.compile(r"\b(never|always|must|do not|don't|dont|only|avoid|keep|without|no more than)\b", re.I)
+_CONSTRAINT = re.compile(
+    r"\b(never|always|must|do not|don't|dont|only|avoid|keep|without|no more than|has to|have to|should|make sure)\b",
+    re.I,
+)
 _PENDING = re.compile(
     r"\b(next|todo|to do|still|then|after that|remaining|pending|later|need to|needs to|will)\b", re.I
 )

@@ -1,0 +1,108 @@
+"""`dreamer eval compaction` on the dev set: the rows' shape, clearing against both baselines in
+the same run, and bad case files refused with one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from clikit import assert_one_error_line, run
+
+from dreamer.core.compaction import total_tokens
+from dreamer.core.errors import IngestError
+from dreamer.eval.compaction_cases import load_cases, truncated
+
+DEV = Path(__file__).parent / "data" / "compaction-dev.json"
+ROW_KEYS = ["case", "budget", "tokens_before", "tokens_after", "model_calls", "path", "facts_kept"]
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("eval")
+    proc = run(tmp, "eval", "compaction", str(DEV), "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0] == "compaction: 7 case(s), summariser scripted (summaries scripted: no endpoint)"
+    return json.loads(proc.stdout)
+
+
+def test_the_dev_set_is_long_and_tool_heavy():
+    cases = load_cases(DEV)
+    assert len(cases) == 7
+    for case in cases:
+        assert total_tokens(case.messages) >= 4_000
+        assert sum(m["role"] == "tool" for m in case.messages) >= 9
+        assert {f.kind for f in case.facts} >= {"id", "constraint", "pending_step"}
+
+
+def test_rows_have_the_issue_shape_for_ours_and_both_baselines(result):
+    rows = [result["results"], result["baselines"]["truncate"]["results"], result["baselines"]["summarise"]["results"]]
+    for found in rows:
+        assert len(found) == 13
+        assert all(list(r) == ROW_KEYS for r in found)
+    assert result["summariser"]["scripted"] is True
+
+
+def test_clearing_alone_keeps_the_facts_with_far_fewer_tokens(result):
+    clear = result["overall"]["clear"]
+    assert clear == {"n": 4, "facts_kept": 1.0, "token_reduction": 0.7301}
+    assert all(r["model_calls"] == 0 for r in result["results"] if r["path"] == "clear")
+    assert result["overall"]["summary"] == {
+        "n": 1,
+        "facts_kept": 1.0,
+        "token_reduction": 0.8962,
+        "summariser": "scripted",
+    }
+    assert result["baselines"]["truncate"]["overall"] == {
+        "truncate": {"n": 13, "facts_kept": 0.3974, "token_reduction": 0.8598}
+    }
+    assert result["baselines"]["summarise"]["overall"] == {
+        "summary": {"n": 13, "facts_kept": 0.7692, "token_reduction": 0.9811, "summariser": "scripted"}
+    }
+
+
+def test_truncation_never_splits_a_call_from_its_result():
+    for case in load_cases(DEV):
+        kept = truncated(case.messages, case.budgets[-1])
+        calls = {c["id"] for m in kept for c in m.get("tool_calls") or []}
+        assert calls == {m["tool_call_id"] for m in kept if m["role"] == "tool"}
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        ("{}", 'expected {"cases": [...]} with at least one case'),
+        ("not json", "not JSON"),
+        (
+            json.dumps(
+                {
+                    "cases": [
+                        {
+                            "name": "x",
+                            "messages": [
+                                {
+                                    "role": "assistant",
+                                    "tool_calls": [
+                                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                                    ],
+                                }
+                            ],
+                            "facts": [{"kind": "id", "must_contain": ["a"]}],
+                            "budgets": [10],
+                        }
+                    ]
+                }
+            ),
+            "case 1 (x): every tool call needs exactly one tool result, and every result its call",
+        ),
+    ],
+)
+def test_a_bad_case_file_is_one_line(tmp_path, content, line):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(IngestError, match=re.escape(line)):
+        load_cases(bad)
+    proc = run(tmp_path, "eval", "compaction", str(bad), "--json", "-")
+    assert_one_error_line(proc)
+    assert proc.stdout == ""
