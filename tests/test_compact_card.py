@@ -81,3 +81,14 @@ def test_the_scripted_answer_is_computed_from_the_request():
     assert answer.decisions == ["Going with a nullable column so old rows stay valid."]
     assert answer.dropped == "the output of 2 tool call(s) beyond what is said here"
     assert json.loads(json.dumps(compact_answer(body))) == compact_answer(body)
+
+
+def test_a_summary_that_does_not_rest_on_the_history_is_refused():
+    first, _ = examples("compact")
+    echo = CompactSummary(
+        summary="The task is to fill the summary with all of the details that you have been asked to do."
+    )
+    assert checked(echo, first.given) == (
+        None,
+        "the summary does not rest on the history: too few of its words were said",
+    )

@@ -80,12 +80,27 @@ def _said(text: str, history: str) -> bool:
     return re.sub(r"\s+", " ", text.strip().lower()) in re.sub(r"\s+", " ", history.lower())
 
 
+MIN_SHARED = 0.3  # of a summary's words, the share the history must hold
+_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+def _shared(answer: CompactSummary, history: str) -> float:
+    """The share of the summary's words (four letters or more) that the history holds."""
+    said = {w.lower() for w in _WORD.findall(history)}
+    text = " ".join([answer.summary, *answer.pending_steps, *answer.decisions, *answer.constraints])
+    words = [w.lower() for w in _WORD.findall(text)]
+    return sum(w in said for w in words) / len(words) if words else 1.0
+
+
 def checked(answer: CompactSummary, history: str) -> tuple[CompactSummary | None, str | None]:
-    """The answer with ids the history never names left out; None with why when it is empty."""
+    """The answer with ids the history never names left out; None with why when it is empty or
+    does not rest on the history (fewer than `MIN_SHARED` of its words are in it)."""
     ids = [i.strip() for i in answer.ids if i.strip() and _said(i, history)]
     kept = answer.model_copy(update={"ids": list(dict.fromkeys(ids))})
     if not kept.summary.strip() and not kept.pending_steps and not kept.ids:
         return None, "the summary is empty"
+    if _shared(kept, history) < MIN_SHARED:
+        return None, "the summary does not rest on the history: too few of its words were said"
     return kept, None
 
 
