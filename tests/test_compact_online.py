@@ -15,6 +15,7 @@ from mcp.client.session import ClientSession
 from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer, online_runtime, online_settings
 from test_mcp import data, error_line, over_http
 
+from dreamer.client import ApiError, AsyncClient, Client
 from dreamer.core.compaction import is_marker
 from dreamer.core.errors import NotFound
 from dreamer.core.scope import Scope
@@ -23,6 +24,7 @@ from dreamer.llm.scripted import Reply, ScriptedServer
 from dreamer.llm.scripted_compact import compact_script
 from dreamer.online.api import create_app
 from dreamer.online.compact import compact_context, restore_offloaded
+from dreamer.online.session_append import append
 
 BODY = "invoice inv_{k} total 120.00 EUR status paid; " * 40  # about 500 tokens each
 SECRET = "AKIAIOSFODNN7EXAMPLE"
@@ -160,3 +162,36 @@ def test_compaction_answer_is_json(world):
     rt, _ = world
     found = compact_context(rt, ALICE, task(), budget=2000)
     assert json.loads(json.dumps(found.as_json()))["offloaded"][0]["tool"] == "run_sql"
+
+
+def test_the_python_client_compacts_and_restores(live):
+    with Client(live.url, token=ALICE_WRITER) as alice:
+        answer = alice.compact(task(), budget=1500, env_state="branch main")
+        assert (answer["path"], len(answer["offloaded"])) == ("clear", 4)
+        assert alice.offloaded(answer["offloaded"][2]["id"])["content"] == BODY.format(k=2)
+    with Client(live.url, token=BOB_WRITER) as bob:
+        with pytest.raises(ApiError) as refused:
+            bob.offloaded(answer["offloaded"][2]["id"])
+        assert refused.value.status == 404
+
+    async def run_async() -> dict:
+        async with AsyncClient(live.url, token=ALICE_READER) as reader:
+            return await reader.offloaded(answer["offloaded"][3]["id"])
+
+    assert anyio.run(run_async)["content"] == BODY.format(k=3)
+
+
+def test_a_due_flush_runs_before_the_compaction(world):
+    rt, server = world
+    rt.settings = rt.settings.model_copy(update={"flush_every_messages": 2})
+    append(
+        rt,
+        ALICE,
+        "task-1",
+        [{"role": "user", "content": "Backfill invoices."}, {"role": "assistant", "content": "On it."}],
+    )
+    found = compact_context(rt, ALICE, task(), budget=1500, session_id="task-1")
+    assert (found.flushed, found.path) == ("flushed", "clear")
+    assert len(server.chat_requests()) == 1  # the flush's call; clearing made none
+    again = compact_context(rt, ALICE, task(), budget=1500, session_id="task-1")
+    assert again.flushed is None  # nothing due any more

@@ -71,6 +71,14 @@ def test_insufficient_clearing_is_discarded():
     assert d.path == SUMMARY and d.draft is None and d.shape is not None and d.shape.recent == 8
 
 
+def test_the_message_trigger_goes_to_the_summary_clearing_cannot_cut_messages():
+    msgs = task(6)
+    d = decide(msgs, Policy(keep_rounds=2, max_messages=10), new_id=counter_id())
+    assert (d.path, d.trigger) == (SUMMARY, "messages")
+    seg = summary_segment(msgs, Policy(keep_rounds=2, max_messages=10), "the summary")
+    assert len(seg) == 6 and seg[2:] == msgs[-4:]
+
+
 def test_nothing_due_leaves_the_segment():
     msgs = task(2)
     assert decide(msgs, Policy()).path == UNCHANGED
