@@ -114,6 +114,14 @@ def test_settings_make_the_policy():
     assert (p.max_tokens, p.max_messages) == (20_000, 200)
 
 
+def test_a_pinned_result_survives_the_summary_with_its_call():
+    msgs = task(4)
+    msgs[5]["pinned"] = True  # the result of c1: its call comes with it
+    seg = summary_segment(msgs, Policy(keep_rounds=1), "the summary")
+    assert [m["role"] for m in seg] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert seg[2:4] == msgs[4:6] and seg[4:] == msgs[-2:]
+
+
 def test_summary_segment_order():
     msgs = task(0)
     msgs += tool_round("s1", "# Deploy skill\nAlways tag.", "Skill")
@@ -150,7 +158,10 @@ def conversations(draw: st.DrawFn) -> list[dict]:
             name = draw(st.sampled_from(["run_sql", "Skill", "tool_search", "read_file"]))
             msgs.append({"role": "assistant", "content": None, "tool_calls": [call(c, name) for c in cids]})
             for c in cids:
-                msgs.append({"role": "tool", "tool_call_id": c, "content": "x1 " * draw(st.integers(0, 900))})
+                body = {"role": "tool", "tool_call_id": c, "content": "x1 " * draw(st.integers(0, 900))}
+                if draw(st.integers(0, 9)) == 0:
+                    body["pinned"] = True
+                msgs.append(body)
     return msgs
 
 
@@ -168,6 +179,7 @@ def test_no_orphan_call_or_result_after_any_compaction(msgs, keep, budget, large
     out = {UNCHANGED: msgs, CLEAR: d.draft.messages if d.draft else msgs}.get(d.path)
     if d.path == SUMMARY:
         out = summary_segment(msgs, policy, "summary")
+        assert [m for m in msgs if m.get("pinned")] == [m for m in out if m.get("pinned")]
     assert orphans(out) == (set(), set())
     if d.path == CLEAR:
         assert len(out) == len(msgs)

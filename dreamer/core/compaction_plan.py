@@ -25,6 +25,7 @@ from dreamer.core.compaction import (
     text_of,
     token_figure,
     total_tokens,
+    units,
 )
 from dreamer.core.redact import clean_for_model, clean_prefix
 from dreamer.core.tokens import count_tokens
@@ -175,7 +176,7 @@ def summary_segment(
     env_state: str | None = None,
 ) -> list[Msg]:
     """The new active segment: system rules, the summary (with the markers of the earlier bodies
-    offloaded), the recent rounds verbatim, then the Skills read (within `skill_budget`), the
+    offloaded), the pinned messages, the recent rounds verbatim, then the Skills read (within `skill_budget`), the
     names of the tools discovered with how to query them again, and the fresh environment state."""
     shape = shape_of(messages, policy)
     head = [dict(m) for m in messages[: shape.recent] if m.get("role") == "system"]
@@ -183,12 +184,23 @@ def summary_segment(
     if offloads:
         listed = "\n".join(f"- {o.tool or o.role} {marker(o.id, o.tokens)}" for o in offloads)
         text += f"\nTool output kept out of the context (restore_offloaded with its id):\n{listed}"
-    out = [*head, {"role": "user", "content": text}, *(dict(m) for m in messages[shape.recent :])]
+    out = [*head, {"role": "user", "content": text}, *_pinned(messages, shape.recent)]
+    out += [dict(m) for m in messages[shape.recent :]]
     extra = [_skills(messages, shape, policy), _discovered(messages, shape, policy)]
     if env_state and env_state.strip():
         extra.append(f"Environment now:\n{env_state.strip()}")
     out += [{"role": "user", "content": e} for e in extra if e]
     return out
+
+
+def _pinned(messages: Sequence[Msg], recent: int) -> list[Msg]:
+    """The pinned messages of the earlier part, verbatim, each with the rest of its unit (a
+    pinned call keeps its results, a pinned result its call)."""
+    earlier = messages[:recent]
+    kept = [
+        u for u in units(earlier) if earlier[u[0]].get("role") != "system" and any(earlier[i].get("pinned") for i in u)
+    ]
+    return [dict(earlier[i]) for u in kept for i in u]
 
 
 def _skills(messages: Sequence[Msg], shape: Shape, policy: Policy) -> str:
