@@ -76,25 +76,24 @@ def test_truncation_never_splits_a_call_from_its_result():
         ("not json", "not JSON"),
         (
             json.dumps(
+                {"cases": [{"name": "x", "messages": [{"role": "user", "content": "a"}], "facts": [], "budgets": [9]}]}
+            ),
+            "case 1: facts: List should have at least 1 item",
+        ),
+        (
+            json.dumps(
                 {
                     "cases": [
                         {
                             "name": "x",
-                            "messages": [
-                                {
-                                    "role": "assistant",
-                                    "tool_calls": [
-                                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-                                    ],
-                                }
-                            ],
+                            "messages": [{"role": "robot", "content": "beep"}],
                             "facts": [{"kind": "id", "must_contain": ["a"]}],
                             "budgets": [10],
                         }
                     ]
                 }
             ),
-            "case 1 (x): every tool call needs exactly one tool result, and every result its call",
+            "case 1 (x): message 1 has no role of system, user, assistant or tool",
         ),
     ],
 )
@@ -106,3 +105,16 @@ def test_a_bad_case_file_is_one_line(tmp_path, content, line):
     proc = run(tmp_path, "eval", "compaction", str(bad), "--json", "-")
     assert_one_error_line(proc)
     assert proc.stdout == ""
+
+
+def test_a_call_still_waiting_for_its_result_is_taken_as_it_is(tmp_path, settings):
+    from dreamer.eval.compaction import run_compaction_eval
+
+    [case] = [c for c in load_cases(DEV) if c.name == "schema-migration"]
+    pending = {"id": "call_99", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+    messages = [*case.messages, {"role": "assistant", "content": None, "tool_calls": [pending]}]
+    path = tmp_path / "pending.json"
+    path.write_text(json.dumps({"cases": [{**case.model_dump(), "messages": messages, "budgets": [3800]}]}))
+    [loaded] = load_cases(path)
+    [row] = run_compaction_eval(settings, [loaded])["results"]
+    assert (row["path"], row["model_calls"], row["facts_kept"]) == ("clear", 0, 1.0)
