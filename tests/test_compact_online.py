@@ -195,3 +195,19 @@ def test_a_due_flush_runs_before_the_compaction(world):
     assert len(server.chat_requests()) == 1  # the flush's call; clearing made none
     again = compact_context(rt, ALICE, task(), budget=1500, session_id="task-1")
     assert again.flushed is None  # nothing due any more
+
+
+def compact_tokens(c: httpx.Client) -> tuple[float, float]:
+    text = c.get("/metrics").text
+    found = dict(re.findall(r'dreamer_llm_tokens_total\{kind="(\w+)",source="compact"\} ([0-9.e+]+)', text))
+    return float(found["prompt"]), float(found["completion"])
+
+
+def test_a_summary_call_is_billed_in_the_metrics(live):
+    with httpx.Client(base_url=live.url, timeout=60) as c:
+        before = compact_tokens(c)
+        r = c.post("/v1/context/compact", headers=bearer(ALICE_WRITER), json={"messages": task(), "budget": 1200})
+        answer = r.json()
+        assert (answer["path"], answer["model_calls"]) == ("summary", 1) and answer["prompt_tokens"] > 0
+        after = compact_tokens(c)
+    assert (after[0] - before[0], after[1] - before[1]) == (answer["prompt_tokens"], answer["completion_tokens"])

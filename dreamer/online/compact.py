@@ -11,6 +11,7 @@ bodies taken out are stored (`dreamer.store.offloads`) and come back by their ma
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -41,6 +42,23 @@ from dreamer.online.session_append import own_session_id
 from dreamer.store.offloads import read_offload, save_offloads
 
 log = logging.getLogger(__name__)
+
+
+class Tally:
+    """The tokens this process's summary calls were billed, for `/metrics` (API and MCP alike)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.prompt = 0
+        self.completion = 0
+
+    def add(self, prompt: int, completion: int) -> None:
+        with self._lock:
+            self.prompt += prompt
+            self.completion += completion
+
+
+BILLED = Tally()
 
 
 @dataclass
@@ -156,6 +174,7 @@ def compact_context(
     if result.offloads and result.path in (CLEAR, SUMMARY):
         save_offloads(rt.engine, scope, result.offloads, session_id=session_id, raw=rt.settings.store_raw_messages)
     result.flushed = flushed
+    BILLED.add(result.prompt_tokens, result.completion_tokens)
     log.info(
         "compaction (%s): %s, %d -> %d tokens, %d offloaded",
         result.trigger,
