@@ -211,3 +211,12 @@ def test_a_summary_call_is_billed_in_the_metrics(live):
         assert (answer["path"], answer["model_calls"]) == ("summary", 1) and answer["prompt_tokens"] > 0
         after = compact_tokens(c)
     assert (after[0] - before[0], after[1] - before[1]) == (answer["prompt_tokens"], answer["completion_tokens"])
+
+
+def test_nothing_to_summarise_makes_no_call(world):
+    rt, server = world
+    msgs = [m for m in task(2) if m["role"] != "user"]  # the system rules, then the two protected rounds
+    found = compact_context(rt, ALICE, msgs, budget=100)
+    assert (found.path, found.model_calls, found.messages) == ("unchanged", 0, msgs)
+    assert found.reason == "nothing before the protected recent rounds to summarise"
+    assert server.chat_requests() == []

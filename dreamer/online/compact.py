@@ -119,9 +119,12 @@ def _summarised(
     """The summary path: the earlier part summarised, its large bodies offloaded and listed."""
     policy = policy_of(settings)
     assert d.shape is not None
-    found = summarise(
-        llm, earlier_part(messages, d.shape), d.shape.names, settings.tool_result_chars, settings.compact_summary_tokens
-    )
+    earlier = earlier_part(messages, d.shape)
+    if not earlier:
+        return _result(
+            d, list(messages), reason="nothing before the protected recent rounds to summarise", path=UNCHANGED
+        )
+    found = summarise(llm, earlier, d.shape.names, settings.tool_result_chars, settings.compact_summary_tokens)
     usage = (found.usage.prompt_tokens, found.usage.completion_tokens)
     if found.text is None:  # an empty or failed summary: the segment stays as it was
         return _result(d, list(messages), calls=found.calls, usage=usage, reason=found.problem, path=UNCHANGED)
