@@ -58,7 +58,7 @@ def test_clearing_alone_keeps_the_facts_with_far_fewer_tokens(result):
         "truncate": {"n": 13, "facts_kept": 0.3974, "token_reduction": 0.8598}
     }
     assert result["baselines"]["summarise"]["overall"] == {
-        "summary": {"n": 13, "facts_kept": 0.7692, "token_reduction": 0.9811, "summariser": "scripted"}
+        "summary": {"n": 13, "facts_kept": 0.8846, "token_reduction": 0.9801, "summariser": "scripted"}
     }
 
 
@@ -118,3 +118,21 @@ def test_a_call_still_waiting_for_its_result_is_taken_as_it_is(tmp_path, setting
     [loaded] = load_cases(path)
     [row] = run_compaction_eval(settings, [loaded])["results"]
     assert (row["path"], row["model_calls"], row["facts_kept"]) == ("clear", 0, 1.0)
+
+
+def test_with_an_endpoint_the_summaries_are_its_own(settings, result):
+    from dreamer.eval.compaction import run_compaction_eval
+    from dreamer.llm.scripted import ScriptedServer
+    from dreamer.llm.scripted_compact import compact_script
+
+    with ScriptedServer(compact_script) as server:  # an endpoint that answers as the stand-in does
+        st = settings.model_copy(update={"llm_base_url": server.url, "llm_model": "stand-in"})
+        r = run_compaction_eval(st, load_cases(DEV))
+        asked = len(server.chat_requests())
+    assert r["summariser"] == {"name": "llm:stand-in", "scripted": False}
+    assert r["results"] == result["results"]
+    for name in ("truncate", "summarise"):
+        assert r["baselines"][name]["results"] == result["baselines"][name]["results"]
+    assert r["overall"]["summary"]["summariser"] == "llm:stand-in"
+    calls = [row["model_calls"] for rows in (r["results"], r["baselines"]["summarise"]["results"]) for row in rows]
+    assert asked == sum(calls) == 22

@@ -11,9 +11,11 @@ Without an endpoint the summary step is the scripted server's extractive stand-i
 from __future__ import annotations
 
 import itertools
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from statistics import fmean
 from typing import Any
 
@@ -21,7 +23,7 @@ from dreamer.core.compaction import Msg, tool_names, total_tokens
 from dreamer.core.compaction_plan import SUMMARY_HEAD
 from dreamer.core.settings import Settings
 from dreamer.eval.compaction_cases import Case, facts_kept, truncated
-from dreamer.llm.client import LLM, OpenAILLM, build_llm, build_openai_client
+from dreamer.llm.client import LLM
 from dreamer.online.compact import Compacted, compact_messages
 from dreamer.online.compact_summary import summarise
 
@@ -32,20 +34,35 @@ PATHS = ("clear", "summary", "truncate", "unchanged", "over")
 
 @contextmanager
 def summariser(settings: Settings) -> Iterator[tuple[LLM, dict[str, Any]]]:
-    """The model summaries are asked of: the configured endpoint, else the scripted server."""
-    llm = build_llm(settings)
-    if llm is not None:
-        yield llm, {"name": f"llm:{llm.name}", "scripted": False}
+    """The model summaries are asked of: the configured endpoint, else the scripted server; either
+    reached as the runtime reaches its model (output mode and window learnt, in a scratch store)."""
+    if settings.llm_configured:
+        with _endpoint(settings) as llm:
+            yield llm, {"name": f"llm:{llm.name}", "scripted": False}
         return
     from dreamer.llm.scripted import ScriptedServer
     from dreamer.llm.scripted_compact import compact_script
 
     with ScriptedServer(compact_script) as server:
-        scripted = settings.model_copy(update={"llm_base_url": server.url})
-        yield (
-            OpenAILLM(build_openai_client(scripted), model="scripted", max_retries=0),
-            {"name": "scripted", "scripted": True, "note": SCRIPTED_NOTE},
-        )
+        scripted = settings.model_copy(update={"llm_base_url": server.url, "llm_model": "scripted"})
+        with _endpoint(scripted) as llm:
+            yield llm, {"name": "scripted", "scripted": True, "note": SCRIPTED_NOTE}
+
+
+@contextmanager
+def _endpoint(settings: Settings) -> Iterator[LLM]:
+    from dreamer.engine.endpoint import open_llm
+    from dreamer.store import db
+
+    with tempfile.TemporaryDirectory(prefix="dreamer-eval-") as scratch:
+        engine = db.make_engine(f"sqlite:///{Path(scratch) / 'endpoint.db'}")
+        try:
+            db.upgrade(engine)
+            llm = open_llm(settings, engine)
+            assert llm is not None
+            yield llm
+        finally:
+            engine.dispose()
 
 
 def row(
