@@ -168,6 +168,8 @@ ENDPOINTS = [
     ("POST", "/v1/memories", {"text": "The user likes tea."}),
     ("DELETE", "/v1/memories/whatever", None),
     ("GET", "/v1/status", None),
+    ("POST", "/v1/context/compact", {"messages": [{"role": "user", "content": "hello"}]}),
+    ("GET", "/v1/context/offloaded/ofl_0123", None),
 ]
 
 

@@ -22,13 +22,14 @@ from dreamer.llm.bill import billed_prompt, compact_json
 from dreamer.llm.cards import CARDS, card_text, describe_schema, examples, render_card
 from dreamer.llm.client import schema_format
 from dreamer.llm.scripted import ScriptedServer
+from dreamer.online.compact_summary import CompactSummary, compact_prompt
 from dreamer.online.flush import FlushNotes, flush_prompt
 
 CEILING = 1_200  # tokens of a card's system prompt plus its schema as sent, at the default limit
 LIMIT = 5
 
 TRANSCRIPT_CARDS = {"extract_agent": AgentAnswer, "extract_code": CodeAnswer, "flush": FlushNotes, "team": TeamAnswer}
-SCHEMAS: dict[str, type[BaseModel]] = {**TRANSCRIPT_CARDS, "judge": Judgements}
+SCHEMAS: dict[str, type[BaseModel]] = {**TRANSCRIPT_CARDS, "judge": Judgements, "compact": CompactSummary}
 RULES = {
     "extract_agent": ["## Keep", "## Drop, and why", "## Importance", "small talk", "took them up"],
     "extract_code": ["## Keep", "## Drop, and why", "## Importance", "## Guesses are not facts", 'basis "inferred"'],
@@ -48,6 +49,8 @@ def prompt(card: str) -> str:
         return flush_prompt(LIMIT)
     if card == "team":
         return team_prompt(LIMIT)
+    if card == "compact":
+        return compact_prompt()
     return extraction_prompt("code" if card == "extract_code" else "agent", LIMIT)
 
 

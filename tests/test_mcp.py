@@ -27,6 +27,7 @@ MEMORY_READS = [
     "trace",
     "review_queue",
     "search_team_memory",
+    "restore_offloaded",
 ]
 CODE_READS = ["experience_search", "project_state"]
 CODE_WRITES = [
@@ -40,7 +41,7 @@ CODE_WRITES = [
 READ_TOOLS = MEMORY_READS + CODE_READS
 ALL_TOOLS = (
     MEMORY_READS
-    + ["add_memory", "forget_memory", "record_messages", "review_memory", "close_team_round"]
+    + ["add_memory", "forget_memory", "record_messages", "review_memory", "close_team_round", "compact_context"]
     + CODE_READS
     + CODE_WRITES
 )

@@ -18,6 +18,7 @@ TABLES = {
     "views_due",
     "watched_files",
     "teams",
+    "offloaded_bodies",
 }
 
 

@@ -1,4 +1,4 @@
-"""CLI for measuring: `dreamer eval locomo`, `dreamer eval profiles` and `dreamer bench`."""
+"""CLI for measuring: `dreamer eval locomo`, `dreamer eval profiles`, `dreamer eval compaction` and `dreamer bench`."""
 
 from __future__ import annotations
 
@@ -202,6 +202,35 @@ def _run_profiles(settings: Any, opts: Any) -> dict[str, Any]:
             bar.update(task, advance=1, description=user_id)
 
         return run_profiles(settings, opts, on_session=step)
+
+
+@eval_app.command("compaction")
+def eval_compaction(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, metavar="FILE", help='A JSON {"cases": [...]}.'),
+    json_out: str = typer.Option(
+        None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
+    ),
+) -> None:
+    """Facts kept and tokens saved by compacting long tool-heavy tasks, against truncation and a
+    summary of everything (the scripted summariser when no endpoint is configured)."""
+    from dreamer.eval.compaction import compaction_summary, run_compaction_eval
+    from dreamer.eval.compaction_cases import load_cases
+
+    settings = settings_of(ctx)
+    cases = load_cases(path)
+    check_json_target(json_out)
+    if err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err, transient=True) as bar:
+            task = bar.add_task("compaction", total=len(cases))
+            result = run_compaction_eval(settings, cases, lambda name: bar.update(task, advance=1, description=name))
+    else:
+        result = run_compaction_eval(settings, cases)
+    (err if json_out == "-" else out).print(compaction_summary(result), markup=False)
+    write_json(result, json_out)
 
 
 def profiles_summary(r: dict[str, Any]) -> str:

@@ -120,6 +120,17 @@ def status_call() -> Call:
     return Call("GET", "/v1/status")
 
 
+def compact_call(
+    messages: Sequence[dict[str, Any]], budget: int | None, env_state: str | None, session_id: str | None
+) -> Call:
+    body = {"messages": list(messages), **_given(budget=budget, env_state=env_state, session_id=session_id)}
+    return Call("POST", "/v1/context/compact", body=body)
+
+
+def offloaded_call(offload_id: str) -> Call:
+    return Call("GET", f"/v1/context/offloaded/{_segment(offload_id)}")
+
+
 def answer(call: Call, response: httpx.Response) -> Any:
     """The JSON of a successful answer; an `ApiError` for an error status."""
     if response.is_success:

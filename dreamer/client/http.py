@@ -17,9 +17,11 @@ from dreamer.client.calls import (
     StoredMemory,
     answer,
     append_call,
+    compact_call,
     context_call,
     flush_call,
     forget_call,
+    offloaded_call,
     recall_call,
     remember_call,
     status_call,
@@ -127,6 +129,21 @@ class Client(_Endpoint[httpx.Client]):
         """Counts of the token's scope and the last dream run."""
         return cast(dict[str, Any], self._send(status_call()))
 
+    def compact(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        budget: int | None = None,
+        env_state: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Compact the active context: old tool output offloaded, or the earlier part summarised."""
+        return cast(dict[str, Any], self._send(compact_call(messages, budget, env_state, session_id)))
+
+    def offloaded(self, offload_id: str) -> dict[str, Any]:
+        """The body a compaction offloaded, by its marker's id."""
+        return cast(dict[str, Any], self._send(offloaded_call(offload_id)))
+
     def close(self) -> None:
         if self._owned:
             self.http.close()
@@ -180,6 +197,19 @@ class AsyncClient(_Endpoint[httpx.AsyncClient]):
 
     async def flush(self, session_id: str) -> dict[str, Any]:
         return cast(dict[str, Any], await self._send(flush_call(session_id)))
+
+    async def compact(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        budget: int | None = None,
+        env_state: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._send(compact_call(messages, budget, env_state, session_id)))
+
+    async def offloaded(self, offload_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._send(offloaded_call(offload_id)))
 
     async def status(self) -> dict[str, Any]:
         return cast(dict[str, Any], await self._send(status_call()))

@@ -357,3 +357,24 @@ class Team(SQLModel, table=True):
     temporary: bool = False
     rounds: int = 0  # rounds closed so far
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class OffloadedBody(SQLModel, table=True):
+    """A message body a compaction took out of an agent's active context (`dreamer.core.compaction`),
+    kept for `restore_offloaded`: owned like a session, its secrets redacted as messages' are."""
+
+    __tablename__ = "offloaded_bodies"
+    __table_args__ = (Index("ix_offloaded_bodies_user", "user_id", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=32)  # ofl_ and 20 hex digits, drawn per body
+    user_id: str = Field(max_length=255)
+    agent_id: str | None = Field(default=None, max_length=255)
+    project: str | None = Field(default=None, max_length=255)
+    team: str | None = Field(default=None, max_length=255)
+    session_id: str | None = Field(default=None, max_length=255)  # the agent's own id of its conversation
+    role: str = Field(max_length=16)
+    tool: str | None = Field(default=None, max_length=255)
+    tool_call_id: str | None = Field(default=None, max_length=255)
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    tokens: int = 0
+    created_at: datetime = Field(default_factory=utcnow)

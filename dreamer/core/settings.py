@@ -13,6 +13,7 @@ from pydantic_settings import SettingsConfigDict
 
 from dreamer.core.days import zone
 from dreamer.core.errors import ConfigError, validation_summary
+from dreamer.core.settings_compact import CompactionSettings
 from dreamer.core.settings_modes import ModeSettings
 from dreamer.core.settings_person import PersonSettings
 
@@ -27,7 +28,7 @@ MAX_EMBED_DIM = 65_535  # the longest dense vector Qdrant holds
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # what redis-py's from_url reads
 
 
-class Settings(PersonSettings, ModeSettings):
+class Settings(PersonSettings, ModeSettings, CompactionSettings):
     """Every tunable of dreamer. Environment variables use the ``DREAMER_`` prefix."""
 
     model_config = SettingsConfigDict(

@@ -34,6 +34,7 @@ from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
 from dreamer.online.agent_writes import forget_memory, remember
 from dreamer.online.auth import Auth, Grant, parse_tokens
 from dreamer.online.code_routes import code_routes
+from dreamer.online.compact import compact_context, restore_offloaded
 from dreamer.online.error_responses import add_error_handlers
 from dreamer.online.flush import FlushResult, flush_session
 from dreamer.online.flush_runner import FlushRunner
@@ -44,7 +45,7 @@ from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.modes import modal_context, modal_recall, modal_write, modes_status, said_turns
 from dreamer.online.request_checks import OneAuthorization, utf8_ids
 from dreamer.online.review_calls import review_routes
-from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
+from dreamer.online.schemas import AppendIn, CompactIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
 from dreamer.online.team_routes import team_routes
 from dreamer.online.ui import mount_ui
@@ -89,6 +90,7 @@ def create_app(rt: Runtime, *, insecure_user: str | None = None) -> FastAPI:
     review_routes(app, rt, auth)
     code_routes(app, rt, auth)
     team_routes(app, rt, auth)
+    _context_routes(app, rt, auth)
     mount_ui(app, rt, auth)  # the inspector's pages at /ui
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # MCP over streamable HTTP
     app.add_middleware(BodyLimit, limit=rt.settings.api_max_body_bytes)
@@ -191,6 +193,28 @@ def _memory_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
         """Forget one of the token's memories (kept for history, never returned by default)."""
         _path_identifier("memory_id", memory_id)
         return memory_json(forget_memory(rt, g.scope, memory_id, clean_text(reason)))
+
+
+def _context_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
+    """Compacting an agent's active context, and reading back what it offloaded."""
+
+    @app.post("/v1/context/compact", tags=["context"])
+    def compact(body: CompactIn, g: Grant = Depends(auth.writer)) -> Answer:
+        """Clear old tool output (or, when that is not enough, summarise the earlier part) so the
+        context fits; returns the new messages and the ids of the bodies offloaded."""
+        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        found = compact_context(
+            rt, g.scope, messages, budget=body.budget, env_state=body.env_state, session_id=body.session_id
+        )
+        return found.as_json()
+
+    @app.get("/v1/context/offloaded/{offload_id}", tags=["context"])
+    def offloaded(
+        offload_id: str = PathParam(min_length=1, max_length=MAX_FIELD_CHARS), g: Grant = Depends(auth.grant)
+    ) -> Answer:
+        """The body a compaction offloaded, by its marker's id (only the token's own)."""
+        _path_identifier("offload_id", offload_id)
+        return restore_offloaded(rt, g.scope, offload_id)
 
 
 def _flush_answer(result: FlushResult, session_id: str, settings: Settings) -> Answer:

@@ -4,8 +4,9 @@ and the hook entries `dreamer hooks install` merges into a Claude Code settings 
 * SessionStart: the context block, as the session's additional context.
 * UserPromptSubmit: the agent is marked busy (the dreamer waits); with `hook_recall_k` > 0 the
   best recall hits for the prompt are added as context.
-* PreCompact: the transcript so far is ingested (only what it gained) and the session's daily
-  notes are flushed before the context is compacted.
+* PreCompact: the transcript so far is ingested (only what it gained), the session's daily
+  notes are flushed before the context is compacted, and the tool output a compaction would
+  clear is kept as offloaded bodies (`dreamer.online.compact_hook`) for `restore_offloaded`.
 * Stop, SessionEnd: the transcript's new part is ingested.
 
 Every hook input carries `session_id`, `transcript_path`, `cwd` and `hook_event_name`;
@@ -33,6 +34,7 @@ from dreamer.core.settings import Settings
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.claude_code import FORMAT as CLAUDE_CODE
 from dreamer.ingest.watch import Outcome, Owner, watch_file
+from dreamer.online.compact_hook import record_would_drop
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_trigger import MANUAL
 from dreamer.online.recall import context, past_mark, recall
@@ -164,6 +166,7 @@ def _flush(rt: Runtime, scope: Scope, outcome: Outcome) -> None:
             continue
         result = flush_session(rt, row.id, trigger=MANUAL)
         log.info("session %s flushed before compaction: %s, %d note(s)", external_id, result.status, len(result.notes))
+        record_would_drop(rt, scope, row)  # flushed first: what is cleared was flushed
 
 
 # --------------------------------------------------------------------------- installing

@@ -39,6 +39,7 @@ from dreamer.online.auth import Auth, Grant
 from dreamer.online.code_tools import CODE_WRITE_TOOLS, CodeTools
 from dreamer.online.flush import flush_session
 from dreamer.online.flush_runner import FlushRunner
+from dreamer.online.mcp_context import ContextTools
 from dreamer.online.mcp_errors import named_error, one_line_error, tool_error
 from dreamer.online.mcp_reads import Answer, jsonable, listed_memories, owned_memory, traced
 from dreamer.online.mcp_review import REVIEW_WRITE_TOOLS, ReviewTools
@@ -50,7 +51,7 @@ from dreamer.online.session_append import append, own_session_id
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-_OWN_WRITES = frozenset({"add_memory", "forget_memory", "record_messages"})
+_OWN_WRITES = frozenset({"add_memory", "forget_memory", "record_messages", "compact_context"})
 WRITE_TOOLS = _OWN_WRITES | REVIEW_WRITE_TOOLS | CODE_WRITE_TOOLS | TEAM_WRITE_TOOLS
 MAX_LISTED = 200
 INSTRUCTIONS = (
@@ -173,7 +174,7 @@ def _gate(grants: Grants, tools: dict[str, Tool]) -> Callable[..., Any]:
     return gate
 
 
-class Tools(ReviewTools, TeamTools):
+class Tools(ReviewTools, TeamTools, ContextTools):
     """The tools' bodies, each in the scope of its caller's grant."""
 
     def __init__(self, rt: Runtime, grants: Grants, runner: FlushRunner | None, *, turns: bool = False) -> None:
@@ -202,11 +203,13 @@ class Tools(ReviewTools, TeamTools):
             ("trace", self.trace),
             ("review_queue", self.review_queue),
             ("search_team_memory", self.search_team_memory),
+            ("restore_offloaded", self.restore_offloaded),
             ("add_memory", self.add_memory),
             ("forget_memory", self.forget_memory),
             ("record_messages", self.record_messages),
             ("review_memory", self.review_memory),
             ("close_team_round", self.close_team_round),
+            ("compact_context", self.compact_context),
             *CodeTools(self.rt, self._call, self.scope_of).functions(),
         ]
 

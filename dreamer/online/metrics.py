@@ -1,4 +1,5 @@
-"""The Prometheus metrics of the HTTP API: requests and latencies, flushes, dream runs and LLM tokens."""
+"""The Prometheus metrics of the HTTP API: requests and latencies, flushes, dream runs and LLM tokens
+(of dream runs, flushes and compaction summaries)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlmodel import select
 
 from dreamer.core.models import DreamRun
 from dreamer.engine.runtime import Runtime
+from dreamer.online.compact import BILLED
 from dreamer.online.flush import FlushResult
 from dreamer.store.db import session_scope
 
@@ -68,4 +70,6 @@ class _StoreCollector(Collector):
         tokens.add_metric(["dream", "completion"], completion)
         tokens.add_metric(["flush", "prompt"], self.metrics.flush_tokens["prompt"])
         tokens.add_metric(["flush", "completion"], self.metrics.flush_tokens["completion"])
+        tokens.add_metric(["compact", "prompt"], BILLED.prompt)
+        tokens.add_metric(["compact", "completion"], BILLED.completion)
         return [runs, tokens]

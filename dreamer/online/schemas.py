@@ -107,6 +107,27 @@ class MemoryIn(Strict):
     )
 
 
+MAX_CONTEXT_MESSAGES = 10_000  # messages one compaction request may carry
+
+
+class ContextMessageIn(Strict):
+    """A message of an agent's active context, as the OpenAI chat format has it."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: ShortText | None = None
+    tool_call_id: ShortText | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    pinned: StrictBool | None = Field(None, description="keep this message as it is")
+
+
+class CompactIn(Strict):
+    messages: list[ContextMessageIn] = Field(min_length=1, max_length=MAX_CONTEXT_MESSAGES)
+    budget: StrictInt | None = Field(None, ge=1, le=100_000_000, description="tokens to fit; default the setting")
+    env_state: Text | None = Field(None, max_length=20_000, description="the environment now, carried after a summary")
+    session_id: GrantId | None = Field(None, description="the recorded session: its due flush runs first")
+
+
 def memory_json(m: Memory) -> dict[str, Any]:
     """A memory as an answer shows it."""
     return {

@@ -1,0 +1,138 @@
+"""`dreamer eval compaction` on the dev set: the rows' shape, clearing against both baselines in
+the same run, and bad case files refused with one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from clikit import assert_one_error_line, run
+
+from dreamer.core.compaction import total_tokens
+from dreamer.core.errors import IngestError
+from dreamer.eval.compaction_cases import load_cases, truncated
+
+DEV = Path(__file__).parent / "data" / "compaction-dev.json"
+ROW_KEYS = ["case", "budget", "tokens_before", "tokens_after", "model_calls", "path", "facts_kept"]
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("eval")
+    proc = run(tmp, "eval", "compaction", str(DEV), "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0] == "compaction: 7 case(s), summariser scripted (summaries scripted: no endpoint)"
+    return json.loads(proc.stdout)
+
+
+def test_the_dev_set_is_long_and_tool_heavy():
+    cases = load_cases(DEV)
+    assert len(cases) == 7
+    for case in cases:
+        assert total_tokens(case.messages) >= 4_000
+        assert sum(m["role"] == "tool" for m in case.messages) >= 9
+        assert {f.kind for f in case.facts} >= {"id", "constraint", "pending_step"}
+
+
+def test_rows_have_the_issue_shape_for_ours_and_both_baselines(result):
+    rows = [result["results"], result["baselines"]["truncate"]["results"], result["baselines"]["summarise"]["results"]]
+    for found in rows:
+        assert len(found) == 13
+        assert all(list(r) == ROW_KEYS for r in found)
+    assert result["summariser"]["scripted"] is True
+
+
+def test_clearing_alone_keeps_the_facts_with_far_fewer_tokens(result):
+    clear = result["overall"]["clear"]
+    assert clear == {"n": 4, "facts_kept": 1.0, "token_reduction": 0.7301}
+    assert all(r["model_calls"] == 0 for r in result["results"] if r["path"] == "clear")
+    assert result["overall"]["summary"] == {
+        "n": 1,
+        "facts_kept": 1.0,
+        "token_reduction": 0.8962,
+        "summariser": "scripted",
+    }
+    assert result["baselines"]["truncate"]["overall"] == {
+        "truncate": {"n": 13, "facts_kept": 0.3974, "token_reduction": 0.8598}
+    }
+    assert result["baselines"]["summarise"]["overall"] == {
+        "summary": {"n": 13, "facts_kept": 0.8846, "token_reduction": 0.9801, "summariser": "scripted"}
+    }
+
+
+def test_truncation_never_splits_a_call_from_its_result():
+    for case in load_cases(DEV):
+        kept = truncated(case.messages, case.budgets[-1])
+        calls = {c["id"] for m in kept for c in m.get("tool_calls") or []}
+        assert calls == {m["tool_call_id"] for m in kept if m["role"] == "tool"}
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        ("{}", 'expected {"cases": [...]} with at least one case'),
+        ("not json", "not JSON"),
+        (
+            json.dumps(
+                {"cases": [{"name": "x", "messages": [{"role": "user", "content": "a"}], "facts": [], "budgets": [9]}]}
+            ),
+            "case 1: facts: List should have at least 1 item",
+        ),
+        (
+            json.dumps(
+                {
+                    "cases": [
+                        {
+                            "name": "x",
+                            "messages": [{"role": "robot", "content": "beep"}],
+                            "facts": [{"kind": "id", "must_contain": ["a"]}],
+                            "budgets": [10],
+                        }
+                    ]
+                }
+            ),
+            "case 1 (x): message 1 has no role of system, user, assistant or tool",
+        ),
+    ],
+)
+def test_a_bad_case_file_is_one_line(tmp_path, content, line):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(IngestError, match=re.escape(line)):
+        load_cases(bad)
+    proc = run(tmp_path, "eval", "compaction", str(bad), "--json", "-")
+    assert_one_error_line(proc)
+    assert proc.stdout == ""
+
+
+def test_a_call_still_waiting_for_its_result_is_taken_as_it_is(tmp_path, settings):
+    from dreamer.eval.compaction import run_compaction_eval
+
+    [case] = [c for c in load_cases(DEV) if c.name == "schema-migration"]
+    pending = {"id": "call_99", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+    messages = [*case.messages, {"role": "assistant", "content": None, "tool_calls": [pending]}]
+    path = tmp_path / "pending.json"
+    path.write_text(json.dumps({"cases": [{**case.model_dump(), "messages": messages, "budgets": [3800]}]}))
+    [loaded] = load_cases(path)
+    [row] = run_compaction_eval(settings, [loaded])["results"]
+    assert (row["path"], row["model_calls"], row["facts_kept"]) == ("clear", 0, 1.0)
+
+
+def test_with_an_endpoint_the_summaries_are_its_own(settings, result):
+    from dreamer.eval.compaction import run_compaction_eval
+    from dreamer.llm.scripted import ScriptedServer
+    from dreamer.llm.scripted_compact import compact_script
+
+    with ScriptedServer(compact_script) as server:  # an endpoint that answers as the stand-in does
+        st = settings.model_copy(update={"llm_base_url": server.url, "llm_model": "stand-in"})
+        r = run_compaction_eval(st, load_cases(DEV))
+        asked = len(server.chat_requests())
+    assert r["summariser"] == {"name": "llm:stand-in", "scripted": False}
+    assert r["results"] == result["results"]
+    for name in ("truncate", "summarise"):
+        assert r["baselines"][name]["results"] == result["baselines"][name]["results"]
+    assert r["overall"]["summary"]["summariser"] == "llm:stand-in"
+    calls = [row["model_calls"] for rows in (r["results"], r["baselines"]["summarise"]["results"]) for row in rows]
+    assert asked == sum(calls) == 22
