@@ -4,7 +4,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tests.clikit import assert_one_error_line, run
+from clikit import assert_one_error_line, run
 
 DEV_SET = Path(__file__).parent / "data" / "experience-dev.json"
 SCOPE = ("--project", "shop-web", "--user", "dana")
