@@ -5,6 +5,8 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HEAD = "0013"
+SQLITE_BUSY_SECONDS = 30.0  # how long a SQLite statement waits on another process's lock
 MIGRATION_LOCK_SUFFIX = ".migrate.lock"  # beside a SQLite database file
 MIGRATION_LOCK_KEY = int.from_bytes(b"dreamer", "big")  # PostgreSQL's advisory lock of the migrations
 
@@ -49,7 +52,7 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         )
     kwargs: dict[str, Any] = {"echo": echo, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_SECONDS}
         if parsed.database and not parsed.database.startswith("file:"):
             _private_database(Path(parsed.database))
     else:
@@ -79,10 +82,27 @@ def _quiet_row_logging() -> None:
 
 def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: object) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_SECONDS * 1000)}")
+    when_unlocked(lambda: cur.execute("PRAGMA journal_mode=WAL"), SQLITE_BUSY_SECONDS)
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
+
+
+def when_unlocked(step: Callable[[], object], seconds: float, pause: float = 0.02) -> None:
+    """Run `step`, again while SQLite says the database is locked, for up to `seconds`.
+
+    Processes that open a new database at once all switch it to WAL; SQLite refuses all but one
+    of them at once, without waiting on its busy timeout, and the switch is done when asked again.
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
 
 
 def _parsed_url(url: str) -> URL:
