@@ -16,11 +16,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from dreamer.core.consolidate import content_hash, promoted_status
+from dreamer.core.consolidate import promoted_status
 from dreamer.core.errors import NotAllowedNow, NotFound
 from dreamer.core.memory_text import one_line, stored_text
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, utcnow
 from dreamer.store import cabinet
+from dreamer.store.by_hand import set_by_hand
 from dreamer.store.db import session_scope
 
 QUEUED = ("pending", "review_required")
@@ -134,15 +135,9 @@ def accept(engine: Engine, memory_id: str, *, user_id: str | None = None, text: 
 
 
 def _accept_pending(s: DBSession, m: Memory, text: str | None) -> Reviewed:
-    now = utcnow()
     status = "verified" if text is not None else promoted_status("candidate", m.evidence, untrusted=m.untrusted)
-    data: dict[str, Any] = {"status": [m.status, status], "before": cabinet.restorable(m)}
-    if text is not None:
-        data["text"] = [m.text, text]
-        m.text, m.content_hash, m.source = text, content_hash(text), "human"
-    m.status, m.updated_at, m.indexed_at = status, now, None
-    s.add(m)
-    cabinet.record_event(s, m.id, "edit" if text is not None else "accept", reason="accepted in review", data=data)
+    event = "edit" if text is not None else "accept"
+    set_by_hand(s, m, event, status=status, reason="accepted in review", text=text)
     replaced = []
     for old, hold in _held_by(s, m.id):
         cabinet.supersede(s, old, m.id, run_id=hold.run_id, reason="accepted in review", data={"accepted": hold.id})

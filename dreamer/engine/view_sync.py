@@ -22,13 +22,14 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col
 
 from dreamer.core.consolidate import content_hash
-from dreamer.core.models import CURRENT_STATUSES, Memory, utcnow
+from dreamer.core.models import CURRENT_STATUSES, Memory
 from dreamer.engine import markdown, markdown_render
 from dreamer.engine.markdown_code import code_sections
 from dreamer.engine.markdown_edits import Edit, Problem, ReadBack, RenderedState, digest, read_back
 from dreamer.engine.markdown_entries import ViewedMemory, parse_entries
 from dreamer.engine.runtime import Runtime
 from dreamer.store import cabinet
+from dreamer.store.by_hand import set_by_hand
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,6 @@ def _add_by_hand(s: DBSession, user_id: str, e: Edit) -> bool:
 def _apply_one(s: DBSession, user_id: str, e: Edit) -> bool:
     if e.event == "add":
         return _add_by_hand(s, user_id, e)
-    now = utcnow()
     where = {"file": e.file, "line": e.line}
     found = _current(s, user_id, e.memory_id)
     if found is None:
@@ -174,16 +174,9 @@ def _apply_one(s: DBSession, user_id: str, e: Edit) -> bool:
         return True
     if m.status == "verified" and m.source == "human" and (e.event != "edit" or e.text == m.text):
         return False  # read back already (a render redone after a person's change mid-render)
-    before = cabinet.restorable(m)
-    data: dict[str, Any] = {"status": [m.status, "verified"], "before": before, **where}
-    if e.event == "edit" and e.text is not None:
-        data["text"] = [m.text, e.text]
-        m.text, m.content_hash = e.text, content_hash(e.text)
-    m.status, m.source = "verified", "human"
-    m.updated_at = m.last_seen = now
-    m.indexed_at = None
-    s.add(m)
-    cabinet.record_event(s, m.id, e.event, reason=f"{e.event} in {e.file}", data=data)
+    text = e.text if e.event == "edit" else None
+    set_by_hand(s, m, e.event, status="verified", reason=f"{e.event} in {e.file}", text=text, vouched=True, where=where)
+    m.last_seen = m.updated_at
     return True
 
 

@@ -11,7 +11,6 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from dreamer.core.consolidate import content_hash
 from dreamer.core.errors import DreamerError, NotFound
 from dreamer.core.memory_text import stored_text
 from dreamer.core.models import Cursor, Memory, MemoryEvent, Session, utcnow
@@ -21,6 +20,7 @@ from dreamer.engine.reprocess import reset_cursors
 from dreamer.engine.runtime import Runtime
 from dreamer.online.agent_writes import user_lock
 from dreamer.store import cabinet
+from dreamer.store.by_hand import set_by_hand
 from dreamer.store.db import session_scope
 
 CURRENT = ("candidate", "verified", "review_required")
@@ -68,9 +68,7 @@ def edit_memory(rt: Runtime, viewer: Viewer, memory_id: str, text: str) -> Memor
     def change(s: DBSession, m: Memory) -> None:
         if m.status not in CURRENT:
             raise PersonRefused(f"memory {m.id} is {m.status}: restore it before editing")
-        data = {"text": [m.text, new], "status": [m.status, "verified"], "before": cabinet.restorable(m)}
-        m.text, m.content_hash, m.source, m.status = new, content_hash(new), "human", "verified"
-        cabinet.record_event(s, m.id, "edit", reason="edited by a person", data=data)
+        set_by_hand(s, m, "edit", status="verified", reason="edited by a person", text=new)
 
     return _by_hand(rt, viewer, memory_id, change)
 
@@ -81,9 +79,7 @@ def confirm_memory(rt: Runtime, viewer: Viewer, memory_id: str) -> Memory:
     def change(s: DBSession, m: Memory) -> None:
         if m.status not in CURRENT:
             raise PersonRefused(f"memory {m.id} is {m.status}: only a current memory can be confirmed")
-        data = {"status": [m.status, "verified"], "before": cabinet.restorable(m)}
-        m.status = "verified"
-        cabinet.record_event(s, m.id, "confirm", reason="confirmed by a person", data=data)
+        set_by_hand(s, m, "confirm", status="verified", reason="confirmed by a person")
 
     return _by_hand(rt, viewer, memory_id, change)
 
