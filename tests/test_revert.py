@@ -4,7 +4,7 @@ server), a real store (SQLite, PostgreSQL) and Qdrant Edge; the index and the Ma
 from __future__ import annotations
 
 import pytest
-from dreamkit import judged_by_word, make_index, make_runtime
+from dreamkit import judged_by_word, make_index, make_runtime, user_turns
 from sqlmodel import col, select
 
 from dreamer.core.changeset import Conflict
@@ -35,15 +35,6 @@ def rt(settings, engine, server, tmp_path):
     runtime = make_runtime(st, engine, server, make_index("edge", tmp_path))
     yield runtime
     runtime.close()
-
-
-def session_with(*user_lines: str) -> list[dict]:
-    lines = list(user_lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(user_lines))]
-    return [
-        m
-        for i, line in enumerate(lines)
-        for m in ({"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"})
-    ]
 
 
 def current(rt, user: str = "alice") -> list[tuple]:
@@ -80,7 +71,7 @@ def dream_before_and_after(rt, server):
     record_messages(
         rt.engine,
         "s1",
-        session_with("I prefer tea with breakfast.", "I prefer window seats on trains."),
+        user_turns("I prefer tea with breakfast.", "I prefer window seats on trains."),
         user_id="alice",
     )
     first = dream_pass(rt)
@@ -89,7 +80,7 @@ def dream_before_and_after(rt, server):
     record_messages(
         rt.engine,
         "s2",
-        session_with(
+        user_turns(
             "I prefer coffee with breakfast.", "I prefer window seats on trains.", "I prefer jazz while working."
         ),
         user_id="alice",
@@ -136,7 +127,7 @@ def test_reverting_a_run_restores_the_memories_the_index_and_the_markdown(rt, se
 
 def test_a_revert_across_a_later_run_stops_and_names_the_conflict_unless_forced(rt, server):
     _first, second, before = dream_before_and_after(rt, server)
-    record_messages(rt.engine, "s3", session_with("I prefer jazz while working."), user_id="alice")
+    record_messages(rt.engine, "s3", user_turns("I prefer jazz while working."), user_id="alice")
     third = dream_pass(rt)
     assert (third.added, third.merged) == (0, 1)
     jazz = next(m for m in current(rt) if "jazz" in m[1])[0]
@@ -168,12 +159,12 @@ def test_the_guard_holds_a_pass_that_would_supersede_most_memories_and_accept_ap
         "winter holidays",
         "lunch salads",
     ]
-    record_messages(rt.engine, "s1", session_with(*[f"I prefer plain {t}" for t in topics[:4]]), user_id="alice")
-    record_messages(rt.engine, "s2", session_with(*[f"I prefer plain {t}" for t in topics[4:]]), user_id="alice")
+    record_messages(rt.engine, "s1", user_turns(*[f"I prefer plain {t}" for t in topics[:4]]), user_id="alice")
+    record_messages(rt.engine, "s2", user_turns(*[f"I prefer plain {t}" for t in topics[4:]]), user_id="alice")
     dream_pass(rt)
     old = current(rt)
     assert len(old) == 6
-    record_messages(rt.engine, "s3", session_with(*[f"I prefer fancy {t} now" for t in topics[:5]]), user_id="alice")
+    record_messages(rt.engine, "s3", user_turns(*[f"I prefer fancy {t} now" for t in topics[:5]]), user_id="alice")
 
     run = dream_pass(rt)
 
@@ -203,10 +194,10 @@ def test_the_guard_holds_a_pass_that_would_supersede_most_memories_and_accept_ap
 def test_a_held_change_dropped_by_a_revert_restores_the_status_before(rt, server):
     server.set_script(judged_by_word("now"))
     topics = ["breakfast drinks", "weekend hiking", "evening reading", "office music", "winter holidays"]
-    record_messages(rt.engine, "s1", session_with(*[f"I prefer plain {t}" for t in topics]), user_id="alice")
+    record_messages(rt.engine, "s1", user_turns(*[f"I prefer plain {t}" for t in topics]), user_id="alice")
     dream_pass(rt)
     old = current(rt)
-    record_messages(rt.engine, "s2", session_with(*[f"I prefer fancy {t} now" for t in topics]), user_id="alice")
+    record_messages(rt.engine, "s2", user_turns(*[f"I prefer fancy {t} now" for t in topics]), user_id="alice")
     run = dream_pass(rt)
     assert run.held == 5
 
@@ -246,9 +237,9 @@ def test_reprocessing_after_a_revert_learns_the_reverted_memories_again(rt, serv
 def test_accept_leaves_a_held_change_whose_successor_is_gone(rt, server):
     server.set_script(judged_by_word("now"))
     topics = ["breakfast drinks", "weekend hiking", "evening reading", "office music", "winter holidays"]
-    record_messages(rt.engine, "s1", session_with(*[f"I prefer plain {t}" for t in topics]), user_id="alice")
+    record_messages(rt.engine, "s1", user_turns(*[f"I prefer plain {t}" for t in topics]), user_id="alice")
     dream_pass(rt)
-    record_messages(rt.engine, "s2", session_with(*[f"I prefer fancy {t} now" for t in topics]), user_id="alice")
+    record_messages(rt.engine, "s2", user_turns(*[f"I prefer fancy {t} now" for t in topics]), user_id="alice")
     run = dream_pass(rt)
     with session_scope(rt.engine) as s:
         holds = s.exec(select(MemoryEvent).where(MemoryEvent.event == "hold").order_by(MemoryEvent.id)).all()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from dreamkit import judged_by_word, make_index, make_runtime
+from dreamkit import judged_by_word, make_index, make_runtime, user_turns
 from onlinekit import TOKENS, LiveServer
 from sqlmodel import select
 
@@ -48,15 +48,6 @@ class Inspector:
             return m
 
 
-def session_with(*user_lines: str) -> list[dict]:
-    lines = list(user_lines) + ["ok", "sure", "fine", "thanks"][: max(0, 4 - len(user_lines))]
-    return [
-        m
-        for i, line in enumerate(lines)
-        for m in ({"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"})
-    ]
-
-
 @contextmanager
 def live_inspector(root: Path, **overrides: object) -> Iterator[Inspector]:
     settings = Settings(_env_file=None, data_dir=root / "data").model_copy(
@@ -88,19 +79,19 @@ def _dream(rt: Runtime) -> tuple[int, int]:
     """Alice: tea and window seats, then coffee (held) and jazz; Bob: green tea; one of
     Bob's sessions quarantined."""
     record_messages(
-        rt.engine, "a1", session_with("I prefer tea with breakfast.", "I prefer window seats."), user_id="alice"
+        rt.engine, "a1", user_turns("I prefer tea with breakfast.", "I prefer window seats."), user_id="alice"
     )
-    record_messages(rt.engine, "b1", session_with("I prefer green tea in the evening."), user_id="bob")
+    record_messages(rt.engine, "b1", user_turns("I prefer green tea in the evening."), user_id="bob")
     first = dream_pass(rt)
     record_messages(
         rt.engine,
         "a2",
-        session_with("I prefer coffee with breakfast.", "I prefer jazz while working."),
+        user_turns("I prefer coffee with breakfast.", "I prefer jazz while working."),
         user_id="alice",
     )
     held = dream_pass(rt)
     assert held.held == 1 or rt.settings.review_mode, "the guard holds the coffee supersession"
-    record_messages(rt.engine, "b2", session_with("I prefer long walks."), user_id="bob")
+    record_messages(rt.engine, "b2", user_turns("I prefer long walks."), user_id="bob")
     with session_scope(rt.engine) as s:
         b2 = s.exec(select(Session).where(Session.external_id == "b2")).one()
         cursor = s.get(Cursor, b2.id) or Cursor(session_id=b2.id)
