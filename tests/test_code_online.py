@@ -82,5 +82,9 @@ def test_task_end_then_task_start_over_mcp(live):
         bad = await session.call_tool("project_change", {"project": "mcp-web", "target": "nothing"})
         assert bad.is_error
         assert bad.content[0].text.startswith("project_change: target 'nothing': use file:PATH")
+        traced = data(await session.call_tool("trace", {"fact": "TS7016"}))
+        assert [(w["subject"], w["id"], w["status"]) for w in traced["code_work"]] == [
+            ("entry", entry["id"], "candidate")
+        ]
 
     anyio.run(over_http, live.url, ALICE_WRITER, check)

@@ -167,3 +167,16 @@ def test_under_review_mode_a_pending_memory_is_accepted_or_rejected_from_its_pag
         assert "jazz while working" not in alice.get("/ui/review").text
         again = alice.post(f"/ui/memories/{jazz}/accept", data={"csrf": csrf_of(alice)})
         assert again.status_code == 400 and "not waiting for review" in again.text
+
+
+def test_the_trace_page_shows_code_work_sent_to_review(ui):
+    with httpx.Client(base_url=ui.url, headers=bearer(ALICE_WRITER), timeout=60) as http:
+        shop = {"project": "pay-api", "branch": "main"}
+        entry = {**shop, "text": "Refund <b>webhooks</b> retry with the same key", "depends_on": ["interface:refunds"]}
+        assert http.post("/v1/experience", json=entry).status_code in (200, 201)
+        assert http.post("/v1/projects/changes", json={**shop, "target": "interface:refunds"}).status_code == 200
+    page = login(ui.url, ALICE_WRITER).get("/ui/trace", params={"fact": "retry with the same key"}).text
+    assert "<h2>Code work</h2>" in page
+    assert "entry pay-api@main: Refund &lt;b&gt;webhooks&lt;/b&gt; retry with the same key" in page
+    assert '<span class="status status-review_required">review_required</span> · interface:refunds changed' in page
+    assert "demote: candidate → review_required (interface:refunds changed)" in page

@@ -115,3 +115,47 @@ def test_the_cli_traces_the_demo(tmp_path, monkeypatch):
     ]
     assert data["memories"][0]["recall_rank"] == 1
     assert "recalled    yes rank 1" in human.stdout
+
+    shop = ["--project", "shop-web", "--user", "demo"]
+    fx = ["--depends-on", "interface:fx"]
+    added = cli.invoke(app, ["experience", "add", "Prices in euros come from the fx API", *fx, "--json", *shop])
+    entry = json.loads(added.stdout)["id"]
+    assert cli.invoke(app, ["project", "change", "interface:fx", *shop]).exit_code == 0
+    human = cli.invoke(app, ["trace", "euros", "--user", "demo"]).stdout
+    assert f"  code work   entry {entry[:12]} shop-web@main [review_required] Prices in euros come" in human
+    assert "        why: interface:fx changed" in human
+    assert "        history: add -> candidate, demote -> review_required" in human
+
+
+def test_code_work_shows_where_a_change_sent_an_entry_and_a_state(rt):
+    from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
+    from dreamer.engine.code_changes import change
+    from dreamer.store.experience import Where
+
+    book, shop = CodeBook(rt.engine), Where("alice", "shop-web", "main")
+    entry = book.add_entry(shop, EntryInput("TS2322 on columns: return a ReactNode", depends_on=["unit:LegacyTable"]))
+    for unit in ("OrderList", "RefundList"):
+        book.verify("alice", entry.id, unit, "passed")
+    state = book.set_state(shop, StateInput("OrderList", "TS2322 fixed", True, depends_on=["unit:LegacyTable"]))
+    book.add_entry(Where("bob", "shop-web", "main"), EntryInput("TS2322 on columns: bob's own"))
+    change(book, shop, "unit:LegacyTable")
+
+    t = trace(rt, "ts2322", "alice")
+
+    assert [(w.subject, w.id, w.project, w.branch, w.status) for w in t.code_work] == [
+        ("entry", entry.id, "shop-web", "main", "review_required"),
+        ("state", state.id, "shop-web", "main", "review_required"),
+    ]
+    assert t.code_work[1].text == "OrderList.TS2322 fixed = true"
+    assert [(e["event"], e["status_before"], e["status_after"]) for e in t.code_work[0].history] == [
+        ("add", None, "candidate"),
+        ("verify", "candidate", "candidate"),
+        ("verify", "candidate", "verified"),
+        ("demote", "verified", "review_required"),
+    ]
+    assert "unit:LegacyTable" in (t.code_work[0].reason or "")
+    assert t.code_work[0].history[-1]["reason"] == t.code_work[0].reason
+    assert [w.id for w in trace(rt, entry.id, "alice").code_work] == [entry.id]
+    assert trace(rt, "ts2322", "alice", scope=Scope("alice", project="other")).code_work == []
+    assert trace(rt, "ts2322", "alice", scope=Scope("alice", agent_id="coder")).code_work == []
+    assert json.loads(json.dumps(t.as_json(), default=str))["code_work"][0]["status"] == "review_required"

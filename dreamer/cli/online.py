@@ -272,6 +272,12 @@ def _print_trace(t: Trace) -> None:
         )
     for r in t.rejected:
         out.print(f"      rejected by run {r['run_id']}: {r['text']} ({r['reason']})", markup=False)
+    for w in t.code_work:
+        out.print(f"  code work   {w.subject} {w.id[:12]} {w.project}@{w.branch} [{w.status}] {w.text}", markup=False)
+        if w.reason:
+            out.print(f"        why: {w.reason}", markup=False)
+        steps = ", ".join(f"{e['event']} -> {e['status_after']}" for e in w.history)
+        out.print(f"        history: {steps or '-'}", markup=False)
     out.print(f"  indexed     {_yes(hops['indexed'])}", markup=False)
     ranks = [m.recall_rank for m in current if m.recall_rank]
     out.print(

@@ -49,4 +49,4 @@ def traced(rt: Runtime, fact: str, scope: Scope) -> Answer:
     """A fact's hops from the ledger to the workbench, as the `trace` tool answers them."""
     found = trace(rt, fact, scope.user_id, scope=scope)
     data = found.as_json()
-    return {key: data[key] for key in ("fact", "said", "memories", "hops", "recall_mode", "recall_k")}
+    return {key: data[key] for key in ("fact", "said", "memories", "code_work", "hops", "recall_mode", "recall_k")}

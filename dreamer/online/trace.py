@@ -19,6 +19,7 @@ from dreamer.core.scope import Scope
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import SearchFilter
 from dreamer.online.recall import context, recall
+from dreamer.online.trace_code import CodeWork, find_code_work
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class Trace:
     said: list[Mention] = field(default_factory=list)
     memories: list[Stored] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
+    code_work: list[CodeWork] = field(default_factory=list)
     recall_mode: str = ""
     recall_k: int = 0
     context_budget: int = 0
@@ -118,6 +120,8 @@ def trace(
     scope = scope or Scope(user_id=user_id)
     said = find_said(rt, fact, scope, limit=limit)
     out = Trace(fact, user_id, said, find_memories(rt, fact, scope, said), find_rejected(rt, fact, said))
+    if scope.agent_id is None and scope.team is None:  # code work is the user's, by project
+        out.code_work = find_code_work(rt.engine, fact, user_id, project=scope.project)
     for m in out.memories:
         m.in_index = in_index(rt, m, scope)
     found = recall(rt, fact, scope, k=k)
