@@ -146,3 +146,27 @@ def test_a_round_closed_by_its_session_ids_rests_on_their_messages(live):
     assert [(e["external_id"], e["seqs"], e["round"]) for e in m.evidence] == [("r1", [1], 1)]
     other = post(live, "/v1/team/rounds", BLUE, {"session_ids": ["r1"]})  # red's session is not blue's
     assert (other.status_code, other.json()["detail"]) == (404, "team 'blue' has no session 'r1'")
+
+
+def test_an_item_the_round_never_said_is_rejected_not_stored(live):
+    from dreamer.llm.scripted_reply import Reply
+    from dreamer.llm.scripted_team import is_team_request, team_answer
+
+    invented = "We deploy the billing service on Kubernetes in eu-west-1."
+
+    def script(body: dict) -> Reply | None:
+        if not is_team_request(body):
+            return None
+        answer = team_answer(body)
+        answer["decision"].append({"text": invented, "seqs": [1], "importance": 0.9, "tags": []})
+        return Reply.json(answer)
+
+    live.scripted.set_script(script)
+    closed = post(live, "/v1/team/rounds", LEADER, {"messages": ROUND_ONE}).json()
+    assert (closed["added"], closed["rejected"]) == (2, 1)
+    with session_scope(live.rt.engine) as s:
+        texts = set(s.exec(select(Memory.text).where(Memory.team == "red")).all())
+        [run] = s.exec(select(DreamRun).where(DreamRun.trigger == "team-round")).all()
+    assert texts == {FOUR["decision"], FOUR["lesson"]}
+    [rejection] = run.rejections
+    assert rejection["text"] == invented and "Kubernetes" in rejection["reason"]

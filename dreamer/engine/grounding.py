@@ -30,9 +30,9 @@ Shared = tuple[int, Candidate]  # a candidate given to one session (its index), 
 
 @lru_cache(maxsize=4)
 def card_examples(mode: str) -> tuple[str, ...]:
-    """The sentences the extraction card of `mode` shows the model: its worked examples' items
-    and the sentences its rubric quotes."""
-    card, _ = extraction_card(mode)
+    """The sentences the extraction card of `mode` (the team card for `team`) shows the model:
+    its worked examples' items and the sentences its rubric quotes."""
+    card = "team" if mode == "team" else extraction_card(mode)[0]
     texts: list[str] = []
     for example in examples(card):
         answer = json.loads(example.answer)

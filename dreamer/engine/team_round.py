@@ -28,6 +28,7 @@ from dreamer.core.teams import TEAM_SOURCE, TeamRef, team_scope, writes
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_all
 from dreamer.engine.extract import AnswerBase, Candidate, Item, collapse_duplicates, reply_budget
+from dreamer.engine.grounding import ground
 from dreamer.engine.judge import LLMJudge
 from dreamer.engine.plan import Planned, plan_candidates
 from dreamer.engine.runs import Tally, save_run, start_run
@@ -142,7 +143,8 @@ def close_round(rt: Runtime, team: Team, lines: list[Line], origin: dict[int, An
     run = start_run(rt, TRIGGER, f"llm:{rt.llm.name}"[:16])
     tally = Tally()
     try:
-        candidates = _extract(llm, lines, st.team_round_entries)
+        candidates, ungrounded = _grounded(rt, team, lines, _extract(llm, lines, st.team_round_entries))
+        tally.rejected += [{"session_id": None, "text": c.text, "reason": c.ungrounded or ""} for c in ungrounded]
         result.round = count_round(rt.engine, team)
         _consolidate(rt, team, llm, candidates, _evidence(candidates, result.round, origin), run, tally, result)
     except BaseException as exc:
@@ -178,6 +180,15 @@ def _extract(llm: GuardedLLM, lines: list[Line], limit: int) -> list[Candidate]:
         out.append(c.model_copy(update={**update, "untrusted_reason": reason}))
     ranked = sorted(collapse_duplicates(out), key=lambda c: -c.importance)
     return ranked[:limit]
+
+
+def _grounded(
+    rt: Runtime, team: Team, lines: list[Line], candidates: list[Candidate]
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The candidates that rest on what the round said, and those that do not (a name, number or
+    claim no line of theirs gives), checked as a dream pass checks a session's."""
+    checked = [c for _, c in ground(rt, team.user_id, [(0, c) for c in candidates], {0: lines}, "team")]
+    return [c for c in checked if c.ungrounded is None], [c for c in checked if c.ungrounded is not None]
 
 
 def _evidence(candidates: list[Candidate], round_no: int, origin: dict[int, Any] | None) -> list[list[Any]]:
