@@ -68,6 +68,10 @@ class IndexInUse(IndexFailure):
     """An embedded index folder is owned by another process."""
 
 
+class ProviderError(DreamerError):
+    """An external memory provider refused a call or answered out of its contract."""
+
+
 class LLMError(DreamerError):
     """The LLM call failed for good (after retries, or not retryable)."""
 

@@ -38,6 +38,10 @@ class ModeSettings(BaseSettings):
     provider_sync_retries: int = Field(
         3, ge=0, le=100, description="Times a failed sync batch is tried again (backing off) before it is dropped"
     )
+    provider_url: str = Field(
+        "", description="The http provider's base URL: it answers POST {url}/search and POST {url}/turns"
+    )
+    provider_token: str = Field("", description="Bearer token sent to the http provider (none when empty)")
     mem0_config: str = Field(
         "",
         description="JSON merged over the mem0 provider's configuration (llm, embedder, vector_store); by default "

@@ -13,7 +13,7 @@ from dreamer.core.settings import Settings
 from dreamer.providers.contract import Provider
 
 GROUP = "dreamer.providers"
-BUILTIN = {"mem0": "dreamer.providers.mem0:create"}
+BUILTIN = {"mem0": "dreamer.providers.mem0:create", "http": "dreamer.providers.http:create"}
 
 
 def provider_names() -> list[str]:
