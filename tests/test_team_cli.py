@@ -62,3 +62,28 @@ def test_a_team_from_creation_to_its_memory(tmp_path):
     refused = run(tmp_path, "team", "close-round", "red", "--user", "alice", "--messages", str(bad))
     assert_one_error_line(refused)
     assert "bad.jsonl line 1: text: Field required" in refused.stderr
+
+
+def test_a_round_longer_than_a_chunk_is_read_in_several_calls(tmp_path):
+    lines = [
+        {"speaker": "lead", "text": "We chose Postgres over DynamoDB because the reports need joins."},
+        {"speaker": "coder", "text": "The import timed out until batching by 500 rows fixed it."},
+        {"speaker": "coder", "text": "morning all"},
+        {"speaker": "lead", "text": "Ben knows the billing code best."},
+        {"speaker": "coder", "text": "The client deadline is 14 December 2026."},
+    ]
+    assert run(tmp_path, "init").returncode == 0
+    assert run(tmp_path, "team", "create", "red", "--user", "alice", "--leader", "lead").returncode == 0
+    messages = tmp_path / "round.jsonl"
+    messages.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    with ScriptedServer(embed_dim=64) as server:
+        env = {"DREAMER_LLM_BASE_URL": server.url, "DREAMER_LLM_MODEL": "scripted", "DREAMER_CHUNK_TOKENS": "30"}
+        closed = run(tmp_path, "team", "close-round", "red", "--user", "alice", "--messages", str(messages), env=env)
+        shown = [
+            [m["content"] for m in body["messages"] if m["role"] == "user"][0].count("\n[")
+            for body in server.chat_requests()
+        ]
+    assert closed.returncode == 0, closed.stderr
+    assert shown == [1, 1, 2, 1]  # lines per call: each fills most of a 30-token chunk; "morning all" shares one
+    kept = json.loads(run(tmp_path, "team", "show", "red", "--user", "alice", "--json").stdout)["memories"]
+    assert sorted(m["text"] for m in kept) == sorted(m["text"] for m in lines if m["text"] != "morning all")

@@ -20,20 +20,28 @@ from pydantic import BaseModel, Field
 from sqlmodel import col, select
 
 from dreamer.core.days import local_day
-from dreamer.core.errors import ConfigError, NotFound
+from dreamer.core.errors import ConfigError, NotFound, WindowTooSmall
 from dreamer.core.memory_text import stored_text
 from dreamer.core.models import TEAM_KINDS, DreamRun, Message, Session, Team, utcnow
 from dreamer.core.redact import clean_for_model
 from dreamer.core.teams import TEAM_SOURCE, TeamRef, team_scope, writes
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_all
-from dreamer.engine.extract import AnswerBase, Candidate, Item, collapse_duplicates, reply_budget
+from dreamer.engine.extract import (
+    LEAN_BELOW,
+    MIN_TRANSCRIPT,
+    AnswerBase,
+    Candidate,
+    Item,
+    collapse_duplicates,
+    reply_budget,
+)
 from dreamer.engine.grounding import ground
 from dreamer.engine.judge import LLMJudge
 from dreamer.engine.plan import Planned, plan_candidates
 from dreamer.engine.runs import Tally, save_run, start_run
 from dreamer.engine.runtime import Runtime
-from dreamer.engine.transcript import Line, render_transcript
+from dreamer.engine.transcript import Line, chunk_lines, render_transcript
 from dreamer.engine.untrusted import steering_reason
 from dreamer.llm.cards import render_card
 from dreamer.llm.guard import GuardedLLM
@@ -143,7 +151,9 @@ def close_round(rt: Runtime, team: Team, lines: list[Line], origin: dict[int, An
     run = start_run(rt, TRIGGER, f"llm:{rt.llm.name}"[:16])
     tally = Tally()
     try:
-        candidates, ungrounded = _grounded(rt, team, lines, _extract(llm, lines, st.team_round_entries))
+        candidates, ungrounded = _grounded(
+            rt, team, lines, _extract(llm, lines, st.team_round_entries, st.chunk_tokens)
+        )
         tally.rejected += [{"session_id": None, "text": c.text, "reason": c.ungrounded or ""} for c in ungrounded]
         result.round = count_round(rt.engine, team)
         _consolidate(rt, team, llm, candidates, _evidence(candidates, result.round, origin), run, tally, result)
@@ -159,25 +169,43 @@ def close_round(rt: Runtime, team: Team, lines: list[Line], origin: dict[int, An
     return result
 
 
-def _extract(llm: GuardedLLM, lines: list[Line], limit: int) -> list[Candidate]:
-    """The round's items, each citing only lines the round has, flagged untrusted when it or its
-    lines try to steer the memory system; the most important `limit`."""
-    parsed, _usage = llm.complete_json(
-        system=team_prompt(limit),
-        user=render_transcript(lines),
-        schema=TeamAnswer,
-        name="team_memories",
-        reply_tokens=reply_budget(limit),
-    )
-    by_seq = {ln.seq: ln for ln in lines}
+def team_card(llm: GuardedLLM, limit: int) -> tuple[str, int]:
+    """The card a round's calls send (without its worked examples when the model's window is
+    small, as extraction does) and the transcript tokens each call may then carry."""
+    card = team_prompt(limit)
+    if llm.room(card, TeamAnswer, reply_budget(limit)) < LEAN_BELOW:
+        card = team_prompt(limit, examples=False)
+    room = llm.room(card, TeamAnswer, reply_budget(limit))
+    if room < MIN_TRANSCRIPT:
+        raise WindowTooSmall(
+            f"the team card (without its examples), its schema and a reply leave {room} tokens of the "
+            f"model's window for the round (at least {MIN_TRANSCRIPT} needed): use a model with a larger window"
+        )
+    return card, room
+
+
+def _extract(llm: GuardedLLM, lines: list[Line], limit: int, chunk_tokens: int) -> list[Candidate]:
+    """The round's items, in calls of at most `chunk_tokens` of transcript (fewer where the
+    model's window holds less), each citing only lines its call showed, flagged untrusted when
+    it or its lines try to steer the memory system; the most important `limit`."""
+    card, room = team_card(llm, limit)
     out = []
-    for c in parsed.candidates():
-        seqs = [q for q in dict.fromkeys(c.seqs) if q in by_seq]
-        if c.kind not in TEAM_KINDS or not seqs:
-            continue
-        reason = steering_reason(c.text, [by_seq[q] for q in seqs], "team")
-        update = {"seqs": seqs, "text": stored_text(c.text), "untrusted": reason is not None}
-        out.append(c.model_copy(update={**update, "untrusted_reason": reason}))
+    for chunk in chunk_lines(lines, min(chunk_tokens, room)):
+        parsed, _usage = llm.complete_json(
+            system=card,
+            user=render_transcript(chunk.lines),
+            schema=TeamAnswer,
+            name="team_memories",
+            reply_tokens=reply_budget(limit),
+        )
+        by_seq = {ln.seq: ln for ln in chunk.lines}
+        for c in parsed.candidates():
+            seqs = [q for q in dict.fromkeys(c.seqs) if q in by_seq]
+            if c.kind not in TEAM_KINDS or not seqs:
+                continue
+            reason = steering_reason(c.text, [by_seq[q] for q in seqs], "team")
+            update = {"seqs": seqs, "text": stored_text(c.text), "untrusted": reason is not None}
+            out.append(c.model_copy(update={**update, "untrusted_reason": reason}))
     ranked = sorted(collapse_duplicates(out), key=lambda c: -c.importance)
     return ranked[:limit]
 
