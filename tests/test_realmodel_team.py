@@ -10,6 +10,7 @@ import json
 import pytest
 from clikit import run
 from sqlmodel import select
+from teamkit import ROUND_ONE, ROUND_TWO
 from usagekit import UsageProxy
 
 from dreamer.core.models import Memory
@@ -18,12 +19,7 @@ from dreamer.store.db import session_scope
 
 pytestmark = pytest.mark.realmodel
 
-ROUND = [
-    {"speaker": "lead", "text": "We chose Postgres over DynamoDB because the reports need joins."},
-    {"speaker": "coder", "text": "The import timed out until batching by 500 rows fixed it."},
-    {"speaker": "lead", "text": "Ben knows the billing code best."},
-    {"speaker": "coder", "text": "The client deadline is 14 December 2026."},
-]
+ROUND = [*ROUND_ONE, *ROUND_TWO]  # a decision, a lesson, small talk, expertise and a deadline
 
 
 @pytest.fixture

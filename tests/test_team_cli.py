@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from clikit import assert_one_error_line, run
+from teamkit import ROUND_ONE, ROUND_TWO
 
 from dreamer.llm.scripted import ScriptedServer
 
@@ -65,13 +66,7 @@ def test_a_team_from_creation_to_its_memory(tmp_path):
 
 
 def test_a_round_longer_than_a_chunk_is_read_in_several_calls(tmp_path):
-    lines = [
-        {"speaker": "lead", "text": "We chose Postgres over DynamoDB because the reports need joins."},
-        {"speaker": "coder", "text": "The import timed out until batching by 500 rows fixed it."},
-        {"speaker": "coder", "text": "morning all"},
-        {"speaker": "lead", "text": "Ben knows the billing code best."},
-        {"speaker": "coder", "text": "The client deadline is 14 December 2026."},
-    ]
+    lines = [*ROUND_ONE, *ROUND_TWO]  # a decision, a lesson, small talk, expertise and a deadline
     assert run(tmp_path, "init").returncode == 0
     assert run(tmp_path, "team", "create", "red", "--user", "alice", "--leader", "lead").returncode == 0
     messages = tmp_path / "round.jsonl"
