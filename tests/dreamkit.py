@@ -144,3 +144,43 @@ def user_turns(*user_lines: str) -> list[dict]:
         for i, line in enumerate(lines)
         for m in ({"role": "user", "content": line}, {"role": "assistant", "content": f"reply {i}"})
     ]
+
+
+FINDING = re.compile(r"^(Cause|Behaviour|Decision|Guess|Fails): (.+?)(?: \(only when (.+)\))?$")
+FINDING_KINDS = {"Cause": "root_cause", "Behaviour": "interface_behavior", "Decision": "design_decision"}
+LESSON_ROW = re.compile(r"^(L\d+): (.*)$", re.M)
+
+
+def shown_lessons(body: dict) -> list[tuple[str, str]]:
+    """(label, text) of each known lesson an extraction request shows before its transcript."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    block = user.split("<lessons>\n", 1)[1].split("\n</lessons>", 1)[0] if user.startswith("<lessons>") else ""
+    return LESSON_ROW.findall(block)
+
+
+def code_script():
+    """A code-mode model stand-in, reading each new line as it is said: `Cause: s`, `Behaviour: s`,
+    `Decision: s` become items of that kind (observed), `Guess: s` an inferred root cause, each
+    with the conditions an `(only when c)` ending gives; `Fails: s` is a behaviour countering the
+    shown lesson sharing most words with `s` (none shown: it counters nothing)."""
+
+    def script(body: dict) -> Reply:
+        if is_judgement(body):
+            return judge_reply(body, "new")
+        lessons = shown_lessons(body)
+        answer: dict[str, list[dict]] = {"root_cause": [], "interface_behavior": [], "design_decision": []}
+        for seq, _role, context, text in transcript_lines(body):
+            m = FINDING.match(text)
+            if not m or context:
+                continue
+            head, sentence, condition = m.groups()
+            item = {"text": sentence, "seqs": [seq], "basis": "inferred" if head == "Guess" else "observed"}
+            if condition:
+                item["conditions"] = [condition]
+            if head == "Fails" and lessons:
+                words = set(sentence.lower().split())
+                item["counters"] = max(lessons, key=lambda ls: len(words & set(ls[1].lower().split())))[0]
+            answer[FINDING_KINDS.get(head, "root_cause" if head == "Guess" else "interface_behavior")].append(item)
+        return Reply.json(answer)
+
+    return script

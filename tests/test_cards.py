@@ -17,7 +17,7 @@ from dreamer.core.tokens import count_tokens, exact_counting
 from dreamer.engine.extract import AgentAnswer, CodeAnswer, CodeItem, extraction_prompt
 from dreamer.engine.judge import JUDGE_SYSTEM, Judgements, JudgePair, Statement, render_pairs, verdicts_by_pair
 from dreamer.engine.team_round import TeamAnswer, team_prompt
-from dreamer.engine.transcript import Line, render_body, render_transcript
+from dreamer.engine.transcript import Lesson, Line, lesson_label, render_body, render_lessons, render_transcript
 from dreamer.llm.bill import billed_prompt, compact_json
 from dreamer.llm.cards import CARDS, card_text, describe_schema, examples, render_card
 from dreamer.llm.client import schema_format
@@ -52,6 +52,20 @@ def prompt(card: str) -> str:
     if card == "compact":
         return compact_prompt()
     return extraction_prompt("code" if card == "extract_code" else "agent", LIMIT)
+
+
+def parse_lessons(given: str) -> tuple[list[Lesson], str]:
+    """The known lessons an example's input shows before its transcript (labelled in order, each
+    read back with its label as its id), and the rest of the input."""
+    if not given.startswith("<lessons>\n"):
+        return [], given
+    block, rest = given.removeprefix("<lessons>\n").split("\n</lessons>\n", 1)
+    lessons = []
+    for k, row in enumerate(block.splitlines()):
+        label, text = row.split(": ", 1)
+        assert label == lesson_label(k), row
+        lessons.append(Lesson(label, text))
+    return lessons, rest
 
 
 def parse_example(given: str) -> tuple[list[Line], bool]:
@@ -113,9 +127,10 @@ def test_each_example_is_the_transcript_the_pass_renders_and_its_answer_validate
     assert 2 <= len(found) <= 3
     empty = 0
     for ex in found:
-        lines, named = parse_example(ex.given)
+        lessons, given = parse_lessons(ex.given)
+        lines, named = parse_example(given)
         rendered = render_transcript(lines) if named else f"<transcript>\n{render_body(lines)}\n</transcript>"
-        assert rendered == ex.given
+        assert render_lessons(lessons) + rendered == ex.given
         answer = TRANSCRIPT_CARDS[card].model_validate_json(ex.answer)
         assert json.loads(ex.answer) == json.loads(ex.answer)  # one JSON object, as the model answers
         items = answer_items(answer)
@@ -188,6 +203,20 @@ def test_the_code_card_examples_mark_a_guess_inferred():
         for item in answer_items(CodeAnswer.model_validate_json(ex.answer))
     ]
     assert "inferred" in bases and "confirmed" in bases
+
+
+def test_the_code_card_examples_show_conditions_and_a_known_lesson_that_fails():
+    """One worked example shows a known lessons block, an item with its conditions and an item
+    countering a lesson it was shown, by that lesson's label."""
+    shown = [(parse_lessons(ex.given)[0], CodeAnswer.model_validate_json(ex.answer)) for ex in examples("extract_code")]
+    items = [(lessons, item) for lessons, answer in shown for item in answer_items(answer)]
+    assert any(item.conditions for _, item in items)
+    countering = [(lessons, item.counters) for lessons, item in items if item.counters]
+    assert countering and all(label in [ls.entry_id for ls in lessons] for lessons, label in countering)
+    text = prompt("extract_code")
+    assert (
+        "## Known lessons" in text and "`<lessons>`" in text and re.search(r"^- conditions: when it holds", text, re.M)
+    )
 
 
 def test_an_inferred_code_item_is_a_candidate_tagged_inferred():

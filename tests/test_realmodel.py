@@ -15,7 +15,8 @@ from clikit import run
 from sqlmodel import select
 from usagekit import UsageProxy
 
-from dreamer.core.models import Cursor, Message
+from dreamer.core.models import Cursor, ExperienceEntry, Memory, Message
+from dreamer.engine.code_book import CodeBook, EntryInput
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.endpoint import open_llm
 from dreamer.engine.judge import VERDICTS, JudgePair, LLMJudge, Statement
@@ -24,6 +25,7 @@ from dreamer.ingest.store import record_messages
 from dreamer.store import db
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
+from dreamer.store.experience import Where
 
 pytestmark = pytest.mark.realmodel
 
@@ -191,3 +193,35 @@ def _wait_for(condition, *, seconds: float) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
+
+
+def test_a_code_session_with_a_known_lesson_proposes_entries_only_from_stored_memories(settings, smollm2, proxy):
+    """The code card with a known lessons block, sent to a real model: whatever it makes of them,
+    each new entry is one of the session's stored memories (its source task the session), and
+    the lesson is either unchanged or countered by one of them."""
+    st = settings.model_copy(
+        update={"llm_base_url": proxy.url, "llm_model": smollm2.model, "min_rounds": 1, "embedder": "none"}
+    )
+    engine = db.make_engine(st.resolved_database_url())
+    db.upgrade(engine)
+    shop = Where("dana", "shop-api")
+    lesson = CodeBook(engine).add_entry(
+        shop, EntryInput(text="The cart API returns a whole cart in one call.", task="T1")
+    )
+    said = [
+        ("user", "Checkout fails for carts over 100 items on the v2 cart API."),
+        ("tool", "ValueError: page_size must be <= 100 (cart.py:88)"),
+        ("assistant", "The cart API refuses more than 100 items a page, so cart.py now pages through the cart."),
+    ]
+    record_messages(
+        engine, "T2", [{"role": r, "content": t} for r, t in said], user_id="dana", project="shop-api", mode="code"
+    )
+    with Runtime.open(st, engine=engine, busy=AlwaysIdle()) as rt:
+        run = dream_pass(rt, force=True)
+    assert run.status in ("ok", "partial") and (run.prompt_tokens, run.completion_tokens) == proxy.total()
+    with session_scope(engine) as s:
+        memories = {m.text for m in s.exec(select(Memory).where(Memory.user_id == "dana")).all()}
+        entries = {e.id: e for e in s.exec(select(ExperienceEntry)).all()}
+    known = entries.pop(lesson.id)
+    assert all(e.text in memories and e.source_tasks == ["T2"] and e.status == "candidate" for e in entries.values())
+    assert known.text == lesson.text and all(c in memories for c in known.counterexamples)

@@ -29,15 +29,16 @@ log = logging.getLogger(__name__)
 Evidence = dict[str, object]  # one entry of a memory's evidence: where it was said
 
 
-def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) -> None:
-    """Memories, history and the cursor in one transaction; the index follows via the outbox."""
+def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) -> list[str] | None:
+    """Memories, history and the cursor in one transaction; the index follows via the outbox.
+    Returns each planned candidate's outcome (`apply_all`), or None when the result was dropped."""
     sess = work.session
     now = utcnow()
     with session_scope(rt.engine) as s:
         cursor = s.get(Cursor, sess.id, with_for_update=True)  # row lock: one apply per cursor position
         if cursor is None or cursor.processed_seq != work.processed_seq:
             log.warning("cursor of session %s moved during the pass; its result is dropped", sess.id)
-            return
+            return None
         evidence = [_evidence(sess, p.candidate) for p in planned]
         said = said_at(work.lines, planned)
         guard = tally.guard = tally.guard or PassGuard(rt.settings.guard_share, rt.settings.guard_min)
@@ -65,6 +66,7 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
     tally.added += outcomes.count("added") + outcomes.count("superseded") + outcomes.count("held")
     tally.superseded += outcomes.count("superseded")
     tally.held += outcomes.count("held")
+    return outcomes
 
 
 def _evidence(sess: Session, cand: Candidate) -> list[Evidence]:

@@ -7,6 +7,7 @@ only, and its triage keeps empty chunks away from the model.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, cast
 
@@ -17,7 +18,7 @@ from dreamer.core.consolidate import content_hash
 from dreamer.core.errors import WindowTooSmall
 from dreamer.core.models import AGENT_KINDS, CODE_KINDS
 from dreamer.core.topics import Cardinality, normalise_topic
-from dreamer.engine.transcript import Chunk, render_transcript
+from dreamer.engine.transcript import Chunk, render_lessons, render_transcript
 from dreamer.llm.cards import render_card
 from dreamer.llm.client import LLM, Usage
 
@@ -72,12 +73,22 @@ INFERRED = "inferred"  # the tag a code memory resting on a guess is stored with
 
 
 class CodeItem(Item):
-    """A code-mode item, with what it rests on: a guess is stored tagged `inferred`."""
+    """A code-mode item, with what it rests on (a guess is stored tagged `inferred`), when it
+    holds, and the known lesson it shows failing, if any (by its label: `transcript.lesson_label`)."""
 
     basis: Basis = Field(
         "observed",
         description="what it rests on, as above",
     )
+    text: Sentence = Field(description="one sentence that stands alone, naming the file, function or service")
+    topic: Annotated[str | None, AfterValidator(normalise_topic)] = Field(
+        default=None, description="the slot it fills, as above; null if none"
+    )
+    cardinality: Cardinality | None = Field(
+        default=None, description="one: a new value replaces the old; many: values add up"
+    )
+    conditions: list[str] = Field(default_factory=list, description="when it holds, as above")
+    counters: str | None = Field(None, description="the label of a lesson it shows failing, else null")
 
 
 class Candidate(Item):
@@ -89,6 +100,11 @@ class Candidate(Item):
     untrusted_reason: SkipJsonSchema[str | None] = None  # why, as `mark_untrusted` found it
     # Why it does not rest on what was said, set by `engine.grounding.ground`: it is rejected.
     ungrounded: SkipJsonSchema[str | None] = None
+    # A code item's basis and conditions, and the id of the known lesson it counters (its label
+    # mapped back by `LLMExtractor`): what `engine.code_dream` proposes experience entries from.
+    basis: SkipJsonSchema[Basis | None] = None
+    conditions: SkipJsonSchema[list[str]] = Field(default_factory=list)
+    counters: SkipJsonSchema[str | None] = None
 
 
 class AnswerBase(BaseModel):
@@ -111,7 +127,7 @@ class AnswerBase(BaseModel):
 
 def _candidate(kind: Kind, item: Item) -> Candidate:
     """The item as a candidate of `kind`; a code item resting on a guess tagged `inferred` first."""
-    data = item.model_dump(exclude={"basis"})
+    data = item.model_dump()
     if getattr(item, "basis", None) == INFERRED:
         data["tags"] = [INFERRED, *(t for t in data["tags"] if t != INFERRED)][:8]
     return Candidate(kind=kind, **data)
@@ -134,7 +150,7 @@ class AgentAnswer(AnswerBase):
 class CodeAnswer(AnswerBase):
     root_cause: list[CodeItem] = Field(default_factory=list, description="the real cause of a bug, and its fix")
     interface_behavior: list[CodeItem] = Field(
-        default_factory=list, description="how an API, tool or function behaves at its edges: limits, errors, defaults"
+        default_factory=list, description="how an API, tool or function behaves at its edges (limits, errors)"
     )
     design_decision: list[CodeItem] = Field(default_factory=list, description="a choice made, and why")
 
@@ -215,7 +231,7 @@ class LLMExtractor:
     def extract(self, chunk: Chunk, mode: str) -> ExtractResult:
         limit = self.limit * chunk.sessions
         _, schema = extraction_card(mode)
-        user = render_transcript(chunk.lines)
+        user = render_lessons(chunk.lessons) + render_transcript(chunk.lines)
         parsed, usage = self.llm.complete_json(
             system=extraction_prompt(mode, limit, examples=not self.lean(mode)),
             user=user,
@@ -225,7 +241,7 @@ class LLMExtractor:
         )
         allowed = set(CODE_KINDS if mode == "code" else AGENT_KINDS)
         valid_seqs = set(chunk.seqs)
-        out = [_anchor(c, valid_seqs) for c in parsed.candidates() if c.kind in allowed]
+        out = [_anchor(_countered(c, chunk), valid_seqs) for c in parsed.candidates() if c.kind in allowed]
         kept = collapse_duplicates([c for c in out if c.seqs])
         ranked = sorted(kept, key=lambda c: -c.importance)  # stable: the answer's order among equals, not its kinds'
         return ExtractResult(candidates=ranked[:limit], usage=usage, unanchored=[c for c in out if not c.seqs])
@@ -259,6 +275,18 @@ def collapse_duplicates(candidates: list[Candidate]) -> list[Candidate]:
             }
         )
     return list(merged.values())
+
+
+_LABEL = re.compile(r"\s*L?(\d+)\s*", re.I)
+
+
+def _countered(cand: Candidate, chunk: Chunk) -> Candidate:
+    """The candidate with the label of the lesson it counters mapped back to that entry's id;
+    a label the chunk did not show (or none) is no lesson."""
+    m = _LABEL.fullmatch(cand.counters or "")
+    k = int(m.group(1)) - 1 if m else -1
+    entry = chunk.lessons[k].entry_id if 0 <= k < len(chunk.lessons) else None
+    return cand.model_copy(update={"counters": entry})
 
 
 def _anchor(cand: Candidate, valid: set[int]) -> Candidate:

@@ -11,6 +11,7 @@ from typing import TypeAlias, TypeGuard
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.models import Session
 from dreamer.core.settings import Settings
+from dreamer.engine.code_dream import budgets, known_lessons
 from dreamer.engine.extract import Candidate, Extractor, ExtractResult, LLMExtractor, collapse_duplicates
 from dreamer.engine.failures import is_global
 from dreamer.engine.grounding import Shared, ground
@@ -98,8 +99,8 @@ def _extract_packed(
     mode = works[0].session.mode
     lines, where = number_lines([w.lines for w in works])
     found: list[Found] = [[] for _ in works]
-    wanted = st.chunk_tokens
-    chunks = chunk_lines(lines, extractor.chunk_tokens(mode, wanted) if isinstance(extractor, LLMExtractor) else wanted)
+    budget, lesson_tokens = budgets(works[0].session, extractor, st.chunk_tokens)
+    chunks = chunk_lines(lines, budget)
     openings = _openings(lines, where)
     last = {where[ln.seq][0]: c for c, packed in enumerate(chunks) for ln in packed.lines if not ln.context_only}
     calls = 0
@@ -120,7 +121,8 @@ def _extract_packed(
             return _cut_short(found, last, c, Cut.HALTED)
         calls += 1
         try:
-            result = extractor.extract(chunk, mode)
+            lessons = known_lessons(rt, works[0].session, chunk, lesson_tokens)
+            result = extractor.extract(replace(chunk, lessons=lessons), mode)
         except STOPS as exc:
             return _cut_short(found, last, c, exc)
         except Exception as exc:  # the model's, or one of the sessions' own (`is_global`: the pass's)

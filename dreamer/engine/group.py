@@ -11,6 +11,7 @@ from dreamer.core.errors import LeaseLost, LLMTimeout
 from dreamer.core.models import DreamRun, Session
 from dreamer.engine import outbox
 from dreamer.engine.apply import apply_session
+from dreamer.engine.code_dream import propose_entries
 from dreamer.engine.extract import Candidate, Extractor
 from dreamer.engine.extract_group import STOPS, Capped, Cut, Extracted, extract_group
 from dreamer.engine.failures import TimedOut, counts_as_its_own, is_global, record_failure
@@ -136,12 +137,13 @@ def _finish_session(
                 _still_held(held)
                 planned = plan_session(rt, work, candidates, judge)
                 lock.confirm()  # a lock that ran out while planning may have let another writer in
-                apply_session(rt, work, planned, run, tally)
+                outcomes = apply_session(rt, work, planned, run, tally)
             except UserLocked:
                 raise
             except Exception as exc:  # the session's own failure unless `is_global`: nothing of it applied
                 _failed(rt, sess, exc, run, tally, llm)
                 return
+            propose_entries(rt, work, planned, outcomes)  # code mode: candidate entries, counterexamples
             outbox.drain(rt, render=False)  # the next session's neighbours include what this one added;
             # its Markdown is rendered once, by the drain at the end of the pass
     except UserLocked as exc:  # nothing applied: the session keeps its cursor, the pass goes on
@@ -239,7 +241,7 @@ def _plan_and_apply(
         if (lost := lease_lost(held[session_id(work.session)])) is not None:
             _failed(rt, work.session, lost, run, tally, llm)
             continue
-        apply_session(rt, work, part, run, tally)
+        propose_entries(rt, work, part, apply_session(rt, work, part, run, tally))
         outbox.drain(rt, render=False)
         _done(work, left_out, run, tally)
     return False

@@ -26,11 +26,21 @@ class Line:
     at: datetime | None = None  # when it was said (the message's own time)
 
 
+@dataclass(frozen=True)
+class Lesson:
+    """A known experience entry shown beside a code chunk: the model names it by its label
+    (`lesson_label`), never by its id."""
+
+    entry_id: str
+    text: str
+
+
 @dataclass
 class Chunk:
     lines: list[Line]
     tokens: int = 0
     sessions: int = 1  # how many sessions' lines it holds: the per-session limit counts once for each
+    lessons: tuple[Lesson, ...] = ()  # known lessons of its project shown before it (code mode)
 
     @property
     def seqs(self) -> list[int]:
@@ -38,6 +48,7 @@ class Chunk:
 
 
 _TRANSCRIPT_TAG = re.compile(r"<(/?\s*transcript)", re.I)
+_TAG = re.compile(r"<(/?\s*(?:transcript|lessons))", re.I)  # defused in a lesson
 CUT = " [...cut]"  # ends a text cut to fit a chunk
 _BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines() breaks on
 
@@ -59,6 +70,24 @@ def render_transcript(lines: list[Line]) -> str:
     users = dict.fromkeys(_tag_safe(ln.name) for ln in lines if ln.role == "user" and ln.name)
     tag = f'<transcript user="{", ".join(users)}">' if users else "<transcript>"
     return f"{tag}\n{render_body(lines)}\n</transcript>"
+
+
+def lesson_label(k: int) -> str:
+    """The label of the `k`-th lesson shown (0-based): L1, L2, ..."""
+    return f"L{k + 1}"
+
+
+def render_lessons(lessons: tuple[Lesson, ...] | list[Lesson]) -> str:
+    """The known lessons block shown before a transcript (empty without lessons): one line
+    each, ``L1: text``; a lesson cannot forge a line or a tag."""
+    if not lessons:
+        return ""
+    rows = [f"{lesson_label(k)}: {_defused(ls.text)}" for k, ls in enumerate(lessons)]
+    return "<lessons>\n" + "\n".join(rows) + "\n</lessons>\n"
+
+
+def _defused(text: str) -> str:
+    return _BREAK.sub(" ", _TAG.sub(r"‹\1", text))
 
 
 def render_body(lines: list[Line]) -> str:
