@@ -9,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dreamer.core.compaction import Policy, due, is_marker, policy_of, shape_of, total_tokens
-from dreamer.core.compaction_plan import CLEAR, SUMMARY, UNCHANGED, clearing_draft, decide, summary_segment
+from dreamer.core.compaction_plan import (
+    CLEAR,
+    SUMMARY,
+    UNCHANGED,
+    clearing_draft,
+    decide,
+    summary_floor,
+    summary_segment,
+)
 from dreamer.core.settings import Settings
 
 BIG = "row 4411 ok; " * 120  # about 600 tokens
@@ -66,9 +74,22 @@ def test_clearing_that_fits_is_kept_oldest_first_recent_rounds_untouched():
 
 
 def test_insufficient_clearing_is_discarded():
-    msgs = task(6)
-    d = decide(msgs, Policy(keep_rounds=3, max_tokens=1000), budget=1000, new_id=counter_id())
-    assert d.path == SUMMARY and d.draft is None and d.shape is not None and d.shape.recent == 8
+    msgs = task(6)  # 4 514 tokens; all cleared 1 029; a summary keeps 769 verbatim (the last round)
+    d = decide(msgs, Policy(keep_rounds=1, max_tokens=1000), budget=900, new_id=counter_id())
+    assert d.path == SUMMARY and d.draft is None and d.shape is not None and d.shape.recent == 12
+
+
+def test_clearing_is_kept_over_the_budget_when_no_summary_could_fit():
+    msgs = task(6)  # the three protected rounds alone are 2 271 tokens: no summary meets 1 000
+    policy = Policy(keep_rounds=3, max_tokens=1000)
+    d = decide(msgs, policy, budget=1000, new_id=counter_id())
+    assert summary_floor(msgs, policy) == 2271
+    assert (d.path, d.note) == (
+        CLEAR,
+        "what a summary keeps verbatim is 2271 tokens, over the budget of 1000: cleared, not summarised",
+    )
+    assert d.draft is not None and [o.id for o in d.draft.offloads] == ["ofl_0001", "ofl_0002", "ofl_0003"]
+    assert d.draft.messages[8:] == msgs[8:]  # the protected rounds, verbatim
 
 
 def test_the_message_trigger_goes_to_the_summary_clearing_cannot_cut_messages():

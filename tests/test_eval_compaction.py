@@ -135,4 +135,4 @@ def test_with_an_endpoint_the_summaries_are_its_own(settings, result):
         assert r["baselines"][name]["results"] == result["baselines"][name]["results"]
     assert r["overall"]["summary"]["summariser"] == "llm:stand-in"
     calls = [row["model_calls"] for rows in (r["results"], r["baselines"]["summarise"]["results"]) for row in rows]
-    assert asked == sum(calls) == 22
+    assert asked == sum(calls) == 14

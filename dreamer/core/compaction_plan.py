@@ -60,7 +60,8 @@ class Draft:
 @dataclass
 class Decision:
     """What a compaction does: ``unchanged`` (nothing due, or it already fits), ``clear`` (the
-    draft is the new segment, no model call) or ``summary`` (the draft was discarded)."""
+    draft is the new segment, no model call; over the budget, with a `note`, when not even a
+    summary could fit) or ``summary`` (the draft was discarded)."""
 
     path: str
     trigger: str | None
@@ -68,6 +69,7 @@ class Decision:
     tokens_before: int
     draft: Draft | None = None
     shape: Shape | None = None
+    note: str | None = None  # why a ``clear`` draft is kept over the budget
 
 
 def fits(messages: Sequence[Msg], budget: int, policy: Policy) -> bool:
@@ -108,7 +110,10 @@ def decide(
     budget: int | None = None,
     new_id: Callable[[], str] = new_offload_id,
 ) -> Decision:
-    """Clear first; keep the draft when it fits, else discard it: the caller summarises."""
+    """Clear first; keep the draft when it fits, else discard it: the caller summarises. When
+    what a summary keeps verbatim (system rules, pinned messages, the protected recent rounds)
+    is alone over the budget, no summary can fit: the draft is kept, losing nothing and asking
+    no model for a few tokens more."""
     goal = policy.target_tokens if budget is None else budget
     before = total_tokens(messages)
     trigger = due(messages, policy)
@@ -119,7 +124,17 @@ def decide(
     draft = clearing_draft(messages, policy, goal, new_id)
     if draft.offloads and fits(draft.messages, goal, policy):
         return Decision(CLEAR, trigger, goal, before, draft)
+    floor = summary_floor(messages, policy)
+    if draft.offloads and floor > goal:
+        note = f"what a summary keeps verbatim is {floor} tokens, over the budget of {goal}: cleared, not summarised"
+        return Decision(CLEAR, trigger, goal, before, draft, note=note)
     return Decision(SUMMARY, trigger, goal, before, None, shape_of(messages, policy))
+
+
+def summary_floor(messages: Sequence[Msg], policy: Policy) -> int:
+    """The tokens of the smallest segment a summary could give: an empty summary beside what it
+    keeps verbatim."""
+    return total_tokens(summary_segment(messages, policy, ""))
 
 
 # --------------------------------------------------------------------------- the summary step

@@ -104,7 +104,7 @@ def compact_messages(
     if d.path == UNCHANGED:
         return _result(d, list(messages), reason="nothing to compact: the context already fits")
     if d.path == CLEAR and d.draft is not None:
-        return _result(d, d.draft.messages, d.draft.offloads, dropped=describe(d.draft.offloads))
+        return _result(d, d.draft.messages, d.draft.offloads, dropped=describe(d.draft.offloads), reason=d.note)
     return _summarised(settings, llm, messages, d, env_state, new_id)
 
 
