@@ -3,7 +3,7 @@
 import pytest
 
 from dreamer.core import experience as life
-from dreamer.core.experience_rank import Doc, exact_keywords, rank, stem
+from dreamer.core.experience_rank import Doc, exact_keywords, rank, stem, words
 from dreamer.core.project_state import stale_evidence
 from dreamer.core.propagate import Node, dependents
 
@@ -144,3 +144,10 @@ def test_the_light_stem_joins_the_forms_of_a_word():
         "status",
         "used",
     ]
+
+
+def test_a_lone_letter_is_no_word_but_a_digit_is():
+    assert words("stop the card processor's sandbox") == ["stop", "card", "processor", "sandbox"]
+    assert words("retry 3 times on error 5") == ["retry", "3", "time", "error", "5"]
+    shared_s = [Doc("xdist", "pytest-xdist shares the module's state", "verified"), Doc("other", "pay", "verified")]
+    assert rank("the processor's sandbox", shared_s, limit=5) == []  # an "s" in common is no match

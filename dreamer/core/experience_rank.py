@@ -71,8 +71,14 @@ def words(text: str) -> list[str]:
     out: list[str] = []
     for token in _WORD.findall(text):
         parts = [token, *re.split(r"[._\-]|(?<=[a-z])(?=[A-Z])", token)]
-        out.extend(stem(p) for p in dict.fromkeys(parts) if p and p.lower() not in _STOP)
+        out.extend(stem(p) for p in dict.fromkeys(parts) if _counts(p))
     return out
+
+
+def _counts(part: str) -> bool:
+    """Whether a word part weighs in the words: not a stop word, nor a lone letter (the "s" of
+    "processor's")."""
+    return bool(part) and part.lower() not in _STOP and (len(part) > 1 or part.isdigit())
 
 
 def identifiers(text: str) -> set[str]:
