@@ -92,6 +92,19 @@ def test_clearing_is_kept_over_the_budget_when_no_summary_could_fit():
     assert d.draft.messages[8:] == msgs[8:]  # the protected rounds, verbatim
 
 
+def test_a_long_talk_over_the_floor_is_still_summarised():
+    talk = [
+        {"role": r, "content": f"step {k}: " + "we looked at the logs again " * 12}
+        for k in range(60)
+        for r in ("user", "assistant")
+    ]
+    msgs = task(1)[:4] + talk + task(4)[4:]  # one old round, sixty exchanges, three protected rounds
+    policy = Policy(keep_rounds=3, max_tokens=1000)
+    d = decide(msgs, policy, budget=1000, new_id=counter_id())
+    assert summary_floor(msgs, policy) > 1000  # no path meets the budget, but a summary comes far nearer
+    assert d.path == SUMMARY and d.note is None
+
+
 def test_the_message_trigger_goes_to_the_summary_clearing_cannot_cut_messages():
     msgs = task(6)
     d = decide(msgs, Policy(keep_rounds=2, max_messages=10), new_id=counter_id())

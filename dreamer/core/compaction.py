@@ -44,6 +44,7 @@ class Policy:
     skill_tools: frozenset[str] = frozenset({"Skill", "read_skill"})
     discovery_tools: frozenset[str] = frozenset({"ToolSearch", "tool_search", "list_tools"})
     skill_budget: int = 4_000
+    summary_tokens: int = 1_500  # the summary's reply budget: what a summary adds to its floor, at most
 
 
 def policy_of(settings: Any) -> Policy:
@@ -58,6 +59,7 @@ def policy_of(settings: Any) -> Policy:
         skill_tools=_names(settings.compact_skill_tools),
         discovery_tools=_names(settings.compact_discovery_tools),
         skill_budget=settings.compact_skill_budget,
+        summary_tokens=settings.compact_summary_tokens,
     )
 
 

@@ -112,8 +112,9 @@ def decide(
 ) -> Decision:
     """Clear first; keep the draft when it fits, else discard it: the caller summarises. When
     what a summary keeps verbatim (system rules, pinned messages, the protected recent rounds)
-    is alone over the budget, no summary can fit: the draft is kept, losing nothing and asking
-    no model for a few tokens more."""
+    is alone over the budget, no summary can fit; if the draft is then within a summary's reply
+    budget of that floor, a summary could save little: the draft is kept, losing nothing and
+    asking no model."""
     goal = policy.target_tokens if budget is None else budget
     before = total_tokens(messages)
     trigger = due(messages, policy)
@@ -125,7 +126,7 @@ def decide(
     if draft.offloads and fits(draft.messages, goal, policy):
         return Decision(CLEAR, trigger, goal, before, draft)
     floor = summary_floor(messages, policy)
-    if draft.offloads and floor > goal:
+    if draft.offloads and floor > goal and total_tokens(draft.messages) <= floor + policy.summary_tokens:
         note = f"what a summary keeps verbatim is {floor} tokens, over the budget of {goal}: cleared, not summarised"
         return Decision(CLEAR, trigger, goal, before, draft, note=note)
     return Decision(SUMMARY, trigger, goal, before, None, shape_of(messages, policy))
