@@ -77,7 +77,7 @@ def new_entry(where: Where, given: EntryInput) -> ExperienceEntry:
     """The row of a new entry (a candidate), its basis and origin kept apart."""
     basis, note = life.source_of(given.basis, given.origin)
     text = _text(given.text, "an entry's text")
-    steering = steering_reason(text)
+    steering = steering_reason(" ".join([text, *map(str, given.conditions), *map(str, given.counterexamples)]))
     return ExperienceEntry(
         user_id=where.user_id,
         project=where.project,

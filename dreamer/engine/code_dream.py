@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from dreamer.core.consolidate import content_hash
 from dreamer.core.errors import NotFound
 from dreamer.core.experience import InvalidExperience
-from dreamer.core.memory_text import as_data
+from dreamer.core.memory_text import as_data, normalise, stored_text
 from dreamer.core.models import CODE_KINDS, Session
+from dreamer.core.steering import steering_markers
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.code_book import CodeBook, EntryInput
 from dreamer.engine.code_search import search
@@ -101,8 +102,9 @@ class Proposed:
 def propose_entries(rt: Runtime, work: Work, planned: list[Planned], outcomes: list[str] | None) -> Proposed:
     """Once a code session's memories are stored (`outcomes`, one per planned candidate; None:
     its result was dropped), each of its kept items that counters a known lesson is linked to
-    that entry as a counterexample, and each other one becomes a candidate entry of its project
-    (its session as the source task) unless one with the same normalised text is there."""
+    that entry as a counterexample (once); each other one (or one whose lesson is gone) becomes
+    a candidate entry of its project (its session as the source task) unless one with the same
+    normalised text is there."""
     done = Proposed()
     where = where_of(work.session)
     if where is None or outcomes is None:
@@ -111,25 +113,34 @@ def propose_entries(rt: Runtime, work: Work, planned: list[Planned], outcomes: l
     items = [c for c in kept if c.kind in CODE_KINDS and _trusted(c)]
     if not items:
         return done
-    book, task = code_book(rt), work.session.external_id
-    with session_scope(rt.engine) as s:
-        known = {content_hash(e.text) for e in rows.entries(s, where)}
-    for cand in items:
-        if cand.counters:
-            done.countered += _counter(book, where, cand, task)
-        elif (digest := content_hash(cand.text)) not in known:
-            known.add(digest)
-            book.add_entry(where, _entry(work.session, cand))
-            done.added += 1
+    try:
+        _propose(code_book(rt), where, work.session, items, done)
+    except Exception:  # the memories are stored and the cursor moved: the pass goes on without them
+        log.exception("session %s: experience entries not proposed", work.session.id)
     if done.added or done.countered:
         log.info("session %s: %d candidate entries, %d counterexamples", work.session.id, done.added, done.countered)
     return done
 
 
+def _propose(book: CodeBook, where: Where, sess: Session, items: list[Candidate], done: Proposed) -> None:
+    task = sess.external_id
+    with session_scope(book.engine) as s:
+        known = {content_hash(e.text) for e in rows.entries(s, where)}
+    for cand in items:
+        linked = _counter(book, where, cand, task) if cand.counters else NO_LESSON
+        done.countered += linked == LINKED
+        if linked == NO_LESSON and (digest := content_hash(cand.text)) not in known:  # a finding of its own
+            known.add(digest)
+            book.add_entry(where, _entry(sess, cand))
+            done.added += 1
+
+
 def _trusted(cand: Candidate) -> bool:
     """Whether the pass let the candidate stand as it was said: grounded, not steering or
-    untrusted, and holding no secret."""
-    return cand.ungrounded is None and not cand.untrusted and REDACTED not in cand.text
+    untrusted, and holding no secret, in its text or its conditions (the model's own words)."""
+    said = [cand.text, *cand.conditions]
+    clean = all(REDACTED not in t and stored_text(t) == normalise(t) for t in said)
+    return cand.ungrounded is None and not cand.untrusted and clean and not steering_markers(" ".join(said))
 
 
 def _entry(sess: Session, cand: Candidate) -> EntryInput:
@@ -143,21 +154,24 @@ def _entry(sess: Session, cand: Candidate) -> EntryInput:
     )
 
 
-def _counter(book: CodeBook, where: Where, cand: Candidate, task: str) -> int:
-    """Link the candidate to the entry it counters, once: 1 if linked, 0 when the entry is gone,
-    is another project's, or already holds this counterexample."""
+LINKED, HELD, NO_LESSON = "linked", "held", "no lesson"
+
+
+def _counter(book: CodeBook, where: Where, cand: Candidate, task: str) -> str:
+    """Link the candidate to the entry it counters, once: `LINKED`; `HELD` when that entry holds
+    this counterexample already; `NO_LESSON` when it names none, or one gone or of another project."""
     entry_id = cand.counters or ""
     with session_scope(book.engine) as s:
         try:
             e = rows.entry(s, where.user_id, entry_id)
         except NotFound:
-            return 0
+            return NO_LESSON
         if (e.project, e.branch) != (where.project, where.branch):
-            return 0
+            return NO_LESSON
         if content_hash(cand.text) in {content_hash(c) for c in e.counterexamples}:
-            return 0
+            return HELD
     try:
         book.counterexample(where.user_id, entry_id, cand.text, task=task)
     except (NotFound, InvalidExperience):
-        return 0
-    return 1
+        return NO_LESSON
+    return LINKED
