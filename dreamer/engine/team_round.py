@@ -189,6 +189,7 @@ def _extract(llm: GuardedLLM, lines: list[Line], limit: int, chunk_tokens: int) 
     model's window holds less), each citing only lines its call showed, flagged untrusted when
     it or its lines try to steer the memory system; the most important `limit`."""
     card, room = team_card(llm, limit)
+    whole = {ln.seq: ln for ln in lines}  # a chunk may cut a long line: steering is read on all of it
     out = []
     for chunk in chunk_lines(lines, min(chunk_tokens, room)):
         parsed, _usage = llm.complete_json(
@@ -198,12 +199,12 @@ def _extract(llm: GuardedLLM, lines: list[Line], limit: int, chunk_tokens: int) 
             name="team_memories",
             reply_tokens=reply_budget(limit),
         )
-        by_seq = {ln.seq: ln for ln in chunk.lines}
+        shown = {ln.seq for ln in chunk.lines}
         for c in parsed.candidates():
-            seqs = [q for q in dict.fromkeys(c.seqs) if q in by_seq]
+            seqs = [q for q in dict.fromkeys(c.seqs) if q in shown]
             if c.kind not in TEAM_KINDS or not seqs:
                 continue
-            reason = steering_reason(c.text, [by_seq[q] for q in seqs], "team")
+            reason = steering_reason(c.text, [whole[q] for q in seqs], "team")
             update = {"seqs": seqs, "text": stored_text(c.text), "untrusted": reason is not None}
             out.append(c.model_copy(update={**update, "untrusted_reason": reason}))
     ranked = sorted(collapse_duplicates(out), key=lambda c: -c.importance)
