@@ -19,7 +19,7 @@ from dreamer.core.scope import Scope
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import SearchFilter
 from dreamer.online.recall import context, recall
-from dreamer.online.trace_code import CodeWork, find_code_work
+from dreamer.online.trace_code import CodeWork, find_code_work, matches
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -133,12 +133,6 @@ def trace(
     for m in out.memories:
         m.recall_rank, m.context_position = ranks.get(m.memory_id), positions.get(m.memory_id)
     return out
-
-
-def matches(fact: str, text: str) -> bool:
-    """The normalised fact appears in the normalised text (case, punctuation and spacing ignored)."""
-    needle = normalise(fact)
-    return bool(needle) and f" {needle} " in f" {normalise(text)} "
 
 
 def find_said(rt: Runtime, fact: str, scope: Scope, *, limit: int = 20) -> list[Mention]:

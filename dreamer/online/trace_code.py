@@ -41,10 +41,15 @@ class CodeWork:
     history: list[CodeEvent] = field(default_factory=list)
 
 
-def holds(fact: str, *texts: str) -> bool:
-    """The normalised fact appears in one of the normalised texts."""
+def matches(fact: str, text: str) -> bool:
+    """The normalised fact appears in the normalised text (case, punctuation and spacing ignored)."""
     needle = normalise(fact)
-    return bool(needle) and any(f" {needle} " in f" {normalise(t)} " for t in texts if t)
+    return bool(needle) and f" {needle} " in f" {normalise(text)} "
+
+
+def holds(fact: str, *texts: str) -> bool:
+    """The fact `matches` one of the texts."""
+    return any(matches(fact, t) for t in texts)
 
 
 def _entry_texts(e: ExperienceEntry) -> list[str]:
