@@ -21,7 +21,7 @@ from sqlmodel import select
 
 from dreamer.core.models import Cursor, Memory, MemoryEvent, Session
 from dreamer.core.settings import Settings
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store import db
 from dreamer.store.db import session_scope
 from workers.celery_app import make_app

@@ -96,7 +96,7 @@ def smollm2(tmp_path_factory):
 @pytest.fixture
 def scripted():
     """The scripted OpenAI-compatible server, embedding in 64 dimensions."""
-    from dreamer.llm.scripted import ScriptedServer
+    from dreamer.llm.scripted.server import ScriptedServer
 
     with ScriptedServer(embed_dim=64) as srv:
         yield srv

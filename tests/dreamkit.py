@@ -10,12 +10,12 @@ from pathlib import Path
 from qdrant_client import QdrantClient
 
 from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
-from dreamer.engine.judge import JUDGE_SYSTEM
+from dreamer.engine.consolidation.judge import JUDGE_SYSTEM
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.index.server import QdrantClientIndex
 from dreamer.llm.client import OpenAILLM, build_openai_client
-from dreamer.llm.scripted import Reply
+from dreamer.llm.scripted.server import Reply
 from dreamer.store.busy import AlwaysIdle
 
 LINE = re.compile(r"^\[(\d+)\] (\w+)(?::[^ :]+)?( \(context\))?: (.*)$")

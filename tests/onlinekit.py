@@ -19,7 +19,7 @@ from dreamer.embed.embedders import CachedEmbedder, OpenAIEmbedder
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.llm.client import OpenAILLM, build_openai_client
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store import db
 from dreamer.store.busy import SqlBusySignal

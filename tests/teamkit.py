@@ -14,7 +14,7 @@ from onlinekit import LiveServer, online_runtime, online_settings
 from dreamer.core.settings import Settings
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store import db
 from dreamer.store.teams import create_team

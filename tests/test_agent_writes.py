@@ -11,7 +11,7 @@ from sqlmodel import select
 from dreamer.core.errors import NotFound
 from dreamer.core.models import Memory, MemoryEvent
 from dreamer.core.scope import Scope
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.agent_writes import WriteRejected, forget_memory, remember
 from dreamer.online.recall import recall
 from dreamer.online.session_append import append

@@ -28,7 +28,7 @@ from dreamer.core.errors import ConfigError
 from dreamer.core.models import Activity, Memory, Session
 from dreamer.core.settings import Settings
 from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.auth import parse_tokens
 from dreamer.store import db, leases

@@ -18,7 +18,7 @@ from dreamer.core.errors import ConfigError
 from dreamer.core.models import Memory, Message, Session
 from dreamer.core.settings import Settings
 from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.auth import parse_tokens
 from dreamer.store import db

@@ -11,7 +11,7 @@ import dreamer.cli.measure  # noqa: F401  (registers eval and bench)
 from dreamer.cli import app
 from dreamer.core.settings import Settings
 from dreamer.embed.embedders import minilm_available
-from dreamer.eval import bench
+from dreamer.eval.bench import suite as bench
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the `local` extra is not installed")
 COMMON = {"bench", "seed", "machine", "seconds", "goal"}

@@ -17,7 +17,7 @@ from dreamer.core.models import Cursor, DreamRun
 from dreamer.engine.dream import dream_pass, stopped_busy
 from dreamer.engine.jobs import fan_out
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.middleware import marks_busy
 from dreamer.store.busy import RedisBusySignal, SqlBusySignal, activity_key

@@ -21,7 +21,7 @@ from dreamer.core.models import Message
 from dreamer.core.settings import Settings
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.files import ingest_file
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store import db
 from dreamer.store.db import session_scope

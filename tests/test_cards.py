@@ -14,16 +14,30 @@ from dreamkit import extraction_script
 from pydantic import BaseModel, Field
 
 from dreamer.core.tokens import count_tokens, exact_counting
-from dreamer.engine.extract import AgentAnswer, CodeAnswer, CodeItem, extraction_prompt
-from dreamer.engine.judge import JUDGE_SYSTEM, Judgements, JudgePair, Statement, render_pairs, verdicts_by_pair
+from dreamer.engine.consolidation.judge import (
+    JUDGE_SYSTEM,
+    Judgements,
+    JudgePair,
+    Statement,
+    render_pairs,
+    verdicts_by_pair,
+)
+from dreamer.engine.extraction.extract import AgentAnswer, CodeAnswer, CodeItem, extraction_prompt
+from dreamer.engine.extraction.transcript import (
+    Lesson,
+    Line,
+    lesson_label,
+    render_body,
+    render_lessons,
+    render_transcript,
+)
 from dreamer.engine.team_round import TeamAnswer, team_prompt
-from dreamer.engine.transcript import Lesson, Line, lesson_label, render_body, render_lessons, render_transcript
 from dreamer.llm.bill import billed_prompt, compact_json
 from dreamer.llm.cards import CARDS, card_text, describe_schema, examples, render_card
 from dreamer.llm.client import schema_format
-from dreamer.llm.scripted import ScriptedServer
-from dreamer.online.compact_summary import CompactSummary, compact_prompt
-from dreamer.online.flush import FlushNotes, flush_prompt
+from dreamer.llm.scripted.server import ScriptedServer
+from dreamer.online.compaction.summary import CompactSummary, compact_prompt
+from dreamer.online.flush.notes import FlushNotes, flush_prompt
 
 CEILING = 1_200  # tokens of a card's system prompt plus its schema as sent, at the default limit
 LIMIT = 5
@@ -284,7 +298,7 @@ def test_a_pass_sends_the_card_and_the_schema_and_its_run_keeps_the_bill(tmp_pat
 def test_the_scripted_server_answers_the_team_card_from_the_request():
     """Each worked example of the team card, sent as a round is: the scripted server files each
     line under the tag the example does, in the line's own words, and nothing for chatter."""
-    from dreamer.llm.scripted_team import team_answer, team_reply
+    from dreamer.llm.scripted.team import team_answer, team_reply
 
     for ex in examples("team"):
         body = {"messages": [{"role": "system", "content": prompt("team")}, {"role": "user", "content": ex.given}]}

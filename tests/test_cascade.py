@@ -15,9 +15,10 @@ from sqlmodel import SQLModel, col, select
 
 from dreamer.core.errors import NotFound
 from dreamer.core.models import ExperienceEntry, Memory, MemoryEvent, ProjectState, Team
-from dreamer.engine import markdown, outbox
-from dreamer.engine.cascade import Selection, forget_derived
+from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import views as markdown
+from dreamer.engine.records.cascade import Selection, forget_derived
 from dreamer.ingest.store import record_messages
 from dreamer.store.db import session_scope
 

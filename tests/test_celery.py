@@ -31,7 +31,7 @@ from celerykit import (  # noqa: F401  (fixtures)
 from dreamkit import extraction_script
 
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply
+from dreamer.llm.scripted.server import Reply
 
 
 def test_two_workers_dream_every_session_exactly_once(celery_setup, store, server):

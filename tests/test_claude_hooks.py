@@ -20,7 +20,7 @@ from dreamer.core.models import Activity, DailyNote, Message, Session
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine.runtime import Runtime
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.agent_writes import remember
 from dreamer.online.claude_hooks import hook_entries, merge_hooks
 from dreamer.store import db

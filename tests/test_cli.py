@@ -8,7 +8,7 @@ import pytest
 from clikit import assert_one_error_line, run, write_chat
 from dreamkit import judged_by_word
 
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 
 
 def test_ingest_dream_and_json_listings(tmp_path):

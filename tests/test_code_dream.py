@@ -11,10 +11,10 @@ from dreamkit import code_script, extraction_bodies, make_index, make_runtime, s
 from sqlmodel import select
 
 from dreamer.core.models import ExperienceEntry, ExperienceEvent
-from dreamer.engine.code_book import CodeBook, EntryInput
+from dreamer.engine.code_work.book import CodeBook, EntryInput
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store.db import session_scope
 from dreamer.store.experience import Where
 
@@ -196,7 +196,7 @@ def test_an_untrusted_entry_is_never_shown_as_a_known_lesson(rt, server):
 def test_steering_or_a_secret_in_an_items_conditions_makes_no_entry(rt, server):
     from dreamkit import is_judgement, judge_reply
 
-    from dreamer.llm.scripted import Reply
+    from dreamer.llm.scripted.server import Reply
 
     said = ["The cart API pages at 100 items", "The cart cache expires hourly", "The cart API returns JSON"]
     conditions = [
@@ -220,7 +220,7 @@ def test_steering_or_a_secret_in_an_items_conditions_makes_no_entry(rt, server):
 
 
 def test_an_entry_whose_condition_steers_is_stored_untrusted():
-    from dreamer.engine.code_book import new_entry
+    from dreamer.engine.code_work.book import new_entry
 
     clean = new_entry(SHOP, EntryInput(text="The cart API pages at 100 items", conditions=["on the v2 API"]))
     steered = new_entry(

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from dreamer.core.errors import NotFound
-from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
-from dreamer.engine.code_changes import change, check_workspace
-from dreamer.engine.markdown_code import code_sections
+from dreamer.engine.code_work.book import CodeBook, EntryInput, StateInput
+from dreamer.engine.code_work.changes import change, check_workspace
+from dreamer.engine.markdown.code import code_sections
 from dreamer.store import experience as rows
 from dreamer.store.db import session_scope
 from dreamer.store.experience import Where

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from dreamer.core.compaction_plan import history_entries
+from dreamer.core.compaction.plan import history_entries
 from dreamer.llm.cards import examples
-from dreamer.llm.scripted_compact import compact_answer, is_compact_request
-from dreamer.online.compact_summary import CompactSummary, checked, compact_prompt, rendered
+from dreamer.llm.scripted.compact import compact_answer, is_compact_request
+from dreamer.online.compaction.summary import CompactSummary, checked, compact_prompt, rendered
 
 HISTORY = [
     {

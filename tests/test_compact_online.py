@@ -16,14 +16,14 @@ from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer
 from test_mcp import data, error_line, over_http
 
 from dreamer.client import ApiError, AsyncClient, Client
-from dreamer.core.compaction import is_marker
+from dreamer.core.compaction.policy import is_marker
 from dreamer.core.errors import NotFound
 from dreamer.core.scope import Scope
 from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import Reply, ScriptedServer
-from dreamer.llm.scripted_compact import compact_script
+from dreamer.llm.scripted.compact import compact_script
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.api import create_app
-from dreamer.online.compact import compact_context, restore_offloaded
+from dreamer.online.compaction.compact import compact_context, restore_offloaded
 from dreamer.online.session_append import append
 
 BODY = "invoice inv_{k} total 120.00 EUR status paid; " * 40  # about 500 tokens each

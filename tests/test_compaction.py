@@ -8,8 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dreamer.core.compaction import Policy, due, is_marker, policy_of, shape_of, total_tokens
-from dreamer.core.compaction_plan import (
+from dreamer.core.compaction.plan import (
     CLEAR,
     SUMMARY,
     UNCHANGED,
@@ -18,6 +17,7 @@ from dreamer.core.compaction_plan import (
     summary_floor,
     summary_segment,
 )
+from dreamer.core.compaction.policy import Policy, due, is_marker, policy_of, shape_of, total_tokens
 from dreamer.core.settings import Settings
 
 BIG = "row 4411 ok; " * 120  # about 600 tokens

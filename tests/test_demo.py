@@ -10,7 +10,7 @@ from dreamkit import extraction_script
 
 from dreamer.core.models import DreamRun
 from dreamer.engine.runs import pass_failure
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 QUICK_RETRIES = {"DREAMER_LLM_RETRY_BASE": "0", "DREAMER_LLM_RETRY_CAP": "0"}
 HTTP_500 = "TransientLLMError: LLM unavailable after 5 attempts, HTTP 500: scripted error 500"

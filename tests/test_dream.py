@@ -21,17 +21,17 @@ from sqlmodel import select
 from dreamer.core.consolidate import Decision
 from dreamer.core.models import Cursor, Lease, Memory, MemoryEvent, Session
 from dreamer.core.scope import Scope
-from dreamer.engine.apply import apply_all
+from dreamer.engine.consolidation.apply import apply_all
+from dreamer.engine.consolidation.plan import Planned
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.extract import Candidate
-from dreamer.engine.extract_group import number_lines, split_seqs
-from dreamer.engine.plan import Planned
-from dreamer.engine.transcript import Line
+from dreamer.engine.extraction.extract import Candidate
+from dreamer.engine.extraction.group import number_lines, split_seqs
+from dreamer.engine.extraction.transcript import Line
 from dreamer.index.contract import SearchFilter
 from dreamer.ingest.base import as_utc
 from dreamer.ingest.store import append_messages, record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store import cabinet, leases
 from dreamer.store.db import session_scope
 

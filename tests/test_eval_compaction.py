@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from clikit import assert_one_error_line, run
 
-from dreamer.core.compaction import total_tokens
+from dreamer.core.compaction.policy import total_tokens
 from dreamer.core.errors import IngestError
 from dreamer.eval.compaction_cases import load_cases, truncated
 
@@ -122,8 +122,8 @@ def test_a_call_still_waiting_for_its_result_is_taken_as_it_is(tmp_path, setting
 
 def test_with_an_endpoint_the_summaries_are_its_own(settings, result):
     from dreamer.eval.compaction import run_compaction_eval
-    from dreamer.llm.scripted import ScriptedServer
-    from dreamer.llm.scripted_compact import compact_script
+    from dreamer.llm.scripted.compact import compact_script
+    from dreamer.llm.scripted.server import ScriptedServer
 
     with ScriptedServer(compact_script) as server:  # an endpoint that answers as the stand-in does
         st = settings.model_copy(update={"llm_base_url": server.url, "llm_model": "stand-in"})

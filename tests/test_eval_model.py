@@ -7,7 +7,7 @@ import json
 from clikit import assert_one_error_line, run
 from dreamkit import extraction_script
 
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 
 def write_sessions(path) -> None:

@@ -10,10 +10,10 @@ from clikit import run
 
 from dreamer.core.errors import IngestError
 from dreamer.core.settings import Settings
-from dreamer.engine.judge import JudgePair, Statement
-from dreamer.eval.profiles import CATEGORIES, Matcher, load_profiles
-from dreamer.eval.profiles_oracle import OracleJudge
-from dreamer.eval.profiles_run import ProfilesOptions, run_profiles
+from dreamer.engine.consolidation.judge import JudgePair, Statement
+from dreamer.eval.profiles.format import CATEGORIES, Matcher, load_profiles
+from dreamer.eval.profiles.oracle import OracleJudge
+from dreamer.eval.profiles.run import ProfilesOptions, run_profiles
 
 DATA = Path(__file__).parent / "data"
 TINY = DATA / "profiles-tiny.json"

@@ -2,10 +2,10 @@
 
 import pytest
 
-from dreamer.core import experience as life
-from dreamer.core.experience_rank import Doc, exact_keywords, rank, stem, words
-from dreamer.core.project_state import stale_evidence
-from dreamer.core.propagate import Node, dependents
+from dreamer.core.code_work import experience as life
+from dreamer.core.code_work.experience_rank import Doc, exact_keywords, rank, stem, words
+from dreamer.core.code_work.project_state import stale_evidence
+from dreamer.core.code_work.propagate import Node, dependents
 
 
 def test_two_distinct_units_verify_an_entry_and_one_unit_twice_counts_once():

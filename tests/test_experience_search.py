@@ -2,11 +2,11 @@
 
 import pytest
 
-from dreamer.core.experience import REPOSITORY_NOTE, InvalidExperience
-from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
-from dreamer.engine.code_changes import change
-from dreamer.engine.code_search import search
-from dreamer.engine.code_tasks import task_end
+from dreamer.core.code_work.experience import REPOSITORY_NOTE, InvalidExperience
+from dreamer.engine.code_work.book import CodeBook, EntryInput, StateInput
+from dreamer.engine.code_work.changes import change
+from dreamer.engine.code_work.search import search
+from dreamer.engine.code_work.tasks import task_end
 from dreamer.store.experience import Where
 
 SHOP = Where("dana", "shop-web", "main")

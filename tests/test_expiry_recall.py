@@ -18,11 +18,11 @@ from dreamer.core.models import Memory
 from dreamer.core.scope import Scope
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.revert import revert_run
+from dreamer.engine.records.revert import revert_run
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.agent_writes import remember
 from dreamer.online.api import create_app
 from dreamer.online.recall import context, recall

@@ -3,11 +3,11 @@ from datetime import date, timedelta
 import openai
 
 from dreamer.core.tokens import count_tokens
-from dreamer.engine.extract import LLMExtractor
-from dreamer.engine.rules import RulesExtractor, rule_matches, worth_a_call
-from dreamer.engine.transcript import Chunk, Line, chunk_lines, render_body, render_line, render_transcript
+from dreamer.engine.extraction.extract import LLMExtractor
+from dreamer.engine.extraction.transcript import Chunk, Line, chunk_lines, render_body, render_line, render_transcript
+from dreamer.engine.rules.extractor import RulesExtractor, rule_matches, worth_a_call
 from dreamer.llm.client import OpenAILLM
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 
 def lines(*items, start=1):

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from dreamer.core.consolidate import promoted_status
-from dreamer.engine.extract import AgentAnswer, Candidate, CodeAnswer, collapse_duplicates
-from dreamer.engine.transcript import Line, render_line
-from dreamer.engine.untrusted import injection_markers, mark_untrusted, untrusted_reason
+from dreamer.engine.extraction.extract import AgentAnswer, Candidate, CodeAnswer, collapse_duplicates
+from dreamer.engine.extraction.transcript import Line, render_line
+from dreamer.engine.extraction.untrusted import injection_markers, mark_untrusted, untrusted_reason
 
 
 def cand(text: str, *seqs: int, kind: str = "preference") -> Candidate:

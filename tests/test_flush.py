@@ -20,14 +20,14 @@ from dreamer.core.models import DailyNote, Memory, Message
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
-from dreamer.engine import markdown
+from dreamer.engine.markdown import views as markdown
 from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.breaker import Breaker
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.api import create_app
-from dreamer.online.flush import flush_session
-from dreamer.online.flush_runner import FlushRunner
-from dreamer.online.flush_trigger import (
+from dreamer.online.flush.notes import flush_session
+from dreamer.online.flush.runner import FlushRunner
+from dreamer.online.flush.trigger import (
     compaction_point,
     flush_due,
     flush_point,
@@ -168,7 +168,7 @@ def test_the_meter_is_read_in_one_statement_that_reads_no_message(make_rt):
     """The session row (its running state) and its flush windows, however long the session is."""
     from sqlalchemy import event
 
-    from dreamer.online.flush_trigger import read_meter
+    from dreamer.online.flush.trigger import read_meter
 
     rt = make_rt(llm=False)
     meter = append(rt, ALICE, "s1", chat(*[f"message {n}" for n in range(40)]), context_tokens=500)

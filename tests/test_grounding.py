@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from dreamer.core.grounding import (
+from dreamer.core.trust.grounding import (
     COPIES_EXAMPLE,
     GROUNDED,
     NO_CITED,
@@ -19,9 +19,9 @@ from dreamer.core.grounding import (
     read_for,
     settle,
 )
-from dreamer.core.grounding_words import Said, number_value, spoken_numbers, stem, tokens
-from dreamer.engine.extract import Candidate, collapse_duplicates
-from dreamer.engine.grounding import card_examples
+from dreamer.core.trust.grounding_words import Said, number_value, spoken_numbers, stem, tokens
+from dreamer.engine.extraction.extract import Candidate, collapse_duplicates
+from dreamer.engine.extraction.grounding import card_examples
 
 MAY_8 = date(2023, 5, 8)
 LEEDS = [

@@ -14,7 +14,7 @@ from dreamkit import EMBED_DIM, is_judgement, judge_reply, make_index, make_runt
 from dreamer.core.models import DreamRun
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store.db import session_scope
 
 SAID = "I'm veggie, living up in Leeds these days."

@@ -9,7 +9,7 @@ from sqlmodel import select
 from dreamer.core.models import Memory, MemoryEvent
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store.db import session_scope
 
 PAIR_LINE = "-> "

@@ -16,17 +16,17 @@ from dreamkit import make_index
 from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, online_runtime, online_settings
 from sqlmodel import select
 
-from dreamer.core.memory_text import as_data, normalise, stored_text
 from dreamer.core.models import Memory
-from dreamer.core.redact import context_markers, strip_injected, without_injected_blocks
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import context_markers, strip_injected, without_injected_blocks
+from dreamer.core.trust.memory_text import as_data, normalise, stored_text
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.extraction.untrusted import injection_markers
 from dreamer.engine.outbox import CHECKED_FIELDS
 from dreamer.engine.runtime import Runtime
-from dreamer.engine.untrusted import injection_markers
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.recall import context
 from dreamer.store import cabinet

@@ -11,8 +11,8 @@ from dreamkit import judged_runtime, user_turns
 from sqlmodel import select
 
 from dreamer.core.models import Memory
-from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import views as markdown
 from dreamer.engine.view_watch import ViewWatcher
 from dreamer.ingest.store import record_messages
 from dreamer.store.db import session_scope

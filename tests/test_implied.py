@@ -9,7 +9,7 @@ import pytest
 
 from dreamer.core.consolidate import Neighbour, Thresholds, decide, route
 from dreamer.core.implied import counts, implied_query, implied_reason, implied_slots, pair_grounds
-from dreamer.engine.judge import JudgePair, Statement, render_pairs
+from dreamer.engine.consolidation.judge import JudgePair, Statement, render_pairs
 
 ROUTED = [
     (

@@ -12,7 +12,7 @@ from dreamer.engine import jobs
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
-from dreamer.online import flush as flushing
+from dreamer.online.flush import notes as flushing
 from dreamer.store import leases
 from dreamer.store.busy import AlwaysIdle, SqlBusySignal, activity_key
 from dreamer.store.db import session_scope

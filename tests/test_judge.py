@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from dreamer.engine.judge import (
+from dreamer.engine.consolidation.judge import (
     JUDGE_SYSTEM,
     Judgements,
     JudgePair,
@@ -13,7 +13,7 @@ from dreamer.engine.judge import (
     verdicts_by_pair,
 )
 from dreamer.llm.client import OpenAILLM, build_openai_client
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 
 def test_verdicts_by_pair_ignores_out_of_range_and_conflicts():

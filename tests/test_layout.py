@@ -53,3 +53,51 @@ def test_each_layer_is_a_package_and_nothing_else_sits_at_the_top():
 def test_architecture_names_every_layer():
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert all(f"dreamer/{layer}" in text for layer in LAYERS)
+
+
+MAX_FOLDER_MODULES = 20
+
+
+def packages() -> list[Path]:
+    return sorted(p.parent for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py"))
+
+
+def test_every_package_says_what_it_holds_and_what_it_may_import():
+    silent = []
+    for pkg in packages():
+        doc = ast.get_docstring(ast.parse((pkg / "__init__.py").read_text(encoding="utf-8"))) or ""
+        if not doc.strip():
+            silent.append(str(pkg.relative_to(ROOT)))
+    assert silent == []
+
+
+def test_no_folder_holds_more_than_twenty_modules():
+    crowded = {
+        str(pkg.relative_to(ROOT)): n
+        for pkg in packages()
+        if (n := len([p for p in pkg.glob("*.py") if p.name != "__init__.py"])) > MAX_FOLDER_MODULES
+    }
+    assert crowded == {}
+
+
+def module_imports(path: Path) -> set[str]:
+    """The dreamer modules a module imports, at its top or inside a function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dreamer"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("dreamer"))
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """A package's `__init__` may gather its modules; two modules never lean on each other."""
+    names = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in sources() if p.name != "__init__.py"}
+    graph = {name: module_imports(path) & set(names) for name, path in names.items()}
+    pairs = sorted(
+        (a, b) for a, deps in graph.items() for b in deps if a < b and a in graph.get(b, set()) and b != a
+    )
+    assert pairs == []

@@ -27,7 +27,7 @@ from dreamer.llm.client import (
 )
 from dreamer.llm.guard import GuardedLLM, endpoint_answers
 from dreamer.llm.retry import retry_delay
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 SYSTEM = "Extract durable facts about the user."
 USER = "I always use tabs, never spaces."

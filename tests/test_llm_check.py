@@ -9,7 +9,7 @@ import pytest
 from clikit import assert_one_error_line, run
 from dreamkit import extraction_script
 
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 ITEM = {"text": "The user is vegetarian.", "seqs": [1], "importance": 0.7}
 

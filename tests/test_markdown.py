@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dreamer.core.models import Memory
-from dreamer.engine.markdown import (
+from dreamer.engine.markdown.entries import Entry, escape_text, parse_entries, unescape_text
+from dreamer.engine.markdown.render import NOTE, render_user
+from dreamer.engine.markdown.views import (
     RENDER_LOCK,
     RenderedFile,
     append_daily_note,
@@ -22,8 +24,6 @@ from dreamer.engine.markdown import (
     user_dir,
     write_files,
 )
-from dreamer.engine.markdown_entries import Entry, escape_text, parse_entries, unescape_text
-from dreamer.engine.markdown_render import NOTE, render_user
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 USER = "alice"

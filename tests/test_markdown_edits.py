@@ -10,8 +10,10 @@ from sqlmodel import col, select
 
 from dreamer.core.models import Memory, MemoryEvent
 from dreamer.core.settings import Settings
-from dreamer.engine import markdown, outbox, view_sync
-from dreamer.engine.markdown_entries import parse_entries
+from dreamer.engine import outbox
+from dreamer.engine.markdown import sync as view_sync
+from dreamer.engine.markdown import views as markdown
+from dreamer.engine.markdown.entries import parse_entries
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.store import cabinet
@@ -119,7 +121,7 @@ def test_a_render_racing_a_person_keeps_the_persons_edit_and_reports_it(rt, capl
     outbox.drain(rt)
     write(rt, "DREAMS.md", read(rt, "DREAMS.md").replace("works on billing", "runs billing"))
     new = add(rt, "Ada keeps bees.")  # SQL changes too: the pass's render rewrites the same file
-    with caplog.at_level(logging.WARNING, logger="dreamer.engine.view_sync"):
+    with caplog.at_level(logging.WARNING, logger="dreamer.engine.markdown.sync"):
         outbox.drain(rt)
     assert row(rt, mid) == ("Ada runs billing.", "verified", "human")
     assert sorted(e.memory_id for e in parse_entries(read(rt, "DREAMS.md"))) == sorted([mid, new])

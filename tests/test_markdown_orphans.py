@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from dreamer.engine import markdown
+from dreamer.engine.markdown import views as markdown
 
 
 def dead_pid() -> int:

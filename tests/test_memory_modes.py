@@ -17,7 +17,7 @@ from sqlmodel import select
 
 from dreamer.core.memory_modes import OFF_NOTE
 from dreamer.core.models import Memory, Session
-from dreamer.llm.scripted import Reply
+from dreamer.llm.scripted.server import Reply
 from dreamer.store.db import session_scope
 
 TEA = "The user prefers green tea in the morning."

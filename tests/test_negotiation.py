@@ -15,7 +15,7 @@ from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.client import OpenAILLM
 from dreamer.llm.formats import MODES, next_mode, rejects_format
 from dreamer.llm.guard import GuardedLLM
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 SYSTEM = "Extract durable facts about the user."
 USER = "I always use tabs, never spaces."

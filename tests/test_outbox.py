@@ -4,7 +4,8 @@ that marks the rows indexed, rendered later and cleared only if still the mark t
 from __future__ import annotations
 
 from dreamer.core.settings import Settings
-from dreamer.engine import markdown, outbox
+from dreamer.engine import outbox
+from dreamer.engine.markdown import views as markdown
 from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.store import cabinet

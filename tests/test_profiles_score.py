@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dreamer.eval.profiles import MemoryTest, Profile, _profile, stems
-from dreamer.eval.profiles_score import (
+from dreamer.eval.profiles.format import MemoryTest, Profile, _profile, stems
+from dreamer.eval.profiles.score import (
     Scores,
     StoredMemory,
     count_heard,

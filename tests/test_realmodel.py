@@ -16,10 +16,10 @@ from sqlmodel import select
 from usagekit import UsageProxy
 
 from dreamer.core.models import Cursor, ExperienceEntry, Memory, Message
-from dreamer.engine.code_book import CodeBook, EntryInput
+from dreamer.engine.code_work.book import CodeBook, EntryInput
+from dreamer.engine.consolidation.judge import VERDICTS, JudgePair, LLMJudge, Statement
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.endpoint import open_llm
-from dreamer.engine.judge import VERDICTS, JudgePair, LLMJudge, Statement
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.store import record_messages
 from dreamer.store import db

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from usagekit import UsageProxy
 
-from dreamer.core.compaction_plan import SUMMARY_HEAD
+from dreamer.core.compaction.plan import SUMMARY_HEAD
 from dreamer.engine.endpoint import open_llm
-from dreamer.online.compact import compact_messages
+from dreamer.online.compaction.compact import compact_messages
 from dreamer.store import db
 
 pytestmark = pytest.mark.realmodel

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dreamer.core.models import Memory
-from dreamer.core.redact import context_markers
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import context_markers
 from dreamer.core.tokens import count_tokens
 from dreamer.embed.embedders import CachedEmbedder, MiniLMEmbedder, minilm_available
 from dreamer.engine import outbox

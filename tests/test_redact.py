@@ -7,14 +7,14 @@ import string
 
 import pytest
 
-from dreamer.core.redact import (
+from dreamer.core.secrets.redact import (
     MEMORY_BLOCK_RE,
     clean_for_model,
     find_secrets,
     redact,
     strip_injected,
 )
-from dreamer.core.secret_rules import RULES, luhn_ok
+from dreamer.core.secrets.rules import RULES, luhn_ok
 
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.core.redact import PREFIX_MARGIN, clean_prefix, redact, safe_cut
+from dreamer.core.secrets.redact import PREFIX_MARGIN, clean_prefix, redact, safe_cut
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.core.redact import find_secrets, redact
-from dreamer.core.secret_prose import iban_ok
+from dreamer.core.secrets.prose import iban_ok
+from dreamer.core.secrets.redact import find_secrets, redact
 
 PROSE = [
     ("password", "my password is hunter2", "hunter2"),

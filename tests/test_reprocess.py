@@ -18,8 +18,8 @@ from sqlmodel import select
 from dreamer.core.errors import ConfigError
 from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message, Session, utcnow
 from dreamer.core.settings import Settings
-from dreamer.engine import reprocess as rp
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.records import reprocess as rp
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.shared_index import open_shared_runtime
 from dreamer.index.edge import EdgeIndex

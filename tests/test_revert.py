@@ -12,11 +12,11 @@ from dreamer.core.errors import NotFound, RunInProgress
 from dreamer.core.models import CURRENT_STATUSES, Memory, MemoryEvent, Session
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.reprocess import reprocess
-from dreamer.engine.revert import accept_run, held_runs, revert_run, run_changes
+from dreamer.engine.records.reprocess import reprocess
+from dreamer.engine.records.revert import accept_run, held_runs, revert_run, run_changes
 from dreamer.engine.runs import start_run
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 

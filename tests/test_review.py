@@ -11,8 +11,10 @@ from sqlmodel import select
 from dreamer.core.errors import NotAllowedNow, NotFound
 from dreamer.core.models import Memory
 from dreamer.core.scope import Scope
-from dreamer.engine import markdown, outbox, review
+from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import views as markdown
+from dreamer.engine.records import review
 from dreamer.ingest.store import record_messages
 from dreamer.online.recall import context, recall
 from dreamer.store.db import session_scope

@@ -17,7 +17,7 @@ from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer
 
 from dreamer.core.settings import Settings
 from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store import cabinet, db
 from dreamer.store.db import session_scope

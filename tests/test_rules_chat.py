@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from dreamer.core.topics import infer_topic
-from dreamer.engine.rules import rule_matches, says_nothing
-from dreamer.engine.rules_casual import read_casual
+from dreamer.engine.rules.casual import read_casual
+from dreamer.engine.rules.extractor import rule_matches, says_nothing
 
 HEARD = [
     ("the trams are the best part of living in Vienna", [("profile", "The user lives in Vienna.")]),

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from dreamer.core.topics import infer_topic
-from dreamer.engine.rules import RulesExtractor, rule_matches
-from dreamer.engine.rules_casual import formal, recase
-from dreamer.engine.transcript import Chunk, Line
+from dreamer.engine.extraction.transcript import Chunk, Line
+from dreamer.engine.rules.casual import formal, recase
+from dreamer.engine.rules.extractor import RulesExtractor, rule_matches
 
 HEARD = [
     ("I just moved to Austin last week.", [("profile", "The user lives in Austin.")]),

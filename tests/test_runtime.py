@@ -16,7 +16,7 @@ from dreamer.engine.runtime import Runtime, settle
 from dreamer.engine.shared_index import open_shared_runtime
 from dreamer.ingest.store import record_messages
 from dreamer.llm.client import OpenAILLM, build_openai_client
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.recall import recall
 from dreamer.store.busy import AlwaysIdle
 

@@ -6,8 +6,8 @@ import json
 
 from pydantic import BaseModel, Field
 
-from dreamer.engine.extract import AgentAnswer
-from dreamer.engine.judge import Judgements
+from dreamer.engine.consolidation.judge import Judgements
+from dreamer.engine.extraction.extract import AgentAnswer
 from dreamer.llm.salvage import read_json, salvage
 
 
@@ -132,7 +132,7 @@ def test_a_required_field_missing_is_no_answer():
 
 
 def test_an_item_cut_inside_is_never_kept_with_the_defaults_of_what_was_cut():
-    from dreamer.engine.extract import CodeAnswer
+    from dreamer.engine.extraction.extract import CodeAnswer
 
     whole = {"text": "The retry wrapper swallows timeouts.", "seqs": [2], "basis": "observed"}
     cut = json.dumps(

@@ -33,7 +33,7 @@ from dreamer.engine.schedule import (
 from dreamer.engine.shared_index import open_shared_runtime
 from dreamer.ingest.store import record_messages
 from dreamer.llm.client import build_llm
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store import db
 from dreamer.store.busy import SqlBusySignal, activity_key
 from dreamer.store.db import session_scope

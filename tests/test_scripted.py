@@ -15,8 +15,8 @@ import pytest
 import tiktoken
 
 from dreamer.core.tokens import count_tokens
-from dreamer.llm.scripted import SCHEMA_UNSUPPORTED, Reply, ScriptedServer
-from dreamer.llm.scripted_bodies import embed_text, prompt_tokens_of
+from dreamer.llm.scripted.bodies import embed_text, prompt_tokens_of
+from dreamer.llm.scripted.server import SCHEMA_UNSUPPORTED, Reply, ScriptedServer
 
 MESSAGES = [{"role": "system", "content": "You extract."}, {"role": "user", "content": "hello there"}]
 
@@ -336,7 +336,7 @@ def test_command_line(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"json": {"a": 1}}, {"error": 503, "retry_after": 1}, {"text": "bye"}]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dreamer.llm.scripted", "--port", "0", "--script", str(script)],
+        [sys.executable, "-m", "dreamer.llm.scripted.server", "--port", "0", "--script", str(script)],
         stdout=subprocess.PIPE,
         text=True,
     )

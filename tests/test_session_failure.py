@@ -17,9 +17,9 @@ from dreamer.core.errors import BudgetExceeded, CircuitOpen, IndexFailure, LLMIn
 from dreamer.core.models import Cursor, Memory, Message
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.failures import is_global
-from dreamer.engine.reprocess import reprocess
+from dreamer.engine.records.reprocess import reprocess
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store.db import session_scope
 
 EDGE = datetime(9999, 12, 31, 23, 30, tzinfo=UTC)

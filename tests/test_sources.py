@@ -16,7 +16,7 @@ from dreamer.core.errors import ConfigError
 from dreamer.core.models import Message, Session, WatchedFile
 from dreamer.core.settings import Settings
 from dreamer.ingest.watch import ingest_sources, parse_sources
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store.db import session_scope
 from workers.scheduler import InlineExecutor
 

@@ -1,5 +1,5 @@
 """Memory text is data: the steering corpus through the one pure check every write path asks
-(`dreamer.core.steering`), and the context block's one-line rendering for every separator.
+(`dreamer.core.trust.steering`), and the context block's one-line rendering for every separator.
 
 The corpus (`tests/data/steering_corpus.jsonl`, one `{"text", "steering", "shape"}` a line) holds
 steering lines of many shapes (role markers after every kind of line break or mid-line after a
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.core.memory_text import as_data, one_line
-from dreamer.core.steering import fold_confusables, matching_view, segments, steering_markers
+from dreamer.core.trust.memory_text import as_data, one_line
+from dreamer.core.trust.steering import fold_confusables, matching_view, segments, steering_markers
 
 CORPUS_PATH = Path(__file__).parent / "data" / "steering_corpus.jsonl"
 SEPARATORS = {
@@ -143,7 +143,7 @@ def test_a_heading_steers_in_a_memory_but_not_in_a_transcript_line_it_rests_on()
 
 
 def test_recall_keeps_out_a_memory_flagged_for_steering_not_one_of_the_other_speakers():
-    from dreamer.engine.untrusted import NOT_THE_USERS, steered
+    from dreamer.engine.extraction.untrusted import NOT_THE_USERS, steered
 
     assert steered([{"session_id": "s", "untrusted": True, "untrusted_reason": "role_override"}])
     assert steered([{"session_id": "s", "untrusted": True}])  # flagged before reasons were kept

@@ -20,16 +20,16 @@ from onlinekit import ALICE_WRITER, BOB_WRITER, LiveServer, bearer, chat, online
 from sqlmodel import select
 from test_steering import corpus
 
-from dreamer.core.memory_text import as_data, stored_text
 from dreamer.core.models import Memory, Session
 from dreamer.core.scope import Scope
-from dreamer.core.steering import steering_markers
+from dreamer.core.trust.memory_text import as_data, stored_text
+from dreamer.core.trust.steering import steering_markers
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.claude_hooks import HookInput, run_hook
-from dreamer.online.flush import flush_session
+from dreamer.online.flush.notes import flush_session
 from dreamer.store.db import session_scope
 
 ROWS = corpus()

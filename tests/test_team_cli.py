@@ -9,7 +9,7 @@ import json
 from clikit import assert_one_error_line, run
 from teamkit import ROUND_ONE, ROUND_TWO
 
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 
 ROUND = [
     {"speaker": "lead", "text": "We chose Postgres over DynamoDB because the reports need joins."},

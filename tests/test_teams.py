@@ -16,7 +16,7 @@ from sqlmodel import select
 from teamkit import BLUE, LEADER, MEMBER, READER, ROUND_ONE, ROUND_TWO, TEMP_LEAD, team_api
 
 from dreamer.core.models import DreamRun, Memory, MemoryEvent, Team
-from dreamer.engine.markdown import TEAMS_DIR, safe_name, user_dir
+from dreamer.engine.markdown.views import TEAMS_DIR, safe_name, user_dir
 from dreamer.online.teams import end_task
 from dreamer.store.db import session_scope
 from dreamer.store.teams import get_team
@@ -149,8 +149,8 @@ def test_a_round_closed_by_its_session_ids_rests_on_their_messages(live):
 
 
 def test_an_item_the_round_never_said_is_rejected_not_stored(live):
-    from dreamer.llm.scripted_reply import Reply
-    from dreamer.llm.scripted_team import is_team_request, team_answer
+    from dreamer.llm.scripted.reply import Reply
+    from dreamer.llm.scripted.team import is_team_request, team_answer
 
     invented = "We deploy the billing service on Kubernetes in eu-west-1."
 

@@ -14,10 +14,10 @@ from sqlmodel import select
 
 from dreamer.core.models import Cursor, Memory, MemoryEvent
 from dreamer.core.scope import Scope
+from dreamer.engine.consolidation.judge import JUDGE_SYSTEM
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.judge import JUDGE_SYSTEM
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.recall import context, recall
 from dreamer.store.db import session_scope
 

@@ -16,7 +16,7 @@ from dreamer.core.models import Memory, MemoryEvent
 from dreamer.core.scope import Scope
 from dreamer.index.contract import SearchFilter
 from dreamer.index.edge import EdgeIndex
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.online.recall import context, newest_in_slot, only_newest_in_slot, recall
 from dreamer.store import cabinet

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from dreamer.core.scope import Scope
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.recall import context
 from dreamer.online.trace import matches, trace
 
@@ -128,8 +128,8 @@ def test_the_cli_traces_the_demo(tmp_path, monkeypatch):
 
 
 def test_code_work_shows_where_a_change_sent_an_entry_and_a_state(rt):
-    from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
-    from dreamer.engine.code_changes import change
+    from dreamer.engine.code_work.book import CodeBook, EntryInput, StateInput
+    from dreamer.engine.code_work.changes import change
     from dreamer.store.experience import Where
 
     book, shop = CodeBook(rt.engine), Where("alice", "shop-web", "main")

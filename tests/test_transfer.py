@@ -14,8 +14,8 @@ from sqlmodel import select
 from dreamer.core.models import Memory
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.revert import revert_run
-from dreamer.engine.transfer import export_records, import_records, read_records, write_export
+from dreamer.engine.records.revert import revert_run
+from dreamer.engine.records.transfer import export_records, import_records, read_records, write_export
 from dreamer.ingest.store import record_messages
 from dreamer.store import cabinet, db
 from dreamer.store.db import session_scope

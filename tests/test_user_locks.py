@@ -18,7 +18,7 @@ from dreamer.engine.dream import dream_pass, locked_out
 from dreamer.engine.jobs import run_session
 from dreamer.engine.shared_index import end_turn, open_shared_runtime
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store import leases
 from dreamer.store.db import session_scope
 from dreamer.store.user_locks import LeaseLocks, ProcessLocks, Unlocked, UserLocked, lock_name

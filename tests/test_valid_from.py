@@ -15,7 +15,7 @@ from dreamer.engine.dream import dream_pass
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.base import ParsedMessage
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store.db import session_scope
 
 MAY_2023 = datetime(2023, 5, 1, 10, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.llm.window import Window, discover_window, probe_window, window_from_error
 
 

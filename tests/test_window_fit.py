@@ -12,13 +12,13 @@ from clikit import assert_one_error_line, run, write_chat
 from dreamkit import EMBED_DIM, extraction_bodies, extraction_script, make_runtime, transcript_lines
 
 from dreamer.core.errors import WindowTooSmall
+from dreamer.engine.consolidation.judge import JudgePair, LLMJudge, Statement
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.judge import JudgePair, LLMJudge, Statement
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
 from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.client import OpenAILLM
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 WINDOW = 2_048
 FILLER = "We talked it through at length, weighing the trains, the hotels and the weather for the whole week ahead."

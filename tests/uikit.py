@@ -20,7 +20,7 @@ from dreamer.core.settings import Settings
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store import db
 from dreamer.store.db import session_scope

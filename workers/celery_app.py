@@ -202,7 +202,7 @@ def _register_reprocess(
         """Reset the selected cursors (once: a redelivered task does not rewind them again) and
         send one catch-up `dream_session` per session (again when redelivered: they are no-ops
         for sessions already caught up)."""
-        from dreamer.engine.reprocess import Once, Selection, reset_cursors, select_ids
+        from dreamer.engine.records.reprocess import Once, Selection, reset_cursors, select_ids
         from dreamer.store.db import session_scope
 
         rt = process.get()
@@ -223,8 +223,8 @@ def _register_flush(app: Celery, process: ProcessRuntime, retrying: Decorator) -
     @app.task(name="dreamer.flush_session", bind=True, shared=False)  # type: ignore[untyped-decorator]
     @retrying
     def flush_session(self: Task, session_id: int) -> Any:
-        """The online companion's flush (`dreamer.online.flush.run_flush`) in a worker."""
-        from dreamer.online.flush import run_flush
+        """The online companion's flush (`dreamer.online.flush.notes.run_flush`) in a worker."""
+        from dreamer.online.flush.notes import run_flush
 
         return _jsonable(run_flush(process.get(), session_id))
 

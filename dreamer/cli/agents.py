@@ -36,8 +36,8 @@ def mcp_cmd(
     from dreamer.embed.threads import set_embedder_threads
     from dreamer.engine.shared_index import open_shared_runtime
     from dreamer.online.auth import local_grant
-    from dreamer.online.flush_trigger import validate_flush_settings
-    from dreamer.online.mcp_server import Grants, build_mcp
+    from dreamer.online.flush.trigger import validate_flush_settings
+    from dreamer.online.mcp.server import Grants, build_mcp
 
     settings = settings_of(ctx)
     validate_flush_settings(settings)

@@ -48,8 +48,8 @@ def experience_search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Task start: the entries worth checking, each with its status and the conditions to verify."""
-    from dreamer.core.experience import ENTRY_STATUSES
-    from dreamer.engine.code_search import search
+    from dreamer.core.code_work.experience import ENTRY_STATUSES
+    from dreamer.engine.code_work.search import search
 
     where = where_of(ctx, user, project, branch)
     limit = min(k or settings_of(ctx).experience_search_k, 100)
@@ -95,7 +95,7 @@ def experience_add(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Record a lesson as a candidate (nothing is verified by being added)."""
-    from dreamer.engine.code_book import EntryInput
+    from dreamer.engine.code_work.book import EntryInput
 
     where = where_of(ctx, user, project, branch)
     given = EntryInput(
@@ -107,7 +107,7 @@ def experience_add(
 
 
 def _done(ctx: typer.Context, book: Any, where: Any, e: Any, as_json: bool) -> None:
-    from dreamer.engine.code_search import entry_json
+    from dreamer.engine.code_work.search import entry_json
 
     rerender(ctx, book, where)
     if as_json:
@@ -211,8 +211,8 @@ def experience_task_end(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Task end: record what the task found and the tool calls that failed, as candidates."""
-    from dreamer.engine.code_search import entry_json
-    from dreamer.engine.code_tasks import task_end
+    from dreamer.engine.code_work.search import entry_json
+    from dreamer.engine.code_work.tasks import task_end
 
     where = where_of(ctx, user, project, branch)
     data = json_arg(path.read_text(encoding="utf-8"), "PATH", {})

@@ -163,7 +163,7 @@ def eval_profiles(
     work_dir: Path = typer.Option(None, "--work-dir", metavar="PATH", help="Keep the run's data directory here."),
 ) -> None:
     """Updates, stale answers and noise over profiles whose facts change, through the real pass."""
-    from dreamer.eval.profiles_run import EXTRACTORS, JUDGES, ProfilesOptions, default_judge
+    from dreamer.eval.profiles.run import EXTRACTORS, JUDGES, ProfilesOptions, default_judge
 
     settings = settings_of(ctx)
     chosen_extractor = extractor or ("llm" if settings.llm_configured else "rules")
@@ -185,8 +185,8 @@ def eval_profiles(
 
 def _run_profiles(settings: Any, opts: Any) -> dict[str, Any]:
     """The run, with a progress bar on stderr when it is a terminal."""
-    from dreamer.eval.profiles import load_profiles
-    from dreamer.eval.profiles_run import check_options, run_profiles, sessions_in
+    from dreamer.eval.profiles.format import load_profiles
+    from dreamer.eval.profiles.run import check_options, run_profiles, sessions_in
 
     check_options(settings, opts)
     if not err.is_terminal:
@@ -274,7 +274,7 @@ def bench(
                 markup=False,
             )
     else:
-        from dreamer.eval import bench as benches
+        from dreamer.eval.bench import suite as benches
 
         result = benches.run(which, settings_of(ctx), small=small, seed=seed)
         if json_out != "-":

@@ -77,7 +77,7 @@ def serve(
     from dreamer.engine.runtime import settle
     from dreamer.online.api import create_app
     from dreamer.online.auth import insecure_grant, parse_tokens
-    from dreamer.online.flush_trigger import validate_flush_settings
+    from dreamer.online.flush.trigger import validate_flush_settings
 
     settings = settings_of(ctx)
     validate_flush_settings(settings)
@@ -197,7 +197,7 @@ def flush_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Flush a session's content since its last flush into daily notes now."""
-    from dreamer.online.flush import flush_session
+    from dreamer.online.flush.notes import flush_session
 
     with index_runtime(ctx, "POST /v1/sessions/<id>/flush") as rt:
         result = flush_session(rt, session)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from dreamer.core.models import Cursor, Session
     from dreamer.core.settings import Settings
-    from dreamer.engine import reprocess as rp
+    from dreamer.engine.records import reprocess as rp
 
 checkpoints_app = command_group("checkpoints", "Session cursors: how far each session was dreamed over.")
 
@@ -68,7 +68,7 @@ def reprocess(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Reset the selected cursors and dream over those sessions again; memories are merged, never duplicated."""
-    from dreamer.engine import reprocess as rp
+    from dreamer.engine.records import reprocess as rp
     from dreamer.store.db import session_scope
 
     if via not in ("inline", "celery"):
@@ -165,7 +165,7 @@ def _enqueue(settings: Settings, sel: rp.Selection, ids: list[int], as_json: boo
 def _run_inline(settings: Settings, engine: Engine, ids: list[int]) -> rp.Progress:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dreamer.engine import reprocess as rp
+    from dreamer.engine.records import reprocess as rp
     from dreamer.engine.shared_index import open_shared_runtime
 
     columns = (

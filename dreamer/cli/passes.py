@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dreamer.cli import ID_MAX, app, command_group, err, out, print_json, settings_of
+from dreamer.cli import ID_MAX, app, err, out, print_json, settings_of
 from dreamer.cli.cabinet import print_memories, runtime
 from dreamer.cli.records import open_store, prepare, require_sessions
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from dreamer.core.settings import Settings
     from dreamer.engine.due import Hold
 
-runs_app = command_group("runs", "Dream-pass history.")
 
 HELD_LINES = 10  # sessions `dream` names as held back; the rest are counted
 
@@ -48,7 +47,7 @@ def dream(
     require_sessions(engine, session or [], user)
     with runtime(ctx, engine) as rt:
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
-    _print_run(run, as_json)
+    print_run(run, as_json)
     if not as_json:
         _print_held(held_lines(settings, engine, session or None, user, forced=force))
     if run.failed_sessions:
@@ -91,7 +90,7 @@ def run_json(r: DreamRun) -> dict[str, Any]:
     return r.model_dump(mode="json")
 
 
-def _print_run(run: DreamRun, as_json: bool) -> None:
+def print_run(run: DreamRun, as_json: bool) -> None:
     if as_json:
         print_json(run_json(run))
         return
@@ -105,84 +104,6 @@ def _print_run(run: DreamRun, as_json: bool) -> None:
     )
     if run.error:
         out.print(f"  note: {run.error}", markup=False)
-
-
-@runs_app.command("ls")
-def runs_ls(
-    ctx: typer.Context,
-    limit: int = typer.Option(50, "--limit", min=1, max=ID_MAX, metavar="N"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """List dream runs, newest first."""
-    from sqlmodel import col, select
-
-    from dreamer.core.models import DreamRun
-    from dreamer.store.db import session_scope
-
-    with session_scope(open_store(settings_of(ctx))) as s:
-        rows = s.exec(select(DreamRun).order_by(col(DreamRun.id).desc()).limit(limit)).all()
-    if as_json:
-        print_json([run_json(r) for r in rows])
-        return
-    _print_runs(list(rows))
-
-
-def _print_runs(rows: list[DreamRun]) -> None:
-    from rich.table import Table
-
-    table = Table(
-        "id",
-        "trigger",
-        "status",
-        "extractor",
-        "started",
-        "sessions",
-        "added",
-        "merged",
-        "superseded",
-        "held",
-        "llm calls",
-    )
-    for r in rows:
-        table.add_row(
-            str(r.id),
-            r.trigger,
-            r.status,
-            r.extractor,
-            r.started_at.isoformat(timespec="seconds"),
-            str(r.sessions),
-            str(r.added),
-            str(r.merged),
-            str(r.superseded),
-            str(r.held),
-            str(r.llm_calls),
-        )
-    out.print(table)
-
-
-@runs_app.command("show")
-def runs_show(
-    ctx: typer.Context,
-    run_id: int = typer.Argument(..., min=1, max=ID_MAX, metavar="ID"),
-    user: str = typer.Option(None, "--user", metavar="USER", help="Only the changes of this user's memories."),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Show one dream run: its figures and its changes, per user."""
-    from dreamer.cli.runs import change_json, print_changes
-    from dreamer.engine.revert import require_run, run_changes
-    from dreamer.store.db import session_scope
-
-    engine = open_store(settings_of(ctx))
-    with session_scope(engine) as s:
-        run = require_run(s, run_id)
-    changes = run_changes(engine, run_id, user_id=user)
-    if as_json:
-        print_json({**run_json(run), "changes": [change_json(c) for c in changes]})
-        return
-    _print_run(run, as_json)
-    for r in run.rejections:
-        out.print(f"  rejected: {r.get('text')} ({r.get('reason')})", markup=False)
-    print_changes(changes)
 
 
 @app.command()
@@ -210,7 +131,7 @@ def demo(ctx: typer.Context) -> None:
             out.print("extractor: rules (no LLM configured; set DREAMER_LLM_BASE_URL to use a model)", markup=False)
         else:
             out.print(f"extractor: {run.extractor}", markup=False)
-        _print_run(run, False)
+        print_run(run, False)
         with session_scope(engine) as s:
             print_memories(cab.current_memories(s, "demo"))
         failed = pass_failure(run, session_errors(rt, ids))

@@ -11,7 +11,7 @@ import typer
 from dreamer.cli import command_group, out, print_json, settings_of
 
 if TYPE_CHECKING:
-    from dreamer.engine.code_book import CodeBook
+    from dreamer.engine.code_work.book import CodeBook
     from dreamer.store.experience import Where
 
 project_app = command_group("project", "The state of each unit of a project's work, with its evidence.")
@@ -30,7 +30,7 @@ def where_of(ctx: typer.Context, user: str | None, project: str, branch: str) ->
 def book_of(ctx: typer.Context, *, write: bool) -> CodeBook:
     """The book over the configured store (made on first write; a read never creates it)."""
     from dreamer.cli.records import open_store, prepare
-    from dreamer.engine.code_book import CodeBook
+    from dreamer.engine.code_work.book import CodeBook
 
     settings = settings_of(ctx)
     engine = prepare(settings) if write else open_store(settings)
@@ -129,7 +129,7 @@ def project_set(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Set one field of a unit's state; `verified` holds only with a passed check or a person."""
-    from dreamer.engine.code_book import StateInput
+    from dreamer.engine.code_work.book import StateInput
 
     where = where_of(ctx, user, project, branch)
     parsed = value if value is None else _value(value)
@@ -137,7 +137,7 @@ def project_set(
     if not isinstance(ev, dict):
         raise typer.BadParameter("give an object", param_hint="--evidence")
     if workspace is not None:
-        from dreamer.engine.code_changes import with_hashes
+        from dreamer.engine.code_work.changes import with_hashes
 
         ev = with_hashes(ev, depends_on, workspace)
     book = book_of(ctx, write=True)
@@ -166,7 +166,7 @@ def project_check(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Compare the workspace with the recorded evidence; demote what no longer holds, and say why."""
-    from dreamer.engine.code_changes import check_workspace
+    from dreamer.engine.code_work.changes import check_workspace
 
     where = where_of(ctx, user, project, branch)
     book = book_of(ctx, write=False)
@@ -192,7 +192,7 @@ def project_change(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Say that something changed: whatever depends on it goes to review, with the reason."""
-    from dreamer.engine.code_changes import change
+    from dreamer.engine.code_work.changes import change
 
     where = where_of(ctx, user, project, branch)
     book = book_of(ctx, write=True)

@@ -160,7 +160,7 @@ def _print_reports(reports: list[FileReport]) -> None:
 def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Data dir, database, schema revision and counts."""
     from dreamer.core.errors import StoreError
-    from dreamer.engine.revert import held_runs
+    from dreamer.engine.records.revert import held_runs
     from dreamer.engine.schedule import scheduler_status
     from dreamer.store import db
 

@@ -6,15 +6,96 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dreamer.cli import ID_MAX, err, out, print_json, settings_of
-from dreamer.cli.passes import runs_app
+from dreamer.cli import ID_MAX, command_group, err, out, print_json, settings_of
+from dreamer.cli.passes import print_run, run_json
 from dreamer.cli.records import open_store
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from dreamer.core.changeset import Conflict
-    from dreamer.engine.revert import Accepted, Reverted, RunChange
+    from dreamer.core.models import DreamRun
+    from dreamer.engine.records.revert import Accepted, Reverted, RunChange
+
+
+runs_app = command_group("runs", "Dream-pass history.")
+
+
+@runs_app.command("ls")
+def runs_ls(
+    ctx: typer.Context,
+    limit: int = typer.Option(50, "--limit", min=1, max=ID_MAX, metavar="N"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List dream runs, newest first."""
+    from sqlmodel import col, select
+
+    from dreamer.core.models import DreamRun
+    from dreamer.store.db import session_scope
+
+    with session_scope(open_store(settings_of(ctx))) as s:
+        rows = s.exec(select(DreamRun).order_by(col(DreamRun.id).desc()).limit(limit)).all()
+    if as_json:
+        print_json([run_json(r) for r in rows])
+        return
+    _print_runs(list(rows))
+
+
+def _print_runs(rows: list[DreamRun]) -> None:
+    from rich.table import Table
+
+    table = Table(
+        "id",
+        "trigger",
+        "status",
+        "extractor",
+        "started",
+        "sessions",
+        "added",
+        "merged",
+        "superseded",
+        "held",
+        "llm calls",
+    )
+    for r in rows:
+        table.add_row(
+            str(r.id),
+            r.trigger,
+            r.status,
+            r.extractor,
+            r.started_at.isoformat(timespec="seconds"),
+            str(r.sessions),
+            str(r.added),
+            str(r.merged),
+            str(r.superseded),
+            str(r.held),
+            str(r.llm_calls),
+        )
+    out.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: int = typer.Argument(..., min=1, max=ID_MAX, metavar="ID"),
+    user: str = typer.Option(None, "--user", metavar="USER", help="Only the changes of this user's memories."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show one dream run: its figures and its changes, per user."""
+    from dreamer.engine.records.revert import require_run, run_changes
+    from dreamer.store.db import session_scope
+
+    engine = open_store(settings_of(ctx))
+    with session_scope(engine) as s:
+        run = require_run(s, run_id)
+    changes = run_changes(engine, run_id, user_id=user)
+    if as_json:
+        print_json({**run_json(run), "changes": [change_json(c) for c in changes]})
+        return
+    print_run(run, as_json)
+    for r in run.rejections:
+        out.print(f"  rejected: {r.get('text')} ({r.get('reason')})", markup=False)
+    print_changes(changes)
 
 
 def change_json(c: RunChange) -> dict[str, Any]:
@@ -75,7 +156,7 @@ def _sessions(changes: list[RunChange]) -> list[int]:
 
 def known_run(engine: Engine, run_id: int) -> None:
     """Refuse a run id that is not there (one line), before anything is opened or written."""
-    from dreamer.engine.revert import require_run
+    from dreamer.engine.records.revert import require_run
     from dreamer.store.db import session_scope
 
     with session_scope(engine) as s:
@@ -94,7 +175,7 @@ def runs_revert(
     """Undo a run: restore what it superseded, forgot or held, take out the evidence it merged
     in, retire what it added; as new history events. The sessions' cursors stay."""
     from dreamer.engine import outbox
-    from dreamer.engine.revert import revert_run
+    from dreamer.engine.records.revert import revert_run
     from dreamer.engine.runtime import Runtime
 
     settings = settings_of(ctx)
@@ -162,7 +243,7 @@ def runs_accept(
 ) -> None:
     """Apply the supersessions the guard held in a run for review (`runs revert` drops them)."""
     from dreamer.engine import outbox
-    from dreamer.engine.revert import accept_run
+    from dreamer.engine.records.revert import accept_run
     from dreamer.engine.runtime import Runtime
 
     settings = settings_of(ctx)

@@ -22,7 +22,7 @@ def export_cmd(
     sessions: bool = typer.Option(False, "--sessions", help="Also sessions, their messages and daily notes."),
 ) -> None:
     """Export memories with their history and evidence ids (and, with --sessions, the transcripts) as JSON lines."""
-    from dreamer.engine.transfer import write_export
+    from dreamer.engine.records.transfer import write_export
 
     engine = open_store(settings_of(ctx))
     if path == "-":
@@ -44,7 +44,7 @@ def import_cmd(
 ) -> None:
     """Import an export into this store (empty or live); what is already there is left as it is."""
     from dreamer.engine import outbox
-    from dreamer.engine.transfer import import_records, read_records
+    from dreamer.engine.records.transfer import import_records, read_records
 
     with path.open(encoding="utf-8") as fh:
         records = read_records(fh)
@@ -85,7 +85,7 @@ def forget_cmd(
 ) -> None:
     """Forget everything derived from a session, a range of its messages, or a whole user."""
     from dreamer.engine import outbox
-    from dreamer.engine.cascade import Selection, forget_derived
+    from dreamer.engine.records.cascade import Selection, forget_derived
 
     if session is None and (first is not None or last is not None):
         raise typer.BadParameter("--from and --to need --session", param_hint="--from/--to")

@@ -45,7 +45,8 @@ review_app = command_group("review", "What dreaming learnt that waits for a pers
 
 
 def _decided(ctx: typer.Context, memory_id: str, decision: str, text: str | None, as_json: bool) -> None:
-    from dreamer.engine import outbox, review
+    from dreamer.engine import outbox
+    from dreamer.engine.records import review
     from dreamer.store.db import session_scope
 
     with runtime(ctx) as rt:
@@ -72,7 +73,7 @@ def review_ls(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List pending memories and held replacements, oldest first."""
-    from dreamer.engine import review
+    from dreamer.engine.records import review
 
     items = review.queue(open_store(settings_of(ctx)), user_id=user, limit=limit)
     if as_json:

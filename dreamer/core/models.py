@@ -265,7 +265,7 @@ class LLMEndpoint(SQLModel, table=True):
 
 class ProjectState(SQLModel, table=True):
     """One field of the state of a unit of work (`checks.typecheck`, `consumers.migrated`), with
-    its status (`dreamer.core.experience.STATE_STATUSES`), its evidence and what it depends on."""
+    its status (`dreamer.core.code_work.experience.STATE_STATUSES`), its evidence and what it depends on."""
 
     __tablename__ = "project_states"
     __table_args__ = (
@@ -290,7 +290,7 @@ class ProjectState(SQLModel, table=True):
 
 class ExperienceEntry(SQLModel, table=True):
     """A reusable lesson of code work: when it applies, where it failed, who verified it, and what
-    sends it back to review (`dreamer.core.experience`)."""
+    sends it back to review (`dreamer.core.code_work.experience`)."""
 
     __tablename__ = "experience_entries"
     __table_args__ = (Index("ix_experience_entries_scope", "user_id", "project", "branch", "status"),)
@@ -360,7 +360,7 @@ class Team(SQLModel, table=True):
 
 
 class OffloadedBody(SQLModel, table=True):
-    """A message body a compaction took out of an agent's active context (`dreamer.core.compaction`),
+    """A message body a compaction took out of an agent's active context (`dreamer.core.compaction.policy`),
     kept for `restore_offloaded`: owned like a session, its secrets redacted as messages' are."""
 
     __tablename__ = "offloaded_bodies"

@@ -28,7 +28,7 @@ from sqlmodel import col, select
 
 from dreamer.core.days import day_words, local_day
 from dreamer.core.models import Memory, Message
-from dreamer.core.redact import clean_for_model
+from dreamer.core.secrets.redact import clean_for_model
 from dreamer.core.settings import Settings
 from dreamer.embed.embedders import Embedder
 from dreamer.index.contract import IndexPoint, MemoryIndex

@@ -13,13 +13,13 @@ from dreamer.core.models import DreamRun, Session, utcnow
 from dreamer.core.private import check_free_space
 from dreamer.engine import outbox
 from dreamer.engine.busy_scope import all_due_busy, busy_now
+from dreamer.engine.consolidation.judge import Judge, LLMJudge
 from dreamer.engine.due import DueRules, due_sessions, session_groups
-from dreamer.engine.extract import Extractor, LLMExtractor, check_fits
+from dreamer.engine.extraction.extract import Extractor, LLMExtractor, check_fits
 from dreamer.engine.failures import count_timeouts
 from dreamer.engine.group import dream_apart
-from dreamer.engine.judge import Judge, LLMJudge
 from dreamer.engine.pace import Pace
-from dreamer.engine.rules import RulesExtractor
+from dreamer.engine.rules.extractor import RulesExtractor
 from dreamer.engine.runs import Tally, finish_skipped, run_id, run_owner, save_run, start_run
 from dreamer.engine.runtime import UNSET, Runtime, Unset
 from dreamer.llm.guard import GuardedLLM

@@ -10,15 +10,15 @@ import logging
 from dreamer.core.errors import LeaseLost, LLMTimeout
 from dreamer.core.models import DreamRun, Session
 from dreamer.engine import outbox
-from dreamer.engine.apply import apply_session
-from dreamer.engine.code_dream import propose_entries
-from dreamer.engine.extract import Candidate, Extractor
-from dreamer.engine.extract_group import STOPS, Capped, Cut, Extracted, extract_group
+from dreamer.engine.code_work.dream import propose_entries
+from dreamer.engine.consolidation.apply import apply_session
+from dreamer.engine.consolidation.judge import Judge
+from dreamer.engine.consolidation.plan import plan_group, plan_session, session_plan
+from dreamer.engine.extraction.extract import Candidate, Extractor
+from dreamer.engine.extraction.group import STOPS, Capped, Cut, Extracted, extract_group
 from dreamer.engine.failures import TimedOut, counts_as_its_own, is_global, record_failure
-from dreamer.engine.judge import Judge
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import Pace, lease_lost
-from dreamer.engine.plan import plan_group, plan_session, session_plan
 from dreamer.engine.runs import Tally, run_owner
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.guard import GuardedLLM

@@ -13,8 +13,8 @@ from sqlalchemy.engine import Engine
 from dreamer.core.errors import EndpointUnusable, LLMInvalidOutput
 from dreamer.core.settings import Settings
 from dreamer.engine.endpoint import PROBE_TIMEOUT, known_endpoint, learnt_timeout, open_llm
-from dreamer.engine.extract import LLMExtractor, check_fits
-from dreamer.engine.transcript import Chunk, Line
+from dreamer.engine.extraction.extract import LLMExtractor, check_fits
+from dreamer.engine.extraction.transcript import Chunk, Line
 from dreamer.llm.client import request_timeout
 from dreamer.llm.formats import as_mode
 from dreamer.store import endpoints

@@ -10,11 +10,11 @@ from sqlmodel import col, select
 
 from dreamer.core.days import local_day
 from dreamer.core.models import Cursor, Message, Session
-from dreamer.core.redact import clean_for_model, clean_prefix
+from dreamer.core.secrets.redact import clean_for_model, clean_prefix
 from dreamer.core.tokens import count_tokens
+from dreamer.engine.extraction.transcript import Line
+from dreamer.engine.extraction.untrusted import message_steering
 from dreamer.engine.runtime import Runtime
-from dreamer.engine.transcript import Line
-from dreamer.engine.untrusted import message_steering
 from dreamer.store.db import session_scope
 
 LOAD_BATCH = 256  # messages fetched at a time while a session's new messages are read

@@ -24,7 +24,8 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import StoreError
 from dreamer.core.models import Memory, ViewDue, utcnow
-from dreamer.engine import markdown, view_sync
+from dreamer.engine.markdown import sync as view_sync
+from dreamer.engine.markdown import views as markdown
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import IndexPoint, Payload
 from dreamer.store.db import conflict_insert, session_scope

@@ -13,8 +13,8 @@ from typing import TypedDict
 from sqlmodel import col, select
 
 from dreamer.core.models import Cursor, DreamRun, Lease, utcnow
+from dreamer.engine.consolidation.guard import PassGuard
 from dreamer.engine.failures import TimedOut
-from dreamer.engine.guard import PassGuard
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases

@@ -21,13 +21,15 @@ from sqlmodel import col, select
 
 from dreamer.core.days import local_day
 from dreamer.core.errors import ConfigError, NotFound, WindowTooSmall
-from dreamer.core.memory_text import stored_text
 from dreamer.core.models import TEAM_KINDS, DreamRun, Message, Session, Team, utcnow
-from dreamer.core.redact import clean_for_model
+from dreamer.core.secrets.redact import clean_for_model
 from dreamer.core.teams import TEAM_SOURCE, TeamRef, team_scope, writes
+from dreamer.core.trust.memory_text import stored_text
 from dreamer.engine import outbox
-from dreamer.engine.apply import apply_all
-from dreamer.engine.extract import (
+from dreamer.engine.consolidation.apply import apply_all
+from dreamer.engine.consolidation.judge import LLMJudge
+from dreamer.engine.consolidation.plan import Planned, plan_candidates
+from dreamer.engine.extraction.extract import (
     LEAN_BELOW,
     MIN_TRANSCRIPT,
     AnswerBase,
@@ -36,13 +38,11 @@ from dreamer.engine.extract import (
     collapse_duplicates,
     reply_budget,
 )
-from dreamer.engine.grounding import ground
-from dreamer.engine.judge import LLMJudge
-from dreamer.engine.plan import Planned, plan_candidates
+from dreamer.engine.extraction.grounding import ground
+from dreamer.engine.extraction.transcript import Line, chunk_lines, render_transcript
+from dreamer.engine.extraction.untrusted import steering_reason
 from dreamer.engine.runs import Tally, save_run, start_run
 from dreamer.engine.runtime import Runtime
-from dreamer.engine.transcript import Line, chunk_lines, render_transcript
-from dreamer.engine.untrusted import steering_reason
 from dreamer.llm.cards import render_card
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store.db import session_scope

@@ -9,7 +9,8 @@ import threading
 from pathlib import Path
 
 from dreamer.core.errors import DreamerError
-from dreamer.engine import outbox, view_sync
+from dreamer.engine import outbox
+from dreamer.engine.markdown import sync as view_sync
 from dreamer.engine.runtime import Runtime
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ the model calls, the path taken and the share of the planted facts the agent can
 the new segment, or in an offloaded body whose marker is in it).
 
 Without an endpoint the summary step is the scripted server's extractive stand-in
-(`dreamer.llm.scripted_compact`), and the result says so beside every figure a summary made.
+(`dreamer.llm.scripted.compact`), and the result says so beside every figure a summary made.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from dreamer.core.compaction import Msg, tool_names, total_tokens
-from dreamer.core.compaction_plan import SUMMARY_HEAD
+from dreamer.core.compaction.plan import SUMMARY_HEAD
+from dreamer.core.compaction.policy import Msg, tool_names, total_tokens
 from dreamer.core.settings import Settings
 from dreamer.eval.compaction_cases import Case, facts_kept, truncated
 from dreamer.llm.client import LLM
-from dreamer.online.compact import Compacted, compact_messages
-from dreamer.online.compact_summary import summarise
+from dreamer.online.compaction.compact import Compacted, compact_messages
+from dreamer.online.compaction.summary import summarise
 
 Row = dict[str, Any]
 SCRIPTED_NOTE = "no endpoint configured: summaries come from the scripted server's extractive stand-in, not a model"
@@ -40,8 +40,8 @@ def summariser(settings: Settings) -> Iterator[tuple[LLM, dict[str, Any]]]:
         with _endpoint(settings) as llm:
             yield llm, {"name": f"llm:{llm.name}", "scripted": False}
         return
-    from dreamer.llm.scripted import ScriptedServer
-    from dreamer.llm.scripted_compact import compact_script
+    from dreamer.llm.scripted.compact import compact_script
+    from dreamer.llm.scripted.server import ScriptedServer
 
     with ScriptedServer(compact_script) as server:
         scripted = settings.model_copy(update={"llm_base_url": server.url, "llm_model": "scripted"})

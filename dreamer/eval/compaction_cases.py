@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dreamer.core.compaction import Msg, calls_text, text_of, total_tokens, units
+from dreamer.core.compaction.policy import Msg, calls_text, text_of, total_tokens, units
 from dreamer.core.errors import IngestError, validation_summary
 from dreamer.ingest.base import read_bytes
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from dreamer.core.errors import ConfigError, DreamerError
 from dreamer.embed.embedders import Embedder
-from dreamer.engine.code_book import CodeBook, EntryInput, StateInput
-from dreamer.engine.code_changes import change
-from dreamer.engine.code_search import search
-from dreamer.engine.code_tasks import FINDING_KEYS
+from dreamer.engine.code_work.book import CodeBook, EntryInput, StateInput
+from dreamer.engine.code_work.changes import change
+from dreamer.engine.code_work.search import search
+from dreamer.engine.code_work.tasks import FINDING_KEYS
 from dreamer.store import db
 from dreamer.store.experience import Where
 

@@ -26,15 +26,15 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import ConfigError, os_reason
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Session
-from dreamer.core.redact import clean_for_model
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import clean_for_model
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.embed.embedders import Embedder, build_embedder
 from dreamer.engine import outbox
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.markdown import safe_name
+from dreamer.engine.markdown.views import safe_name
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.locomo import (
     Conversation,
@@ -49,7 +49,7 @@ from dreamer.eval.locomo_replay import ObservationReplay
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.files import ingest_file
 from dreamer.llm.client import build_llm
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.recall import recall
 from dreamer.store import cabinet, db
 from dreamer.store.busy import AlwaysIdle

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from dreamer.eval.locomo import DiaMap, Observation
-from dreamer.llm.scripted import Reply
+from dreamer.llm.scripted.server import Reply
 
 log = logging.getLogger(__name__)
 

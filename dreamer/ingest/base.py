@@ -16,7 +16,7 @@ from typing import Any
 from dreamer.core.days import day_problem
 from dreamer.core.errors import IngestError, json_reason, os_reason
 from dreamer.core.models import ROLES
-from dreamer.core.redact import redact
+from dreamer.core.secrets.redact import redact
 from dreamer.core.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dreamer.core.redact import safe_cut
+from dreamer.core.secrets.redact import safe_cut
 from dreamer.ingest.base import (
     DEFAULT_MAX_MESSAGE_BYTES,
     LineRejected,

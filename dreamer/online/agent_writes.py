@@ -8,7 +8,7 @@ source ``agent``, indexed through the outbox, and the user's Markdown is rendere
 
 A write goes through the checks every memory does: its text is normalised and its secrets
 redacted (`memory_text.stored_text`), and a text the untrusted rule finds steering
-(`dreamer.core.steering`, the check every path asks) is refused with the reason (`UntrustedWrite`, a 422): an agent
+(`dreamer.core.trust.steering`, the check every path asks) is refused with the reason (`UntrustedWrite`, a 422): an agent
 write is explicit, so the caller is told, where a dreamed candidate is kept flagged untrusted.
 
 A write holds its user's consolidation lock (`rt.user_locks`, across processes and machines)
@@ -31,16 +31,16 @@ from pydantic import ValidationError
 
 from dreamer.core.consolidate import Evidence
 from dreamer.core.errors import DreamerError, NotFound
-from dreamer.core.memory_text import stored_text
 from dreamer.core.models import Memory, Session, utcnow
 from dreamer.core.scope import Scope
-from dreamer.core.steering import steering_reason
 from dreamer.core.topics import Cardinality
+from dreamer.core.trust.memory_text import stored_text
+from dreamer.core.trust.steering import steering_reason
 from dreamer.engine import outbox
-from dreamer.engine.apply import apply_all
-from dreamer.engine.extract import Candidate, Kind
-from dreamer.engine.judge import LLMJudge
-from dreamer.engine.plan import plan_candidates
+from dreamer.engine.consolidation.apply import apply_all
+from dreamer.engine.consolidation.judge import LLMJudge
+from dreamer.engine.consolidation.plan import plan_candidates
+from dreamer.engine.extraction.extract import Candidate, Kind
 from dreamer.engine.runtime import Runtime
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope

@@ -1,6 +1,6 @@
 """The HTTP API of the online companion (FastAPI): append with the context meter, recall,
 context, agent writes, flush, status, health and Prometheus metrics; the MCP server over
-streamable HTTP at `/mcp` (`dreamer.online.mcp_server`).
+streamable HTTP at `/mcp` (`dreamer.online.mcp.server`).
 
 Every call acts in the scope of its bearer token (user, and agent and team when the token
 names them), never in one named by the body; a reader token cannot write. Writes under
@@ -33,13 +33,14 @@ from dreamer.engine.runtime import Runtime
 from dreamer.ingest.base import MAX_FIELD_CHARS, clean_text, identifier_problem
 from dreamer.online.agent_writes import forget_memory, remember
 from dreamer.online.auth import Auth, Grant, parse_tokens
-from dreamer.online.code_routes import code_routes
-from dreamer.online.compact import compact_context, restore_offloaded
+from dreamer.online.code_work.routes import code_routes
+from dreamer.online.compaction.compact import compact_context, restore_offloaded
 from dreamer.online.error_responses import add_error_handlers
-from dreamer.online.flush import FlushResult, flush_session
-from dreamer.online.flush_runner import FlushRunner
-from dreamer.online.flush_trigger import flush_point, validate_flush_settings
-from dreamer.online.mcp_server import MCP_PATH, HttpEndpoint
+from dreamer.online.flush.notes import FlushResult, flush_session
+from dreamer.online.flush.runner import FlushRunner
+from dreamer.online.flush.trigger import flush_point, validate_flush_settings
+from dreamer.online.inspector.pages import mount_ui
+from dreamer.online.mcp.server import MCP_PATH, HttpEndpoint
 from dreamer.online.metrics import Metrics
 from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.modes import modal_context, modal_recall, modal_write, modes_status, said_turns
@@ -48,7 +49,6 @@ from dreamer.online.review_calls import review_routes
 from dreamer.online.schemas import AppendIn, CompactIn, MemoryIn, RecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
 from dreamer.online.team_routes import team_routes
-from dreamer.online.ui import mount_ui
 from dreamer.store.busy import CoalescedBusy
 from dreamer.store.db import session_scope
 

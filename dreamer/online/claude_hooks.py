@@ -6,7 +6,7 @@ and the hook entries `dreamer hooks install` merges into a Claude Code settings 
   best recall hits for the prompt are added as context.
 * PreCompact: the transcript so far is ingested (only what it gained), the session's daily
   notes are flushed before the context is compacted, and the tool output a compaction would
-  clear is kept as offloaded bodies (`dreamer.online.compact_hook`) for `restore_offloaded`.
+  clear is kept as offloaded bodies (`dreamer.online.compaction.hook`) for `restore_offloaded`.
 * Stop, SessionEnd: the transcript's new part is ingested.
 
 Every hook input carries `session_id`, `transcript_path`, `cwd` and `hook_event_name`;
@@ -26,17 +26,17 @@ from typing import Any
 from sqlmodel import select
 
 from dreamer.core.errors import DreamerError, IngestError
-from dreamer.core.memory_text import as_data
 from dreamer.core.models import Session, utcnow
-from dreamer.core.redact import context_markers, new_block_id
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import context_markers, new_block_id
 from dreamer.core.settings import Settings
+from dreamer.core.trust.memory_text import as_data
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.claude_code import FORMAT as CLAUDE_CODE
 from dreamer.ingest.watch import Outcome, Owner, watch_file
-from dreamer.online.compact_hook import record_would_drop
-from dreamer.online.flush import flush_session
-from dreamer.online.flush_trigger import MANUAL
+from dreamer.online.compaction.hook import record_would_drop
+from dreamer.online.flush.notes import flush_session
+from dreamer.online.flush.trigger import MANUAL
 from dreamer.online.recall import context, past_mark, recall
 from dreamer.store.busy import activity_key
 from dreamer.store.db import session_scope

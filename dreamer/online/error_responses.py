@@ -14,6 +14,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from dreamer.core.code_work.experience import InvalidExperience
 from dreamer.core.errors import (
     AlreadyExists,
     DreamerError,
@@ -27,7 +28,6 @@ from dreamer.core.errors import (
     ScopeRequired,
     TooLarge,
 )
-from dreamer.core.experience import InvalidExperience
 from dreamer.ingest.base import clean_text
 from dreamer.online.agent_writes import UntrustedWrite, WriteRejected
 

@@ -13,8 +13,8 @@ from sqlmodel import select
 
 from dreamer.core.models import DreamRun
 from dreamer.engine.runtime import Runtime
-from dreamer.online.compact import BILLED
-from dreamer.online.flush import FlushResult
+from dreamer.online.compaction.compact import BILLED
+from dreamer.online.flush.notes import FlushResult
 from dreamer.store.db import session_scope
 
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from dreamer.core.memory_modes import OFF_NOTE, interleave, reads_builtin, writes_builtin, writes_external
-from dreamer.core.memory_text import as_data
-from dreamer.core.redact import context_markers, new_block_id
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import context_markers, new_block_id
 from dreamer.core.tokens import count_tokens
+from dreamer.core.trust.memory_text import as_data
 from dreamer.engine.runtime import Runtime
 from dreamer.online.recall import context, cut_to_budget, recall
 from dreamer.providers.contract import ProviderHit, Turn

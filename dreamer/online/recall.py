@@ -23,14 +23,14 @@ from sqlmodel import col, select
 
 from dreamer.core.consolidate import Evidence
 from dreamer.core.expiry import is_past
-from dreamer.core.memory_text import as_data
 from dreamer.core.models import CURRENT_STATUSES, STATUSES, Memory, utcnow
-from dreamer.core.redact import context_markers, new_block_id
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import context_markers, new_block_id
 from dreamer.core.tokens import count_tokens
 from dreamer.core.topics import describes_present
+from dreamer.core.trust.memory_text import as_data
+from dreamer.engine.extraction.untrusted import steered
 from dreamer.engine.runtime import Runtime
-from dreamer.engine.untrusted import steered
 from dreamer.index.contract import SearchFilter
 from dreamer.ingest.base import as_utc
 from dreamer.online.ranking import rank

@@ -10,7 +10,8 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from dreamer.core.scope import Scope
-from dreamer.engine import outbox, review
+from dreamer.engine import outbox
+from dreamer.engine.records import review
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.base import MAX_FIELD_CHARS
 from dreamer.online.auth import Auth, Grant

@@ -14,11 +14,11 @@ from dreamer.core.models import Session
 from dreamer.core.scope import Scope
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.store import append_messages
-from dreamer.online.flush_trigger import Meter, flush_trigger, meter_in, with_marks
+from dreamer.online.flush.trigger import Meter, flush_trigger, meter_in, with_marks
 from dreamer.store.db import session_scope
 
 if TYPE_CHECKING:
-    from dreamer.online.flush_runner import FlushRunner
+    from dreamer.online.flush.runner import FlushRunner
 
 
 def owned_session(s: DBSession, scope: Scope, external_id: str, *, source: str = "api") -> Session | None:

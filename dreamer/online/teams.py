@@ -17,8 +17,8 @@ from dreamer.core.errors import Forbidden
 from dreamer.core.models import Team, utcnow
 from dreamer.core.scope import Scope
 from dreamer.core.teams import round_refusal, team_scope
-from dreamer.engine import markdown
-from dreamer.engine.markdown import TEAMS_DIR, safe_name, user_dir
+from dreamer.engine.markdown import views as markdown
+from dreamer.engine.markdown.views import TEAMS_DIR, safe_name, user_dir
 from dreamer.engine.runtime import Runtime
 from dreamer.engine.team_round import RoundMessage, RoundResult, close_round, message_lines, ref, session_lines
 from dreamer.online.recall import RecallResult, recall

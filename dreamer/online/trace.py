@@ -14,12 +14,12 @@ from sqlmodel import col, select
 
 from dreamer.core.consolidate import Evidence, normalise
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, MemoryEvent, Message, Session
-from dreamer.core.redact import strip_injected
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import strip_injected
 from dreamer.engine.runtime import Runtime
 from dreamer.index.contract import SearchFilter
+from dreamer.online.code_work.trace import CodeWork, find_code_work, matches
 from dreamer.online.recall import context, recall
-from dreamer.online.trace_code import CodeWork, find_code_work, matches
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)

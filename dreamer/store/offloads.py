@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Engine
 
-from dreamer.core.compaction_plan import Offload
+from dreamer.core.compaction.plan import Offload
 from dreamer.core.errors import NotFound
 from dreamer.core.models import OffloadedBody, utcnow
-from dreamer.core.redact import redact
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import redact
 from dreamer.store.db import session_scope
 
 

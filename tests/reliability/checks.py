@@ -16,8 +16,10 @@ from sqlmodel import select
 
 from dreamer.core.consolidate import material_difference, same_family
 from dreamer.core.models import CURRENT_STATUSES, Cursor, DreamRun, Memory, MemoryEvent, Message, Session
-from dreamer.engine import markdown, markdown_entries, markdown_render
-from dreamer.llm.scripted_bodies import embed_text
+from dreamer.engine.markdown import entries as markdown_entries
+from dreamer.engine.markdown import render as markdown_render
+from dreamer.engine.markdown import views as markdown
+from dreamer.llm.scripted.bodies import embed_text
 from dreamer.store.db import session_scope
 
 

@@ -207,7 +207,8 @@ class Tracker:
 
     def install(self) -> None:
         """Wrap the pass's steps so each one announces itself."""
-        from dreamer.engine import group, markdown, outbox
+        from dreamer.engine import group, outbox
+        from dreamer.engine.markdown import views as markdown
         from dreamer.llm.client import OpenAILLM
         from dreamer.store import cabinet
 

@@ -24,7 +24,7 @@ from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
 from dreamer.index.edge import EdgeIndex
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store.db import session_scope
 

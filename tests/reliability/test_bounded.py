@@ -17,7 +17,7 @@ from dreamkit import extraction_script
 
 from dreamer.core.settings import Settings
 from dreamer.ingest.files import ingest_file
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 
 from . import kit
 

@@ -17,7 +17,7 @@ from dreamer.core.models import Cursor, Memory, Message
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.files import ingest_file
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.schemas import MessageIn
 from dreamer.store.db import session_scope
 

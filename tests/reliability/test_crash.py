@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from dreamkit import extraction_script
 
-from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import views as markdown
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store import db, leases
 
 from . import checks, crashkit, kit

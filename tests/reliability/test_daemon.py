@@ -24,7 +24,7 @@ from sqlmodel import select
 from dreamer.core.models import Cursor, DreamRun, Session, utcnow
 from dreamer.engine.schedule import BACKOFF, RUN
 from dreamer.ingest.store import append_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store.busy import SqlBusySignal, activity_key
 from dreamer.store.db import session_scope
 from workers.scheduler import DreamScheduler, InlineExecutor

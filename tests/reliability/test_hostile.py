@@ -19,12 +19,12 @@ from sqlmodel import func, select
 from dreamer.core.errors import IngestError
 from dreamer.core.models import Cursor, Message, Session
 from dreamer.core.scope import Scope
-from dreamer.engine import markdown
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import views as markdown
 from dreamer.ingest.detect import FORMATS
 from dreamer.ingest.files import ingest_file
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store import db
 from dreamer.store.db import session_scope
 

@@ -23,11 +23,12 @@ from dreamer.core.errors import IngestError
 from dreamer.core.models import CURRENT_STATUSES, Memory, Session
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
-from dreamer.engine import markdown, markdown_entries
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.markdown import entries as markdown_entries
+from dreamer.engine.markdown import views as markdown
 from dreamer.index.contract import SearchFilter
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store import cabinet, db
 from dreamer.store.db import session_scope
 

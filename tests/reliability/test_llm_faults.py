@@ -18,7 +18,7 @@ from sqlmodel import select
 from dreamer.core.models import Cursor, MemoryEvent
 from dreamer.engine.dream import dream_pass
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
+from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.store.db import session_scope
 
 from . import kit

@@ -15,7 +15,7 @@ from dreamer.core.models import utcnow
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.due import DueRules, due_sessions
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store.busy import RedisBusySignal, SqlBusySignal, activity_key
 from dreamer.store.db import session_scope
 

@@ -15,15 +15,15 @@ from dreamkit import is_judgement, judge_reply
 from sqlmodel import select
 
 from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message
-from dreamer.core.redact import redact
 from dreamer.core.scope import Scope
+from dreamer.core.secrets.redact import redact
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.outbox import CHECKED_FIELDS
 from dreamer.ingest.claude_code import TOOL_INPUT_CHARS
 from dreamer.ingest.files import ingest_file
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply, ScriptedServer
-from dreamer.online.flush import flush_session
+from dreamer.llm.scripted.server import Reply, ScriptedServer
+from dreamer.online.flush.notes import flush_session
 from dreamer.online.recall import context
 from dreamer.store.db import session_scope
 

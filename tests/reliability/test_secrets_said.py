@@ -26,11 +26,11 @@ from mcp.client.streamable_http import streamable_http_client
 from onlinekit import ALICE_WRITER, LiveServer, bearer, online_runtime, online_settings
 from sqlmodel import col, select
 
-from dreamer.core.memory_text import stored_text
 from dreamer.core.models import Memory, Message
-from dreamer.core.redact import redact
-from dreamer.engine.untrusted import injection_markers
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.core.secrets.redact import redact
+from dreamer.core.trust.memory_text import stored_text
+from dreamer.engine.extraction.untrusted import injection_markers
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
 from dreamer.store import db
 from dreamer.store.db import session_scope

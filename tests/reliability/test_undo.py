@@ -12,9 +12,9 @@ from dreamkit import judged_by_word
 from dreamer.core.models import CURRENT_STATUSES
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.revert import revert_run
+from dreamer.engine.records.revert import revert_run
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import ScriptedServer
+from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 

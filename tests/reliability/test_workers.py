@@ -26,7 +26,7 @@ from celerykit import (  # noqa: F401  (fixtures)
 from dreamkit import extraction_script
 
 from dreamer.ingest.store import record_messages
-from dreamer.llm.scripted import Reply
+from dreamer.llm.scripted.server import Reply
 
 pytestmark = pytest.mark.reliability
 

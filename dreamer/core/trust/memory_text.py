@@ -1,0 +1,55 @@
+"""A memory's text on its way in and out: normalised before any check, stored redacted, and
+shown as data.
+
+`normalise` folds compatibility forms (NFKC: full-width brackets, no-break spaces, ligatures)
+and removes the invisible format characters (zero-width spaces and joiners, bidirectional
+controls, tag characters), so a look-alike of a tag or a keyword is seen as what it looks
+like. Every memory is stored as `stored_text` gives it, whoever wrote it (a dream pass, an
+agent, a flush), and every memory a context block injects is rendered by `as_data`: on one
+line, markup defused, so no stored text can open, close or forge anything around it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from dreamer.core.secrets.redact import redact
+
+# Unicode's format characters (category Cf): invisible, yet able to split a word or a tag
+# ("<\u200b/memory-context>") or reorder what a reader sees (bidirectional controls).
+FORMAT_CHARS = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+_ENTITY = re.compile(r"&(?=#?[0-9A-Za-z]+;)")  # the start of &lt; &#60; &#x3c;
+DEFUSED = {"<": "\u2039", ">": "\u203a", "&": "& "}  # ‹ ›, and "& lt;": no reader decodes it back
+
+
+def normalise(text: str) -> str:
+    """`text` with format characters removed and compatibility forms folded (NFKC)."""
+    return unicodedata.normalize("NFKC", FORMAT_CHARS.sub("", text))
+
+
+def stored_text(text: str) -> str:
+    """What any memory keeps of `text`: normalised, then its secrets redacted."""
+    return redact(normalise(text))
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: every line or paragraph break (``\\r``, ``\\n``, U+0085, U+2028,
+    U+2029, vertical tab, form feed), every other control or format character and every run of
+    spaces becomes one space. Letters of any script are kept as they are."""
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in text)
+    return " ".join(spaced.split())
+
+
+def as_data(text: str) -> str:
+    """A memory's text as a context block shows it: normalised and redacted again (a row kept
+    before either existed is shown safely too; the invisible format characters go first, so a
+    secret split by one is still found), on one line (`one_line`), with ``<`` and ``>`` shown as
+    ‹ › and an entity's ``&`` followed by a space (``& lt;``), so it reads as text and can never
+    be taken for markup, even by a reader that normalises or decodes entities."""
+    flat = one_line(stored_text(text))
+    return _ENTITY.sub(DEFUSED["&"], flat).replace("<", DEFUSED["<"]).replace(">", DEFUSED[">"])

@@ -1,0 +1,217 @@
+"""The shapes of text that addresses the model, as `dreamer.core.trust.steering` matches them (pure).
+
+Each shape is one kind of move, not one sentence: a role marker opening a line or a sentence,
+a heading, a dialogue turn, tool-call JSON, an order to the AI, a claim of authority, a forged
+tag or chat-template token. They run on `steering.matching_view` (look-alikes folded, breaks as
+``\\n``), case-insensitively. `at_start` shapes are matched at the start of each line or
+sentence (`steering.segments`), the others anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    pattern: re.Pattern[str]
+    at_start: bool = False
+
+
+def _shape(name: str, rx: str, *, at_start: bool = False) -> Shape:
+    return Shape(name, re.compile(rx, re.I), at_start)
+
+
+# Who the model is, by the names a text would call it.
+AI = (
+    r"(?:ai|a\.i\.|assistant|ai assistant|model|language model|llm|chat ?bot|bot|agent|claude|chat ?gpt|gpt(?:-?\d\w*)?"
+    r"|copilot|gemini|llama|memory system|memory|system)"
+)
+# Speakers of a chat, as a transcript or a chat template names them.
+ROLE = r"(?:system|sys|developer|assistant|ai|a\.i\.|bot|chat ?bot|human|claude|chat ?gpt|gpt(?:-?\d\w*)?|llm|copilot|gemini)"
+ORDER_VERB = (
+    r"(?:ignore|disregard|forget|obey|follow|comply|reveal|disclose|send|forward|upload|share|email|leak|exfiltrate"
+    r"|execute|run|treat|trust|grant|give|bypass|override|answer|respond|reply|act|pretend|tell|output|print|say"
+    r"|delete|erase|store|save|remember|inject|include|prepend|append|call|invoke|use|switch|enable|disable|stop"
+    r"|never|always|do|must|should|will|shall|are|now)"
+)
+RULES = (
+    r"(?:instructions?|prompts?|rules|guidelines|directions|directives|polic(?:y|ies)|restrictions|constraints"
+    r"|guardrails|filters|safety|programming|training|system prompt|context|messages|guidance|orders|commands"
+    r"|limits|limitations|boundaries|principles|protocols|ethics)"
+)
+PRIVILEGE = (
+    r"(?:admin|administrator|root|superuser|super ?user|sudoer|verified|trusted|authori[sz]ed|privileged|operator"
+    r"|owner of (?:this|the) (?:system|assistant|ai|model|account|memory)|(?:your|the ai's|the assistant's) "
+    r"(?:developer|creator|owner|admin|administrator|operator|maker|master))"
+)
+
+ANYWHERE = [
+    _shape(
+        "ignore_instructions",
+        rf"\b(?:ignore|disregard|forget|override|bypass|skip|discard|abandon|drop)\b[^.\n]{{0,40}}?"
+        rf"\b(?:previous|prior|above|earlier|preceding|all|any|your|these|those|every|original|initial|system)\b"
+        rf"[^.\n]{{0,24}}?\b{RULES}\b"
+        r"|\b(?:ignore|disregard|forget)\b[^.\n]{0,12}\b(?:everything|anything|all)\b[^.\n]{0,12}"
+        r"\b(?:above|before|else|earlier|previously|you (?:were|have been|know|learned))\b"
+        r"|\b(?:ignore|disregard)\b (?:the )?(?:above|previous|preceding|prior)\b",
+    ),
+    _shape(
+        "role_override",
+        r"\byou are (?:now|no longer)\b|\bfrom now on,? (?:you|the (?:ai|assistant|model))\b"
+        r"|\b(?:your|the (?:assistant|ai|model)'s) new (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
+        r"|\bnew (?:system |hidden |secret )(?:instructions?|directives?|rules|role|persona|task)\b"
+        r"|\bnew (?:instructions?|directives?|rules)\s*(?::|for (?:you|the (?:ai|assistant|model))\b|follow\b)"
+        r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b"
+        r"|\b(?:act|behave|respond|answer) as (?:if you (?:were|are)|an? (?:unrestricted|unfiltered|uncensored))"
+        r"|\bfrom now on,?\s+(?:respond|reply|answer|act|behave|speak|talk)\s+(?:as|like)\b"
+        r"|\b(?:act|behave|respond|pose) as (?:an? |the )?(?:different|new|evil|unfiltered|unrestricted|uncensored"
+        r"|jailbroken|rogue)\b"
+        r"|\bpretend (?:to be|you are|that you)\b|\byour (?:new |real |true )?(?:role|persona|identity) is\b"
+        r"|\b(?:disable|turn off|switch off|deactivate|remove|bypass|lift)\s+(?:the |your |all |any |its )?(?:content |safety "
+        r"|security )?(?:filters?|guardrails|safety (?:checks?|rules|features|filters?)|moderation|restrictions|censorship)\b"
+        r"|\b(?:change|modify|update|override|rewrite|lift|remove|replace)\s+(?:your|the assistant's|the ai's|its)\s+"
+        r"(?:rules|instructions|guidelines|policies|restrictions|limits|behaviou?r|programming|system prompt)\b",
+    ),
+    _shape(
+        "system_prompt",
+        r"\b(?:system|developer|hidden|secret) (?:prompt|message|instructions?|commands?|directives?|override)\b"
+        r"|\b(?:begin|end|start) (?:of )?(?:the )?(?:system|hidden|secret) \w+",
+    ),
+    _shape(
+        "chat_markup",
+        r"<\|[a-z_ ]{2,20}\|>|\[/?inst\]|<</?sys>>|\[/?(?:system|sys|assistant|human|user)_?(?:message|prompt)?\]"
+        r"|\[\s*(?:admin|administrator|operator|developer|ai|tool|system (?:note|message|override))\s*\]"
+        r"|\{\{?\s*(?:system|assistant)\s*\}\}?|\((?:system|developer)(?: (?:message|note))?\)",
+    ),
+    _shape(
+        "fake_tag",
+        r"<\s*/?\s*(?:memory[\s_-]*context|recalled[\s_-]*memor(?:y|ies)|transcript|system|sys|instructions?|assistant"
+        r"|human|user[\s_-]*(?:message|input|query)|prompt|tool[\s_-]*\w*|function[\s_-]*\w*|antml\w*|admin|developer"
+        r"|[\w-]{0,30}memor(?:y|ies)[\w-]{0,30}|[\w-]{0,30}context[\w-]{0,30})\s*(?:[\s/][^<>]{0,200})?(?:>|$)",
+    ),
+    _shape("fake_system_line", r"(?-i:\b(?:SYSTEM|DEVELOPER|ASSISTANT|ADMIN)\s*:)"),
+    _shape(
+        "role_marker",
+        r"\b(?:system|developer|assistant|operator)\s*[:>]\s*(?:you|ignore|disregard|forget|obey|from now|new|the user"
+        r"|always|never|do|send|reveal|override|grant|treat|act|sure|ok|okay|understood|i will|i'll|yes)\b",
+    ),
+    _shape(
+        "dialogue",
+        rf"\b(?:human|user|me|q)\s*:[^\n]{{0,300}}?\s(?:{ROLE}|a)\s*:|\b{ROLE}\s*:[^\n]{{0,300}}?\s(?:human|user|q)\s*:",
+    ),
+    _shape(
+        "tool_call",
+        r"[\"'](?:tool_use|tool_calls?|function_call|tool_call_id|tool_result|tool_choice)[\"']"
+        r"\s*:|[\"']type[\"']\s*:\s*[\"'](?:tool_use|tool_result|function|function_call)[\"']"
+        r"|[\"']name[\"']\s*:\s*[\"'][^\"']+[\"']\s*,\s*[\"'](?:arguments|input|parameters)[\"']\s*:"
+        r"|\[tool_(?:use|result|call)\b|\btool (?:output|result|response|call)\s*:"
+        r"|\b(?:tool_use|tool_calls?|function_call)\s*[(={\[]",
+    ),
+    _shape("fake_role_json", r"[\"']role[\"']\s*:\s*[\"'](?:system|tool|developer|assistant|function)[\"']"),
+    _shape(
+        "addressed_to_ai",
+        rf"\b(?:note|message|instructions?|reminder|memo|directive|order|request|notice|warning|p\.?s\.?)s? "
+        rf"(?:to|for) (?:the |any |all |every |our |my |you,? )?{AI}s?\b"
+        rf"|\b(?:dear|hey|hi|hello|attention|listen(?: up)?|ok|okay|yo)\s*,?\s+(?:the )?{AI}\b"
+        rf"|\b(?:the|any|every|all|this|our|each|future)\s+{AI}s?\s+(?:must|shall|is (?:instructed|required|ordered"
+        r"|authori[sz]ed|permitted|allowed|to)|has to|needs to|will now|should now|should (?:always|never)"
+        r"|must (?:always|never)|may now|is hereby)\b"
+        rf"|\b{AI}s?\b[^.\n]{{0,30}}?\b(?:must|shall|will|should|is to)\s+(?:now\s+|always\s+|immediately\s+)?"
+        r"(?:obey|comply|ignore|disregard|reveal|disclose|forward|leak|exfiltrate|bypass|override|execute)\b"
+        rf"|\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
+        r"|\bwhen(?:ever)? you (?:read|see|process|parse|load|retrieve|recall) this\b"
+        r"|\b(?:claude|chat ?gpt|gpt-?\d\w*|copilot|gemini|llama)\s+(?:must|shall|has to|is required to|needs to|will now"
+        r"|should always|should never|must always|must never)\b"
+        rf"|\byou (?:must|shall|will|should|are (?:required|instructed|ordered|authori[sz]ed|allowed|permitted) to)"
+        rf"\s+(?:now\s+|always\s+|never\s+|immediately\s+)?(?:ignore|disregard|forget|obey|comply|reveal|disclose"
+        r"|forward|upload|leak|exfiltrate|execute|trust|grant|bypass|override|pretend|output|print|treat|send"
+        r"|answer (?:everything|anything|all|any question))\b"
+        r"|\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|reveal|show|alert|let on to)(?:ing)?\s+"
+        r"(?:the user|this (?:note|instruction|memory|message))\b"
+        r"|\bkeep (?:this|these|the) (?:note|instructions?|memory|message)s? (?:secret|hidden|private) from\b"
+        r"|\b(?:mention|reveal|show)(?:ing)? this (?:note|instruction|memory|message) to the user\b",
+    ),
+    _shape(
+        "memory_instruction",
+        r"\b(?:reveal|disclose|dump|print|list|show|output|repeat|send|leak|exfiltrate|export|forward|upload|email)\b"
+        r"[^.\n]{0,30}?\b(?:all|every|each|any|stored|saved|other|the user's|their|your)\b[^.\n]{0,24}?"
+        r"\b(?:memor(?:y|ies)|files?|passwords?|credentials?|secrets?|keys?|tokens?|conversations?|history|data)\b"
+        r"[^.\n]{0,30}?\b(?:to|at|via)\b"
+        r"|\b(?:reveal|disclose|dump|print|list|repeat|leak|exfiltrate)\b[^.\n]{0,30}?\b(?:all|every|each|any|stored"
+        r"|saved|other)\b[^.\n]{0,24}?\bmemor(?:y|ies)\b"
+        r"|\bas (?:an? )?(?:trusted|verified)\b|\bas (?:an? )?(?:system|developer) (?:instruction|message|prompt|rule)s?\b"
+        r"|\b(?:print|cat|show|read out|output|send|upload|reveal|dump|leak|exfiltrate|post)\b[^.\n]{0,24}?"
+        r"(?:~/\.ssh|\bid_(?:rsa|ed25519)\b|/etc/(?:passwd|shadow)\b|\.aws/credentials|\.netrc\b)"
+        r"|\b(?:curl|wget)\b[^|\n]{0,160}\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b"
+        r"|\b(?:output|print|reveal|repeat|dump|show|list|disclose|leak)\b[^.\n]{0,30}\byour (?:context|context window"
+        r"|prompt|instructions|configuration|rules)\b"
+        r"|\b(?:trust|obey|execute|comply with)\s+(?:my|these|the following|all|any|every)\s+(?:commands?|instructions?"
+        r"|orders?|requests?|notes?|messages?)\b"
+        r"|\b(?:always|must)\b[^.\n]{0,20}?\binject\b|\b(?:mark|flag|store|save|keep|treat)\b[^.\n]{0,30}?"
+        r"\b(?:as )?(?:trusted|verified|a system (?:fact|rule))\b",
+    ),
+    _shape(
+        "authority_claim",
+        rf"\b(?:the user|this user|the sender|the requester|whoever (?:asks|is asking)|this account|the person)"
+        rf" (?:is|has been|was|should be treated as|must be treated as|counts as|is to be treated as)"
+        rf" (?:an? |the )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|who|so|here|now)\b)"
+        rf"|\bi(?: am|'m) (?:an? |the |your )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|so|here|now)\b)"
+        r"|\b(?:should|must|is to) be (?:treated|trusted|regarded) as (?:an? |the )?(?:admin|administrator|root|trusted"
+        r"|verified|developer|operator|system|authori[sz]ed)"
+        r"|\b(?:has|have|with|granted|grant(?:ing)?) (?:full|unrestricted|unlimited|elevated|god[- ]mode|superuser"
+        r"|complete) (?:admin |administrator |root )?(?:access|rights|privileges|permissions|clearance|control)\b"
+        r"|\b(?:authori[sz]ed|cleared|entitled|permitted|allowed) to (?:see|access|read|view|get|change|override)\s+"
+        r"(?:all|every|everyone's|anyone's|any|other (?:users|people)|the (?:system|hidden|stored))\b"
+        r"|\b(?:root|admin|administrator|superuser|full|elevated|unrestricted) (?:access|rights|privileges|permissions"
+        r"|control) (?:to|over|on) (?:you|this (?:assistant|ai|model|system)|the (?:assistant|ai|model|memory))\b"
+        r"|\bi (?:hereby )?(?:instruct|order|command|direct|require) you\b"
+        r"|\bas (?:the|your) (?:admin|administrator|developer|operator|creator|owner|system)\b,? i\b"
+        r"|\b(?:message|instructions?|notice|order|authori[sz]ation|update)(?: is| comes)? from (?:the |your )?"
+        r"(?:system )?(?:developers?|admins?"
+        r"|administrators?|system|operators?|anthropic|openai|security team|it department|creators?)\b"
+        r"|\b(?:authori[sz]ed|approved|sanctioned) by (?:the |your )?(?:admins?|administrators?|system|developers?"
+        r"|anthropic|openai|operators?)\b|\bthis is (?:your|the) (?:developer|creator|admin|administrator|operator"
+        r"|system|owner)\b|\bon behalf of (?:the |your )?(?:system|admin|administrator|developers?|anthropic|openai)\b",
+    ),
+    _shape(
+        "memory_command",
+        r"\b(?:remember|store|record|save|memori[sz]e|note down|keep in mind|add to (?:your )?memory)\b[^.\n]{0,24}?"
+        r"\b(?:the|this) user(?:'s)?\b",
+    ),
+    _shape(
+        "encoded_instruction",
+        r"\b(?:decode|base64[- ]decode|rot13|unscramble|decipher|translate|convert|reverse)\b[^.\n]{0,60}?\b(?:and|then)\b[^.\n]{0,12}?"
+        r"\b(?:follow|execute|run|obey|do|apply|act on|carry out)\b",
+    ),
+]
+
+MEMORY_ONLY = frozenset({"heading"})  # shapes of a memory's own text, not of the transcript lines it rests on
+
+SEGMENT_START = [
+    _shape(
+        "role_marker",
+        rf"(?:\[?\d+\]\s*)?(?:{ROLE}|tool|function|(?:tool|function) (?:output|result|response|call)s?"
+        r"|(?:system|developer|admin|administrator|operator|security) (?:message|prompt|note|notice|instructions?"
+        r"|override|update|command|alert|directive))(?:\s*\([^)]{0,30}\))?\s*[:>\uff1a]",
+        at_start=True,
+    ),
+    _shape("heading", r"#{1,6}(?:\s|$)|={3,}\s*$|-{3,}\s*(?:system|instructions?|assistant)\b", at_start=True),
+    _shape(
+        "role_heading",  # a heading that names a role or a rule set, steering in a transcript line too
+        r"#{1,6}\s*(?:system|sys|instructions?|assistant|developer|admin|administrator|operator|override|prompt"
+        r"|new (?:rules|instructions)|rules for)\b",
+        at_start=True,
+    ),
+    _shape(
+        "order",
+        rf"(?:please\s+|now\s+|important\s*:\s*|note\s*:\s*)*(?:ignore|disregard|forget|override|bypass)\s+"
+        r"(?:all|any|previous|prior|above|earlier|your|everything|what|safety|the (?:above|previous|system|prior"
+        r"|earlier|original|initial|instructions|rules|guidelines|context))\b"
+        rf"|(?:{AI})\s*[,:]\s*(?:please\s+)?{ORDER_VERB}\b"
+        r"|(?:override|urgent|attention|priority|mandatory)\s*:\s*(?:you|the (?:ai|assistant|model))\b",
+        at_start=True,
+    ),
+]
