@@ -1,4 +1,5 @@
-"""The README's promises: two quick-start lines, CI runs the second, every setting documented."""
+"""The README's promises: two quick-start lines, CI runs the second, every setting documented;
+and ARCHITECTURE.md's table of where to change what, a row per folder."""
 
 import re
 import subprocess
@@ -47,3 +48,14 @@ def test_every_setting_is_documented():
     documented = set(re.findall(r"`(DREAMER_[A-Z0-9_]+)`", text))
     expected = {f"DREAMER_{name.upper()}" for name in Settings.model_fields}
     assert expected - documented == set()
+
+
+def test_architecture_has_a_row_for_every_package_folder():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    table = text.split("## Where to change what", 1)[1].split("\n## ", 1)[0]
+    rows = set(re.findall(r"^\| `([^`]+)/` \|", table, flags=re.M))
+    folders = {
+        str(p.parent.relative_to(ROOT)) for pkg in ("dreamer", "workers") for p in (ROOT / pkg).rglob("__init__.py")
+    }
+    assert sorted(folders - rows) == []
+    assert sorted(r for r in rows if not (ROOT / r).is_dir()) == []
