@@ -97,7 +97,5 @@ def test_no_two_modules_import_each_other():
     """A package's `__init__` may gather its modules; two modules never lean on each other."""
     names = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in sources() if p.name != "__init__.py"}
     graph = {name: module_imports(path) & set(names) for name, path in names.items()}
-    pairs = sorted(
-        (a, b) for a, deps in graph.items() for b in deps if a < b and a in graph.get(b, set()) and b != a
-    )
+    pairs = sorted((a, b) for a, deps in graph.items() for b in deps if a < b and a in graph.get(b, set()) and b != a)
     assert pairs == []
