@@ -161,7 +161,7 @@ def set_memory_text(m: Memory, text: str, *, writer: Writer = "person") -> str |
 def insert_messages(s: DBSession, rows: list[dict[str, Any]], *, raw: bool = False) -> None:
     """Messages of one batch as the ledger keeps them: each text and tool call's arguments
     redacted unless the store keeps raw messages (`store_raw_messages`)."""
-    s.exec(insert(Message), params=rows if raw else [ledger_row(r) for r in rows])  # type: ignore[call-overload]
+    s.exec(insert(Message), params=rows if raw else [ledger_row(r) for r in rows])
 
 
 def ledger_row(row: dict[str, Any]) -> dict[str, Any]:
