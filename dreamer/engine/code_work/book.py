@@ -127,7 +127,7 @@ class CodeBook:
                 )
             steering = gate.set_state(row, value=given.value, evidence=evidence)
             row.status, row.depends_on, row.reason = status, depends, _flagged(reason, steering)
-            rows.record(s, row, "set" if before else "add", before, reason, {"value": given.value})
+            rows.record(s, row, "set" if before else "add", before, reason, {"value": row.value})
         return row
 
     def add_entry(self, where: Where, given: EntryInput) -> ExperienceEntry:
@@ -181,7 +181,7 @@ class CodeBook:
             )
             row.status, row.reason = life.state_status("verified", row.evidence, None)
             row.reason = _flagged(row.reason, steering)
-            rows.record(s, row, "check", before, row.reason, {"result": result, "command": command})
+            rows.record(s, row, "check", before, row.reason, {k: row.evidence.get(k) for k in ("result", "command")})
         return row
 
     def _confirm_state(self, s: Any, user_id: str, state_id: str, by: str) -> ProjectState:
