@@ -82,8 +82,6 @@ def memory_row(
     current until the day or period its text names is over in the user's time zone `tz`
     (`dreamer.core.expiry`; a daily note, the record of a day, never)."""
     got = admit(text, writer=writer or writer_of(source))
-    if got.untrusted and not untrusted:
-        log.info("memory for %s stored untrusted (%s)", user_id, got.reason)
     untrusted = untrusted or got.untrusted
     return MemoryRow(
         {
@@ -103,16 +101,16 @@ def memory_row(
             "untrusted": untrusted,
             "topic": topic,
             "cardinality": cardinality,
-            "valid_from": valid_from or now,
-            "valid_to": None,
             "valid_until": valid_until_of(got.text, kind, valid_from or now, tz),
-            "superseded_by": None,
-            "created_at": now,
-            "updated_at": now,
-            "last_seen": now,
-            "indexed_at": None,
+            **_fresh(valid_from or now, now),
         }
     )
+
+
+def _fresh(valid_from: datetime, now: datetime) -> dict[str, Any]:
+    """The times and links of a memory no change has touched yet, waiting in the outbox."""
+    times = dict.fromkeys(("created_at", "updated_at", "last_seen"), now)
+    return {"valid_from": valid_from, "valid_to": None, "superseded_by": None, "indexed_at": None, **times}
 
 
 def _remade(row: dict[str, Any]) -> MemoryRow:
