@@ -26,7 +26,7 @@ from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.agent_writes import remember
 from dreamer.online.api import create_app
 from dreamer.online.recall import context, recall
-from dreamer.store import cabinet
+from dreamer.store import cabinet, gate
 from dreamer.store.db import session_scope
 
 ALICE = Scope("alice")
@@ -178,7 +178,7 @@ def test_the_day_is_counted_in_the_users_time_zone_and_a_daily_note_never_expire
     late = datetime(2027, 2, 10, 23, 30, tzinfo=UTC)  # already Thursday the 11th in Oslo
 
     def row(text: str, kind: str = "profile") -> dict:
-        return cabinet.memory_row(user_id="alice", kind=kind, text=text, source="dream", evidence=[], now=late, tz=oslo)
+        return gate.memory_row(user_id="alice", kind=kind, text=text, source="dream", evidence=[], now=late, tz=oslo)
 
     assert row(INTERVIEW)["valid_until"] == datetime(2027, 2, 16, 22, 59, 59, tzinfo=UTC)  # Tuesday's end in Oslo
     assert row("The user's flight is tomorrow.")["valid_until"] == datetime(2027, 2, 12, 22, 59, 59, tzinfo=UTC)

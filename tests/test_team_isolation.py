@@ -22,7 +22,7 @@ from dreamer.index.contract import SearchFilter
 from dreamer.index.edge import EdgeIndex
 from dreamer.index.query import AnyOf, Empty, Equals, conditions
 from dreamer.online.teams import Member, team_recall
-from dreamer.store import cabinet, db
+from dreamer.store import db, gate
 from dreamer.store.db import session_scope
 from dreamer.store.teams import create_team
 
@@ -86,14 +86,12 @@ def store() -> Runtime:
             for k, kind in enumerate(TEAM_KINDS):
                 text = f"Team {team} of {user} noted {WORDS[(t + k) % 10]} ({kind}): {ALL}."
                 rows.append(
-                    cabinet.memory_row(
-                        user_id=user, team=team, kind=kind, text=text, source="team", evidence=[], now=now
-                    )
+                    gate.memory_row(user_id=user, team=team, kind=kind, text=text, source="team", evidence=[], now=now)
                 )
             for a, agent in enumerate(AGENTS):
                 text = f"Member {agent} of {team} for {user} likes {WORDS[(t + a) % 10]}: {ALL}."
                 rows.append(
-                    cabinet.memory_row(
+                    gate.memory_row(
                         user_id=user,
                         agent_id=agent,
                         team=team,
@@ -105,7 +103,7 @@ def store() -> Runtime:
                     )
                 )
     with session_scope(engine) as s:
-        cabinet.insert_memories(s, rows, [])
+        gate.insert_memories(s, rows, [])
     outbox.drain(rt, render=False)
     return rt
 

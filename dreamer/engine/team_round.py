@@ -40,7 +40,7 @@ from dreamer.engine.extraction.extract import (
 )
 from dreamer.engine.extraction.grounding import ground
 from dreamer.engine.extraction.transcript import Line, chunk_lines, render_transcript
-from dreamer.engine.extraction.untrusted import steering_reason
+from dreamer.engine.extraction.untrusted import steering_with_lines
 from dreamer.engine.runs import Tally, save_run, start_run
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.cards import render_card
@@ -204,7 +204,7 @@ def _extract(llm: GuardedLLM, lines: list[Line], limit: int, chunk_tokens: int) 
             seqs = [q for q in dict.fromkeys(c.seqs) if q in shown]
             if c.kind not in TEAM_KINDS or not seqs:
                 continue
-            reason = steering_reason(c.text, [whole[q] for q in seqs], "team")
+            reason = steering_with_lines(c.text, [whole[q] for q in seqs], "team")
             update = {"seqs": seqs, "text": stored_text(c.text), "untrusted": reason is not None}
             out.append(c.model_copy(update={**update, "untrusted_reason": reason}))
     ranked = sorted(collapse_duplicates(out), key=lambda c: -c.importance)

@@ -8,7 +8,7 @@ import os
 import stat
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -16,7 +16,6 @@ from typing import Any
 from dreamer.core.days import day_problem
 from dreamer.core.errors import IngestError, json_reason, os_reason
 from dreamer.core.models import ROLES
-from dreamer.core.secrets.redact import redact
 from dreamer.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -298,16 +297,6 @@ def check_message(message: ParsedMessage, max_message_bytes: int) -> None:
     size = message_size(message)
     if size > max_message_bytes:
         raise LineRejected(f"message is {size} bytes, over the {max_message_bytes}-byte limit")
-
-
-def redacted(m: ParsedMessage) -> ParsedMessage:
-    """The message as it is stored by default: each secret of its text and of its tool calls'
-    arguments replaced by ``[REDACTED:<kind>]``. Its hash stays that of the message as said, so
-    importing the same transcript again still finds it stored."""
-    calls = m.tool_calls and [
-        {**c, "arguments": redact(c["arguments"])} if isinstance(c.get("arguments"), str) else c for c in m.tool_calls
-    ]
-    return replace(m, content=redact(m.content), tool_calls=calls or m.tool_calls)
 
 
 def session_start(messages: list[ParsedMessage]) -> datetime | None:

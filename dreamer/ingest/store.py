@@ -33,8 +33,8 @@ from dreamer.ingest.base import (
     check_message,
     clean_text,
     identifier_problem,
-    redacted,
 )
+from dreamer.store import gate
 from dreamer.store.db import conflict_insert, is_postgres, session_scope
 
 log = logging.getLogger(__name__)
@@ -345,13 +345,14 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     now = utcnow()
     first_seq = row.last_seq + 1
     session_id = _id_of(row)
-    kept = messages if raw else [redacted(m) for m in messages]
-    rows = [_message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(kept, hashes))]
+    said = [
+        _message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(messages, hashes))
+    ]
+    rows = said if raw else [gate.ledger_row(r) for r in said]
     for batch in _batches(rows):
-        s.exec(insert(Message), params=batch)
+        gate.insert_messages(s, batch, raw=True)  # each row admitted above: the meter counts what is stored
     state = advance(MeterState.of(row), ((r["token_count"], r.get("meta")) for r in rows))
-    for column, value in state.columns().items():
-        setattr(row, column, value)
+    gate.set_columns(row, state.columns())
     row.last_seq = first_seq + len(messages) - 1
     row.message_count += len(messages)
     row.rounds += sum(1 for m in messages if m.role == "user")

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlmodel import Session as DBSession
 
-from dreamer.core.consolidate import content_hash
 from dreamer.core.models import Memory, utcnow
 from dreamer.store.cabinet import record_event, restorable
+from dreamer.store.gate import set_memory_text
 
 
 def set_by_hand(
@@ -27,11 +27,16 @@ def set_by_hand(
     values it had in its history row so the change can be undone; `vouched` makes it theirs
     without new text (a confirm read back from their file). It is indexed again on the next drain."""
     data: dict[str, Any] = {"status": [m.status, status], "before": restorable(m), **(where or {})}
+    steering = None
     if text is not None:
-        data["text"] = [m.text, text]
-        m.text, m.content_hash = text, content_hash(text)
+        old = m.text
+        steering = set_memory_text(m, text, writer="person")
+        data["text"] = [old, m.text]
     if text is not None or vouched:
         m.source = "human"
+    if steering:  # a person's text is theirs to keep, never to serve as an order: it waits for review
+        status, reason = ("review_required" if status == "verified" else status), f"{reason}; untrusted: {steering}"
+        data["status"] = [data["status"][0], status]
     m.status, m.updated_at, m.indexed_at = status, utcnow(), None
     s.add(m)
     record_event(s, m.id, event, reason=reason, data=data)

@@ -7,30 +7,29 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime
 from typing import Any, overload
 
-from sqlalchemy import ColumnElement, Select, SQLColumnExpression, and_, insert
+from sqlalchemy import ColumnElement, Select, SQLColumnExpression, and_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from dreamer.core.changeset import RESTORED, snapshot
-from dreamer.core.consolidate import Evidence, content_hash, merge_evidence, promoted_status
+from dreamer.core.consolidate import Evidence, merge_evidence, promoted_status
 from dreamer.core.errors import NotFound
-from dreamer.core.expiry import later_end, resolve_time
+from dreamer.core.expiry import later_end
 from dreamer.core.models import (
     CURRENT_STATUSES,
-    ONLINE_KINDS,
     REFUSED_STATUSES,
     REVIEWED_STATUSES,
     Memory,
     MemoryEvent,
-    new_memory_id,
     utcnow,
 )
 from dreamer.core.scope import Scope
+from dreamer.store.gate import memory_row, new_memory
 
 log = logging.getLogger(__name__)
 
@@ -47,63 +46,6 @@ def record_event(
     s.add(MemoryEvent(memory_id=memory_id, event=event, reason=reason, run_id=run_id, data=data))
 
 
-def memory_row(
-    *,
-    user_id: str,
-    kind: str,
-    text: str,
-    source: str,
-    evidence: list[Evidence],
-    agent_id: str | None = None,
-    project: str | None = None,
-    team: str | None = None,
-    importance: float = 0.5,
-    tags: list[str] | None = None,
-    untrusted: bool = False,
-    memory_id: str | None = None,
-    topic: str | None = None,
-    cardinality: str | None = None,
-    now: datetime,
-    valid_from: datetime | None = None,
-    tz: tzinfo = UTC,
-) -> dict[str, Any]:
-    """Every column of a new memory row, waiting in the outbox; valid from when it was said
-    (`valid_from`), else from `now`, and current until the day or period its text names is over
-    in the user's time zone `tz` (`dreamer.core.expiry`; a daily note, the record of a day, never)."""
-    return {
-        "id": memory_id or new_memory_id(),
-        "user_id": user_id,
-        "agent_id": agent_id,
-        "project": project,
-        "team": team,
-        "kind": kind,
-        "text": text,
-        "content_hash": content_hash(text),
-        "status": promoted_status("candidate", evidence, untrusted=untrusted),
-        "source": source,
-        "evidence": evidence,
-        "tags": tags or [],
-        "importance": importance,
-        "untrusted": untrusted,
-        "topic": topic,
-        "cardinality": cardinality,
-        "valid_from": valid_from or now,
-        "valid_to": None,
-        "valid_until": valid_until_of(text, kind, valid_from or now, tz),
-        "superseded_by": None,
-        "created_at": now,
-        "updated_at": now,
-        "last_seen": now,
-        "indexed_at": None,
-    }
-
-
-def valid_until_of(text: str, kind: str, said: datetime, tz: tzinfo = UTC) -> datetime | None:
-    """Until when a memory of `kind` saying `text`, said at `said`, is current (None: no end)."""
-    expiry = None if kind in ONLINE_KINDS else resolve_time(text, said, tz)
-    return expiry.until if expiry is not None else None
-
-
 def event_row(
     memory_id: str,
     event: str,
@@ -114,14 +56,6 @@ def event_row(
     now: datetime,
 ) -> dict[str, Any]:
     return {"memory_id": memory_id, "event": event, "reason": reason, "run_id": run_id, "data": data, "created_at": now}
-
-
-def insert_memories(s: DBSession, rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
-    """New memories, then their events, as two statements in the caller's transaction."""
-    if rows:
-        s.execute(insert(Memory.__table__), rows)  # type: ignore[attr-defined]  # SQLModel's stubs lack __table__
-    if events:
-        s.execute(insert(MemoryEvent.__table__), events)  # type: ignore[attr-defined]  # SQLModel's stubs lack __table__
 
 
 def add_memory(
@@ -144,7 +78,7 @@ def add_memory(
     now: datetime | None = None,
 ) -> Memory:
     now = now or utcnow()
-    m = Memory(
+    m = new_memory(
         **memory_row(
             user_id=user_id,
             agent_id=agent_id,

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from dreamer.core.models import LLMEndpoint, utcnow
 from dreamer.store.db import session_scope
+from dreamer.store.gate import set_columns
 
 
 def learnt(engine: Engine, base_url: str, model: str) -> LLMEndpoint | None:
@@ -34,9 +35,9 @@ def remember(engine: Engine, base_url: str, model: str, **facts: Any) -> None:
 def _set(engine: Engine, base_url: str, model: str, facts: dict[str, Any]) -> None:
     with session_scope(engine) as s:
         row = s.get(LLMEndpoint, (base_url, model)) or LLMEndpoint(base_url=base_url, model=model)
-        for key, value in facts.items():
+        for key in facts:
             if not hasattr(LLMEndpoint, key):
                 raise ValueError(f"no endpoint fact {key!r}")
-            setattr(row, key, value)
+        set_columns(row, facts)
         row.updated_at = utcnow()
         s.add(row)

@@ -11,8 +11,8 @@ from dreamer.core.compaction.plan import Offload
 from dreamer.core.errors import NotFound
 from dreamer.core.models import OffloadedBody, utcnow
 from dreamer.core.scope import Scope
-from dreamer.core.secrets.redact import redact
 from dreamer.store.db import session_scope
+from dreamer.store.gate import new_offload
 
 
 def save_offloads(
@@ -21,7 +21,7 @@ def save_offloads(
     """Store each offloaded body under the scope (redacted unless `raw`); all or none."""
     now = utcnow()
     rows = [
-        OffloadedBody(
+        new_offload(
             id=o.id,
             user_id=scope.user_id,
             agent_id=scope.agent_id,
@@ -31,7 +31,8 @@ def save_offloads(
             role=o.role,
             tool=o.tool or None,
             tool_call_id=o.tool_call_id,
-            body=o.body if raw else redact(o.body),
+            body=o.body,
+            raw=raw,
             tokens=o.tokens,
             created_at=now,
         )

@@ -210,11 +210,11 @@ class Tracker:
         from dreamer.engine import group, outbox
         from dreamer.engine.markdown import views as markdown
         from dreamer.llm.client import OpenAILLM
-        from dreamer.store import cabinet
+        from dreamer.store import cabinet, gate
 
         self._around(group, "load_work", "load", None)
         self._around(OpenAILLM, "complete_json", "llm", "between_llm")
-        self._around(cabinet, "insert_memories", None, "in_tx")
+        self._around(gate, "insert_memories", None, "in_tx")
         self._around(cabinet, "merge_into", None, "in_tx")
         self._around(group, "plan_session", "plan", None)
         self._around(group, "apply_session", "apply", "committed")

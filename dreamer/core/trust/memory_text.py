@@ -24,6 +24,11 @@ FORMAT_CHARS = re.compile(
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
 _ENTITY = re.compile(r"&(?=#?[0-9A-Za-z]+;)")  # the start of &lt; &#60; &#x3c;
+_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.S)  # an HTML comment, closed or not
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")  # ![alt](url): shown as its alt text
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)|\[([^\]]*)\]\[[^\]]*\]")  # [text](url), [text][ref]
+_REFERENCE = re.compile(r"^\s*\[[^\]]+\]:\s*\S+.*$", re.M)  # [ref]: url
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")  # markup: dropped, its text kept
 DEFUSED = {"<": "\u2039", ">": "\u203a", "&": "& "}  # ‹ ›, and "& lt;": no reader decodes it back
 
 
@@ -45,11 +50,22 @@ def one_line(text: str) -> str:
     return " ".join(spaced.split())
 
 
+def without_markup(text: str) -> str:
+    """`text` with nothing a renderer would act on: HTML comments and tags dropped (their words
+    kept), a Markdown image shown as its alt text and a link as its text, so no URL is emitted live."""
+    text = _COMMENT.sub(" ", text)
+    text = _REFERENCE.sub(" ", text)
+    text = _IMAGE.sub(lambda m: f"(image: {m.group(1)})" if m.group(1).strip() else "(image)", text)
+    text = _LINK.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+    return _TAG.sub(" ", text)
+
+
 def as_data(text: str) -> str:
     """A memory's text as a context block shows it: normalised and redacted again (a row kept
     before either existed is shown safely too; the invisible format characters go first, so a
-    secret split by one is still found), on one line (`one_line`), with ``<`` and ``>`` shown as
+    secret split by one is still found), without markup or live links (`without_markup`), on
+    one line (`one_line`), with ``<`` and ``>`` shown as
     ‹ › and an entity's ``&`` followed by a space (``& lt;``), so it reads as text and can never
     be taken for markup, even by a reader that normalises or decodes entities."""
-    flat = one_line(stored_text(text))
+    flat = one_line(without_markup(stored_text(text)))
     return _ENTITY.sub(DEFUSED["&"], flat).replace("<", DEFUSED["<"]).replace(">", DEFUSED[">"])

@@ -13,8 +13,8 @@ from sqlalchemy.engine import Engine
 from dreamer.core.code_work import experience as life
 from dreamer.core.errors import NotFound
 from dreamer.core.models import ExperienceEntry, ProjectState, utcnow
-from dreamer.core.trust.steering import steering_reason
 from dreamer.store import experience as rows
+from dreamer.store import gate
 from dreamer.store.db import session_scope
 from dreamer.store.experience import Where
 
@@ -64,7 +64,8 @@ def lifecycle(e: ExperienceEntry) -> life.Lifecycle:
 def apply_outcome(e: ExperienceEntry, out: life.Outcome) -> None:
     a = out.after
     e.status, e.verified_units, e.ever_verified = a.status, list(a.verified_units), a.ever_verified
-    e.conditions, e.counterexamples, e.reason = list(a.conditions), list(a.counterexamples), out.reason
+    gate.set_entry(e, conditions=list(a.conditions), counterexamples=list(a.counterexamples))
+    e.reason = out.reason
 
 
 def _text(value: str, what: str) -> str:
@@ -77,8 +78,7 @@ def new_entry(where: Where, given: EntryInput) -> ExperienceEntry:
     """The row of a new entry (a candidate), its basis and origin kept apart."""
     basis, note = life.source_of(given.basis, given.origin)
     text = _text(given.text, "an entry's text")
-    steering = steering_reason(" ".join([text, *map(str, given.conditions), *map(str, given.counterexamples)]))
-    return ExperienceEntry(
+    return gate.new_entry(
         user_id=where.user_id,
         project=where.project,
         branch=where.branch,
@@ -94,10 +94,14 @@ def new_entry(where: Where, given: EntryInput) -> ExperienceEntry:
         depends_on=life.check_targets([str(t) for t in given.depends_on]),
         keywords=[str(k) for k in given.keywords],
         evidence=list(given.evidence),
-        untrusted=steering is not None,
-        note=note or (f"untrusted: {steering}" if steering else None),
+        note=note,
         reason="added from one task: a candidate",
     )
+
+
+def _flagged(reason: str | None, steering: str | None) -> str | None:
+    """A state's reason, saying so when its value or evidence steers (kept as data, never an order)."""
+    return "; ".join(filter(None, [reason, f"untrusted: {steering}" if steering else None])) or None
 
 
 class CodeBook:
@@ -118,17 +122,12 @@ class CodeBook:
             row = rows.state_at(s, where, unit, name)
             before = row.status if row else None
             if row is None:
-                row = ProjectState(
+                row = gate.new_state(
                     user_id=where.user_id, project=where.project, branch=where.branch, unit=unit, field=name
                 )
-            row.value, row.status, row.evidence, row.depends_on, row.reason = (
-                given.value,
-                status,
-                evidence,
-                depends,
-                reason,
-            )
-            rows.record(s, row, "set" if before else "add", before, reason, {"value": given.value})
+            steering = gate.set_state(row, value=given.value, evidence=evidence)
+            row.status, row.depends_on, row.reason = status, depends, _flagged(reason, steering)
+            rows.record(s, row, "set" if before else "add", before, reason, {"value": row.value})
         return row
 
     def add_entry(self, where: Where, given: EntryInput) -> ExperienceEntry:
@@ -177,9 +176,12 @@ class CodeBook:
         with session_scope(self.engine) as s:
             row = rows.state(s, user_id, state_id)
             before = row.status
-            row.evidence = {**row.evidence, "result": result, **({"command": command} if command else {})}
+            steering = gate.set_state(
+                row, evidence={**row.evidence, "result": result, **({"command": command} if command else {})}
+            )
             row.status, row.reason = life.state_status("verified", row.evidence, None)
-            rows.record(s, row, "check", before, row.reason, {"result": result, "command": command})
+            row.reason = _flagged(row.reason, steering)
+            rows.record(s, row, "check", before, row.reason, {k: row.evidence.get(k) for k in ("result", "command")})
         return row
 
     def _confirm_state(self, s: Any, user_id: str, state_id: str, by: str) -> ProjectState:
@@ -188,6 +190,6 @@ class CodeBook:
             raise life.InvalidExperience("a confirmation names the person who confirms")
         before = row.status
         row.status, row.reason = "verified", f"confirmed by {by}"
-        row.evidence = {**row.evidence, "confirmed_by": by}
+        gate.set_state(row, evidence={**row.evidence, "confirmed_by": by})
         rows.record(s, row, "confirm", before, row.reason, {"by": by})
         return row

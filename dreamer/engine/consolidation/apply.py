@@ -21,7 +21,7 @@ from dreamer.engine.extraction.transcript import Line
 from dreamer.engine.load import Work
 from dreamer.engine.runs import Tally
 from dreamer.engine.runtime import Runtime
-from dreamer.store import cabinet
+from dreamer.store import cabinet, gate
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def apply_all(
             changes.append(_Change(p, target, ev, new_id=None, routed=routed, position=len(outcomes)))
         outcomes.append(outcome)
     held = _held([c for c in changes if c.new_id is not None and c.target in stored], stored, hold, pending)
-    cabinet.insert_memories(s, rows, events)
+    gate.insert_memories(s, rows, events)
     _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held, said=said, tz=tz)
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
 
@@ -171,7 +171,7 @@ def _memory_row(
 ) -> dict[str, Any]:
     """The row of the memory a candidate adds, in `owner`'s scope, valid from when it was said
     (`pending`: waiting for a person's review)."""
-    row = cabinet.memory_row(
+    row = gate.memory_row(
         user_id=owner.user_id,
         agent_id=owner.agent_id,
         project=owner.project,
@@ -212,7 +212,7 @@ def _merge_and_supersede(
         if c.new_id is None:
             importance = c.planned.candidate.importance
             at = (said[c.position] if said else None) or now
-            until = cabinet.valid_until_of(c.planned.candidate.text, c.planned.candidate.kind, at, tz)
+            until = gate.valid_until_of(c.planned.candidate.text, c.planned.candidate.kind, at, tz)
             data = {"routed": c.routed}
             cabinet.merge_into(
                 s,

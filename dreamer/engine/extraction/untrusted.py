@@ -39,7 +39,7 @@ def message_steering(content: str, role: str, mode: str, tool_chars: int) -> tup
     return tuple(injection_markers(text, line=True, role=role))
 
 
-def steering_reason(text: str, sources: list[Line], mode: str) -> str | None:
+def steering_with_lines(text: str, sources: list[Line], mode: str) -> str | None:
     """The steering patterns in `text` or in the lines it rests on (as each was said, and as
     the transcript shows it), or None."""
     found = injection_markers(text)
@@ -52,7 +52,7 @@ def untrusted_reason(text: str, sources: list[Line], mode: str) -> str | None:
     """Why a dreamed candidate or a flushed note must be stored untrusted, or None. A pure
     function of its text and the lines it rests on: steering text in either, or, in agent mode,
     a fact about the user that no line of the user's own supports."""
-    if found := steering_reason(text, sources, mode):
+    if found := steering_with_lines(text, sources, mode):
         return found
     if mode != "code" and not any(line.role == "user" for line in sources):
         return NOT_THE_USERS

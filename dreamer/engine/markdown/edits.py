@@ -39,7 +39,8 @@ class RenderedState:
 
 @dataclass(frozen=True)
 class Edit:
-    """One change a person made: `event` is edit, forget, add or confirm."""
+    """One change a person made: `event` is edit, forget, add, confirm, or conflict (one entry
+    edited two ways in one save: `others` holds each other version as (file, line, text))."""
 
     event: str
     file: str
@@ -48,6 +49,7 @@ class Edit:
     text: str | None = None
     kind: str | None = None
     project: str | None = None
+    others: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,10 +157,13 @@ def _entry_edits(
         was = before.get(memory_id, {})
         now = present.get(memory_id, [])
         shas = set(was.values())
-        changed = next(((rel, ln) for rel, ln in now if digest(ln.text) not in shas), None)
+        variants = [(rel, ln) for rel, ln in now if digest(ln.text) not in shas]
+        changed = variants[0] if variants else None
         if changed is not None:
             rel, ln = changed
-            edits.append(Edit("edit", rel, ln.no, memory_id=memory_id, text=ln.text, kind=ln.kind))
+            others = tuple(dict.fromkeys((r, o.no, o.text) for r, o in variants[1:] if o.text != ln.text))
+            event = "conflict" if others else "edit"
+            edits.append(Edit(event, rel, ln.no, memory_id=memory_id, text=ln.text, kind=ln.kind, others=others))
         moved_in = [(rel, ln) for rel, ln in now if rel not in was]
         gone = [rel for rel in was if rel in readable and all(r != rel for r, _ in now)]
         confirm = next(((rel, ln) for rel, ln in moved_in if rel == MEMORY_FILE), None)

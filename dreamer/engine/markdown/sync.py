@@ -157,8 +157,23 @@ def _add_by_hand(s: DBSession, user_id: str, e: Edit) -> bool:
         project=e.project,
         reason="added by hand",
     )
-    m.status = "verified"
+    m.status = "review_required" if m.untrusted else "verified"  # a steering line waits for a person
     s.add(m)
+    return True
+
+
+def _conflict(s: DBSession, user_id: str, m: Memory, e: Edit) -> bool:
+    """One entry edited two ways in one save: the first version becomes the memory's text, every
+    other a memory of its own, and the entry waits in review with the change to each held, so
+    no version wins in silence."""
+    where = {"file": e.file, "line": e.line, "versions": [[e.file, e.line], *[[f, n] for f, n, _ in e.others]]}
+    reason = f"edited in {len(e.others) + 1} places in one save"
+    set_by_hand(s, m, "edit", status="review_required", reason=reason, text=e.text, vouched=True, where=where)
+    for file, line, text in e.others:
+        other = cabinet.add_memory(
+            s, user_id=user_id, kind=m.kind, text=text, source="human", evidence=[], project=m.project, reason=reason
+        )
+        cabinet.hold(s, m, other.id, run_id=None, reason=f"{reason}: {file}:{line} says otherwise")
     return True
 
 
@@ -173,6 +188,8 @@ def _apply_one(s: DBSession, user_id: str, e: Edit) -> bool:
     if e.event == "forget":
         cabinet.forget(s, m.id, reason=f"removed from {e.file}", user_id=user_id)
         return True
+    if e.event == "conflict":
+        return _conflict(s, user_id, m, e)
     if m.status == "verified" and m.source == "human" and (e.event != "edit" or e.text == m.text):
         return False  # read back already (a render redone after a person's change mid-render)
     text = e.text if e.event == "edit" else None

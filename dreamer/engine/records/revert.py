@@ -20,7 +20,7 @@ from sqlmodel import col, select
 from dreamer.core.changeset import Change, Conflict, pending_holds, plan_revert, undo_fields, undone
 from dreamer.core.errors import NotFound, RunInProgress
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, MemoryEvent, utcnow
-from dreamer.store import cabinet
+from dreamer.store import cabinet, gate
 from dreamer.store.db import session_scope
 
 
@@ -187,8 +187,7 @@ def _undo(s: DBSession, m: Memory, c: Change, *, now: datetime) -> None:
     row: dict[str, Any] = {"status": m.status, "evidence": list(m.evidence), "untrusted": m.untrusted}
     fields = undo_fields(c, row, now=now)
     before = m.status
-    for key, value in {"updated_at": now, **fields}.items():
-        setattr(m, key, value)
+    gate.set_columns(m, {"updated_at": now, **fields})
     m.indexed_at = None
     s.add(m)
     data = {"of": c.id, "undoes": c.event, "run": c.run_id, "status": [before, m.status]}

@@ -1,8 +1,12 @@
 """Export and import: the store as JSON lines, and back. One object a line, `{"type": ...}` first:
 a header, then dream runs, (optionally) sessions with their cursor, messages and daily notes,
-then memories, each with its history. Every field and every id is kept (texts as stored, secrets
-as stored); only `indexed_at`, the index's bookkeeping, is left out: an imported memory waits in
-the outbox, so the index and the Markdown follow.
+then memories, each with its history, and a trailer that counts the records. Every field and
+every id is kept; only `indexed_at`, the index's bookkeeping, is left out: an imported memory
+waits in the outbox, so the index and the Markdown follow. An import is a reader, not a back
+door: every text passes the admission gate (`dreamer.store.gate`: normalised, redacted, a
+steering one stored untrusted), every closed field is checked (statuses, kinds, sources, modes,
+roles, scopes, times), and a file without its trailer, or with fewer records than it counts, is
+refused whole.
 
 Importing is idempotent and fits a live store: a run, session, message, note or memory already
 there (by id, or a session by its user, source and external id) is left as it is; an id taken by
@@ -24,13 +28,34 @@ from sqlmodel import Session as DBSession
 from sqlmodel import SQLModel, col, select
 
 from dreamer.core.errors import IngestError
-from dreamer.core.models import Cursor, DailyNote, DreamRun, Memory, MemoryEvent, Message, Session
+from dreamer.core.models import KINDS as MEMORY_KINDS
+from dreamer.core.models import (
+    MODES,
+    ROLES,
+    STATUSES,
+    Cursor,
+    DailyNote,
+    DreamRun,
+    Memory,
+    MemoryEvent,
+    Message,
+    Session,
+)
+from dreamer.store import gate
 from dreamer.store.db import session_scope
 
 FORMAT = "dreamer-export"
 VERSION = 1
 LEFT_OUT = {"indexed_at"}  # the index's bookkeeping: an imported memory is indexed again
-KINDS = ("header", "run", "session", "message", "note", "memory")
+KINDS = ("header", "run", "session", "message", "note", "memory", "trailer")
+SOURCES = ("dream", "flush", "agent", "human")
+# The values a record's field may hold, per table: anything else is refused with its line.
+ALLOWED: dict[str, dict[str, tuple[str, ...]]] = {
+    "memories": {"status": STATUSES, "kind": MEMORY_KINDS, "source": SOURCES},
+    "sessions": {"mode": MODES},
+    "messages": {"role": ROLES},
+}
+SCOPE_FIELDS = ("user_id", "agent_id", "project", "team")
 
 
 # --- export -------------------------------------------------------------------------
@@ -68,6 +93,15 @@ def export_records(engine: Engine, *, user_id: str | None = None, sessions: bool
             yield {"type": "memory", **row_json(m), "history": [row_json(e) for e in events]}
 
 
+def with_trailer(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The records, then a trailer counting them (the header apart): a file cut short is known."""
+    n = 0
+    for rec in records:
+        n += rec["type"] != "header"
+        yield rec
+    yield {"type": "trailer", "records": n}
+
+
 def _sessions(s: DBSession, user_id: str | None) -> Iterator[dict[str, Any]]:
     q = select(Session).order_by(col(Session.id))
     for sess in s.exec(q if user_id is None else q.where(col(Session.user_id) == user_id)):
@@ -82,10 +116,11 @@ def _sessions(s: DBSession, user_id: str | None) -> Iterator[dict[str, Any]]:
 def write_export(engine: Engine, out: Any, *, user_id: str | None = None, sessions: bool = False) -> dict[str, int]:
     """Write the export to a text stream; how many records of each type."""
     counts: dict[str, int] = {}
-    for rec in export_records(engine, user_id=user_id, sessions=sessions):
+    for rec in with_trailer(export_records(engine, user_id=user_id, sessions=sessions)):
         out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
         counts[rec["type"]] = counts.get(rec["type"], 0) + 1
     counts.pop("header", None)
+    counts.pop("trailer", None)
     return counts
 
 
@@ -125,7 +160,23 @@ def read_records(lines: Iterable[str]) -> list[dict[str, Any]]:
         records.append(rec | {"_line": no})
     if not records or records[0]["type"] != "header":
         raise IngestError(f"not a {FORMAT}: the first line must be its header")
-    return records
+    _check_trailer(records)
+    return records[:-1]
+
+
+def _check_trailer(records: list[dict[str, Any]]) -> None:
+    """A whole export ends with its trailer, which counts the records before it (the header apart)."""
+    last = records[-1]
+    if last["type"] != "trailer":
+        raise IngestError(f"the export is cut short: no trailer after line {last['_line']}; nothing was imported")
+    body = [r for r in records[1:-1] if r["type"] in ("header", "trailer")]
+    if body:
+        raise IngestError(f"line {body[0]['_line']}: a {body[0]['type']} inside the export")
+    if last.get("records") != len(records) - 2:
+        raise IngestError(
+            f"line {last['_line']}: the trailer counts {last.get('records')!r} record(s), the file holds "
+            f"{len(records) - 2}; nothing was imported"
+        )
 
 
 def _is_time(kind: Any) -> bool:
@@ -147,7 +198,21 @@ def _row(model: type[SQLModel], rec: dict[str, Any], **changes: Any) -> Any:
                 data[k] = datetime.fromisoformat(v)
             except ValueError:
                 raise IngestError(f"line {rec.get('_line')}: {k} is not a time: {v!r}") from None
-    return model(**(data | changes))
+    _check_values(table.name, data, rec.get("_line"))
+    return gate.imported(model, data | changes)
+
+
+def _check_values(table: str, data: dict[str, Any], line: Any) -> None:
+    """Each field of a closed set holds one of its values; a scope is text (the user's never empty)."""
+    for name, allowed in ALLOWED.get(table, {}).items():
+        if name in data and data[name] not in allowed:
+            raise IngestError(f"line {line}: {name} {data[name]!r} is not one of {', '.join(allowed)}")
+    for name in SCOPE_FIELDS:
+        value = data.get(name)
+        if name in data and not (isinstance(value, str) or (value is None and name != "user_id")):
+            raise IngestError(f"line {line}: {name} must be text, not {value!r}")
+    if "user_id" in data and not str(data["user_id"]).strip():
+        raise IngestError(f"line {line}: user_id is empty")
 
 
 @dataclass

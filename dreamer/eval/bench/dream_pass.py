@@ -13,12 +13,13 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from dreamer.core.models import Cursor, Message, Session, utcnow
+from dreamer.core.models import Cursor, Session, utcnow
 from dreamer.core.settings import Settings
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.bench.fixtures import UNLIMITED, BenchResult, fresh_store, sentence
 from dreamer.index.edge import EdgeIndex
+from dreamer.store import gate
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
 
@@ -118,10 +119,10 @@ def synthetic_sessions(engine: Engine, n: int, seed: int, messages: int = 4) -> 
             for seq in range(1, messages + 1):
                 batch.append(_message(sid, seq, sentence(rng), now))
             if len(batch) >= 20_000:
-                s.exec(insert(Message), params=batch)
+                gate.insert_messages(s, batch)
                 batch = []
         if batch:
-            s.exec(insert(Message), params=batch)
+            gate.insert_messages(s, batch)
     return ids
 
 
@@ -149,7 +150,7 @@ def touch_sessions(engine: Engine, sessions: list[int], share: float, rng: rando
             if len(chosen) < 30_000
             else dict(s.exec(select(Session.id, Session.last_seq)).all())
         )
-        s.exec(insert(Message), params=[_message(sid, last[sid] + 1, sentence(rng), now) for sid in chosen])
+        gate.insert_messages(s, [_message(sid, last[sid] + 1, sentence(rng), now) for sid in chosen])
         for start in range(0, len(chosen), 5_000):
             part = chosen[start : start + 5_000]
             s.exec(

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
-from dreamer.core.models import Memory, new_memory_id, utcnow
+from dreamer.core.models import new_memory_id, utcnow
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.embed.threads import set_embedder_threads
@@ -25,6 +24,7 @@ from dreamer.eval.bench.fixtures import BenchResult, fresh_store, local_embedder
 from dreamer.index.contract import IndexPoint
 from dreamer.index.edge import EdgeIndex
 from dreamer.index.server import QdrantClientIndex
+from dreamer.store import gate
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
 
@@ -117,7 +117,7 @@ def synthetic_memories(engine: Engine, n: int, seed: int) -> list[dict[str, Any]
         )
     with session_scope(engine) as s:
         for start in range(0, n, 5_000):
-            s.exec(insert(Memory), params=rows[start : start + 5_000])
+            gate.insert_memories(s, rows[start : start + 5_000], [])
     return rows
 
 

@@ -38,7 +38,7 @@ from dreamer.llm.cards import render_card
 from dreamer.llm.client import LLM, Usage
 from dreamer.online.agent_writes import user_lock
 from dreamer.online.flush.trigger import MANUAL, WINDOW_POSITION, Meter, flush_trigger, flushed_seq, read_meter
-from dreamer.store import cabinet
+from dreamer.store import cabinet, gate
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,7 @@ def _add_notes(s: DBSession, window: Window, notes: list[FlushNote], now: dateti
 
 def _note_row(window: Window, text: str, position: int, memory_id: str | None, now: datetime, day: str) -> DailyNote:
     sess = window.session
-    return DailyNote(
+    return gate.new_note(
         user_id=sess.user_id,
         agent_id=sess.agent_id,
         session_id=window.session_id,
