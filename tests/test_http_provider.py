@@ -29,6 +29,7 @@ class Service:
 
     def __init__(self) -> None:
         self.turns: list[dict] = []
+        self.searches: list[dict] = []  # each search's body, as sent
         self.answer: dict | None = None  # a fixed answer to every search, when set
 
     def app(self) -> Starlette:
@@ -36,6 +37,7 @@ class Service:
             if request.headers.get("authorization") != f"Bearer {TOKEN}":
                 return JSONResponse({"error": "no"}, status_code=401)
             body = await request.json()
+            self.searches.append(body)
             if self.answer is not None:
                 return JSONResponse(self.answer)
             words = set(body["query"].lower().split())
@@ -80,6 +82,21 @@ def test_turns_are_kept_by_scope_and_found_only_in_it(service, tmp_path):
     assert [h.text for h in provider.prefetch("lisbon", bob, 5)] == ["Lisbon again"]
     assert provider.prefetch("opera", alice, 5) == []
     assert "http" in provider_names() and provider.name == "http"
+    provider.close()
+
+
+def test_every_request_names_the_whole_scope(service, tmp_path):
+    provider = load_provider("http", settings_for(service, tmp_path))
+    whole = Scope("alice", agent_id="coder", project="shop-web", team="red")
+    provider.sync([Turn(whole, "user", LISBON)])
+    named = {"user_id": "alice", "agent_id": "coder", "project": "shop-web", "team": "red"}
+    assert service.turns == [{"scope": named, "role": "user", "content": LISBON}]
+    assert [h.text for h in provider.prefetch("Lisbon", whole, 3)] == [LISBON]
+    assert provider.prefetch("Lisbon", Scope("alice", agent_id="coder"), 3) == []  # the service matches all of it
+    assert [b["scope"] for b in service.searches] == [
+        named,
+        {"user_id": "alice", "agent_id": "coder", "project": None, "team": None},
+    ]
     provider.close()
 
 

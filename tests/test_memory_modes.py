@@ -80,10 +80,15 @@ def test_a_failing_provider_opens_the_breaker_and_recall_answers_from_builtin(tm
         assert m.rt.provider.state == "open"
         refused = recall(m, "green tea")
         assert labelled(refused) == {("builtin", TEA)} and "breaker open" in refused["note"]
-        changes = m.rt.provider.status()["changes"]
-        assert [(c["from"], c["to"]) for c in changes] == [("closed", "open")]
-        shown = run(tmp_path, "status", "--json", env={"DREAMER_MEMORY_MODE": "both"})
-        assert json.loads(shown.stdout)["provider_breaker"].startswith("open since ")
+        status = m.rt.provider.status()
+        assert [(c["from"], c["to"]) for c in status["changes"]] == [("closed", "open")]
+        # a fresh process whose shell names no memory mode reads the breaker the server opened
+        store = {"DREAMER_DATABASE_URL": str(m.rt.engine.url), "DREAMER_MEMORY_MODE": "builtin"}
+        (tmp_path / "shell").mkdir()
+        shown = json.loads(run(tmp_path / "shell", "status", "--json", env=store).stdout)
+        opened = f"open since {status['changes'][0]['at']}: {status['reason']}"
+        assert (shown["memory_mode"], shown["provider"], shown["provider_breaker"]) == ("builtin", "mem0", opened)
+        assert shown["provider_changes"] == 1
 
 
 def test_a_probe_closes_the_breaker_when_the_provider_is_back(tmp_path):

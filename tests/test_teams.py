@@ -93,6 +93,31 @@ def test_two_teams_never_see_each_other(live):
     assert {h["kind"] for h in blue["hits"]} == {"expertise", "context"}
 
 
+def test_team_recall_returns_only_the_kinds_asked_for(live):
+    for body in ({"messages": ROUND_ONE}, {"messages": ROUND_TWO}):
+        assert post(live, "/v1/team/rounds", LEADER, body).status_code == 200
+    query = {"query": "what did the team learn", "k": 10}
+    only = post(live, "/v1/team/recall", MEMBER, {**query, "kinds": ["decision"]}).json()["hits"]
+    assert [(h["kind"], h["text"]) for h in only] == [("decision", FOUR["decision"])]
+    two = post(live, "/v1/team/recall", READER, {**query, "kinds": ["lesson", "context"]}).json()["hits"]
+    assert {h["kind"]: h["text"] for h in two} == {"lesson": FOUR["lesson"], "context": FOUR["context"]}
+    unknown = post(live, "/v1/team/recall", MEMBER, {**query, "kinds": ["gossip"]})
+    assert unknown.status_code == 422 and "kinds" in unknown.text
+
+    async def check() -> None:
+        async with httpx2.AsyncClient(headers=bearer(MEMBER), timeout=60) as http:
+            async with streamable_http_client(f"{live.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    found = await session.call_tool("search_team_memory", {**query, "kinds": ["expertise"]})
+                    hits = json.loads(found.content[0].text)["hits"]
+                    assert [(h["kind"], h["text"]) for h in hits] == [("expertise", FOUR["expertise"])]
+                    bad = await session.call_tool("search_team_memory", {**query, "kinds": ["gossip"]})
+                    assert bad.is_error and bad.content[0].text.startswith("search_team_memory: invalid arguments")
+
+    anyio.run(check)
+
+
 def test_a_temporary_team_leaves_no_row_point_or_file(live):
     closed = post(live, "/v1/team/rounds", TEMP_LEAD, {"messages": ROUND_ONE + ROUND_TWO})
     assert closed.status_code == 200

@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from dreamer.online.trace import Trace
     from workers.scheduler import DreamScheduler
 
+PROJECT = typer.Option(
+    None,
+    "--project",
+    metavar="PROJECT",
+    help="Include this project's experience and state (default: the git repository run in, if any).",
+)
 API_HINT = "while `dreamer serve` runs it owns the embedded index: use its API ({endpoint}) instead"
 
 
@@ -133,18 +139,21 @@ def recall_cmd(
         None, "--k", min=1, callback=recall_depth, metavar="K", help="How many hits (default: recall_k)."
     ),
     include_all: bool = typer.Option(False, "--all", help="Also superseded and forgotten memories."),
+    project: str = PROJECT,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Hybrid recall over one user's memories."""
+    """Hybrid recall over one user's memories, and the project's experience and state matching it."""
     from dreamer.core.models import utcnow
     from dreamer.core.scope import Scope
+    from dreamer.online.code_work.served import with_code_work
     from dreamer.online.recall import past_mark, recall
 
-    now = utcnow()
+    now, named = utcnow(), project_or_repository(project)
     with index_runtime(ctx, "POST /v1/recall") as rt:
         found = recall(rt, query, Scope(user_id=user), k=k, include_all=include_all, now=now)
+        answer = with_code_work(rt, found.as_json(), user, named, query)
     if as_json:
-        print_json(found.as_json())
+        print_json(answer)
         return
     out.print(f"recall ({found.mode}) for {query!r}: {len(found.hits)} hit(s)", markup=False)
     if found.note:
@@ -154,6 +163,27 @@ def recall_cmd(
         out.print(
             f"{h.rank:>3}. {h.score:.3f}  {h.memory_id[:12]}  [{h.kind}, {h.status}]  {h.text}{past}", markup=False
         )
+    _print_code_work(answer)
+
+
+def project_or_repository(project: str | None) -> str | None:
+    """`--project`, or the name of the git repository the command runs in (None outside one)."""
+    from dreamer.cli.project import repository_name
+
+    if project is not None and not project.strip():
+        raise typer.BadParameter("name the project", param_hint="--project")
+    return project if project is not None else repository_name()
+
+
+def _print_code_work(answer: dict[str, Any]) -> None:
+    if "project" not in answer:
+        return
+    work = answer["code_work"]
+    out.print(f"code work of {answer['project']}: {len(work)} match(es)", markup=False)
+    for w in work:
+        rule = "rule" if w["rule"] else "not a rule"
+        out.print(f"  {w['id'][:12]}  [{w['kind']}, {w['status']}, {rule}]  {w['text']}", markup=False)
+        out.print(f"      {w['label']}", markup=False)
 
 
 @app.command("context")
@@ -168,24 +198,26 @@ def context_cmd(
         metavar="TOKENS",
         help="Token budget (default: context_budget).",
     ),
+    project: str = PROJECT,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The context block that would be injected for a user."""
+    """The context block that would be injected for a user (the project's code work after it)."""
     from dreamer.core.scope import Scope
     from dreamer.engine.runtime import Runtime
-    from dreamer.online.recall import context
+    from dreamer.online.code_work.served import context_with_work
 
-    settings = settings_of(ctx)
+    settings, named = settings_of(ctx), project_or_repository(project)
     with Runtime.open(settings, engine=open_store(settings)) as rt:
-        block = context(rt, Scope(user_id=user), budget_tokens=budget)
+        block = context_with_work(rt, Scope(user_id=user), named, budget)
     if as_json:
-        print_json(block.as_json())
+        print_json(block)
         return
-    if not block.text:
+    if not block["text"]:
         out.print("nothing to inject", markup=False)
         return
-    out.print(block.text, markup=False)
-    out.print(f"({block.tokens} tokens, {len(block.memory_ids)} memories)", markup=False)
+    out.print(block["text"], markup=False)
+    work = f", {len(block['code_work_ids'])} of {named}'s code work" if named is not None else ""
+    out.print(f"({block['tokens']} tokens, {len(block['memory_ids'])} memories{work})", markup=False)
 
 
 @app.command("flush")

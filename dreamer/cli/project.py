@@ -27,6 +27,25 @@ def where_of(ctx: typer.Context, user: str | None, project: str, branch: str) ->
     return Where(user or settings_of(ctx).local_user, project, branch or "main")
 
 
+def repository_name(folder: Path | None = None) -> str | None:
+    """The name of the git repository `folder` (default: the current one) is in: its top folder's
+    name; None outside a repository or without git."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder or Path.cwd()), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    top = done.stdout.strip()
+    return Path(top).name or None if done.returncode == 0 and top else None
+
+
 def book_of(ctx: typer.Context, *, write: bool) -> CodeBook:
     """The book over the configured store (made on first write; a read never creates it)."""
     from dreamer.cli.records import open_store, prepare

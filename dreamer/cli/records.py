@@ -171,19 +171,21 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
         engine = open_store(settings, check=False)
     except StoreError:
         engine = None
+    revision = db.current_revision(engine) if engine is not None else None
+    current = engine if revision == db.HEAD else None
     info: dict[str, Any] = {
         "data_dir": str(settings.data_dir.resolve()),
         "database": db.redact_url(url),
-        "schema_revision": db.current_revision(engine) if engine is not None else None,
+        "schema_revision": revision,
         "index": settings.qdrant_url or str(settings.index_dir.resolve()),
         "llm": settings.llm_base_url or "none (rules extractor)",
-        **_mode_status(settings),
+        **_mode_status(settings, current),
     }
-    if engine is not None and info["schema_revision"] == db.HEAD:
-        info.update(_counts(engine))
-        info["held_for_review"] = held_runs(engine)
-        info.update(scheduler_status(engine))
-        info.update(_llm_status(settings, engine))
+    if current is not None:
+        info.update(_counts(current))
+        info["held_for_review"] = held_runs(current)
+        info.update(scheduler_status(current))
+        info.update(_llm_status(settings, current))
     if as_json:
         print_json(info)
         return
@@ -198,22 +200,23 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) ->
         )
 
 
-def _mode_status(settings: Settings) -> dict[str, Any]:
-    """The memory mode and, where a provider is used, its breaker as the server last journalled it."""
-    from dreamer.providers.guard import JOURNAL, read_journal
+def _mode_status(settings: Settings, engine: Engine | None) -> dict[str, Any]:
+    """The memory mode and the provider's breaker as the store last kept it: the server's, whatever
+    mode this shell's settings name (shown when a provider was ever used, or this mode uses one)."""
+    from dreamer.store.provider_breakers import latest
 
     info: dict[str, Any] = {"memory_mode": settings.memory_mode}
-    if settings.memory_mode not in ("external", "both"):
+    row = latest(engine) if engine is not None else None
+    if row is None:
+        if settings.memory_mode in ("external", "both"):
+            info["provider"] = settings.memory_provider
+            info["provider_breaker"] = "closed (no state change recorded)"
         return info
-    journal = read_journal(settings.data_dir / JOURNAL)
-    info["provider"] = settings.memory_provider
-    if journal is None:
-        info["provider_breaker"] = "closed (no state change recorded)"
-        return info
-    last = (journal.get("changes") or [{}])[-1]
-    why = f": {journal['reason']}" if journal.get("breaker") != "closed" and journal.get("reason") else ""
-    info["provider_breaker"] = f"{journal.get('breaker')} since {last.get('at', '?')}{why}"
-    info["provider_changes"] = len(journal.get("changes") or [])
+    last = (row.changes or [{}])[-1]
+    why = f": {row.reason}" if row.breaker != "closed" and row.reason else ""
+    info["provider"] = row.provider
+    info["provider_breaker"] = f"{row.breaker} since {last.get('at', '?')}{why}"
+    info["provider_changes"] = len(row.changes or [])
     return info
 
 

@@ -378,3 +378,16 @@ class OffloadedBody(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
     tokens: int = 0
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ProviderBreaker(SQLModel, table=True):
+    """The external memory provider's circuit breaker as its process last changed it
+    (`dreamer.providers.guard`): `dreamer status` reads it from any shell."""
+
+    __tablename__ = "provider_breakers"
+
+    provider: str = Field(primary_key=True, max_length=64)
+    breaker: str = Field(max_length=16)  # closed | open | probe
+    reason: str | None = Field(default=None, sa_column=Column(Text))  # why it last opened
+    changes: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))  # the latest, oldest first
+    updated_at: datetime = Field(default_factory=utcnow)

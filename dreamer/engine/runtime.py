@@ -153,9 +153,13 @@ class Runtime:
     def provider(self) -> ProviderGuard | None:
         """The external memory provider behind its guard, in the `external` and `both` modes; else None."""
         if self._provider is UNSET:
-            from dreamer.providers.guard import open_guard
+            from functools import partial
 
-            self._provider = open_guard(self.settings) if self.settings.memory_mode in ("external", "both") else None
+            from dreamer.providers.guard import open_guard
+            from dreamer.store.provider_breakers import record
+
+            external = self.settings.memory_mode in ("external", "both")
+            self._provider = open_guard(self.settings, partial(record, self.engine)) if external else None
             if self._provider is not None:
                 self.own(self._provider)
         return self._provider

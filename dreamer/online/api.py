@@ -46,7 +46,7 @@ from dreamer.online.middleware import BodyLimit, Observe
 from dreamer.online.modes import modal_context, modal_recall, modal_write, modes_status, said_turns
 from dreamer.online.request_checks import OneAuthorization, utf8_ids
 from dreamer.online.review_calls import review_routes
-from dreamer.online.schemas import AppendIn, CompactIn, MemoryIn, RecallIn, memory_json, written_json
+from dreamer.online.schemas import AppendIn, CompactIn, MemoryIn, ProjectRecallIn, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
 from dreamer.online.team_routes import team_routes
 from dreamer.store.busy import CoalescedBusy
@@ -164,16 +164,23 @@ def _memory_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
     """Recall, the context block, and the agent's own writes."""
 
     @app.post("/v1/recall", tags=["memory"])
-    def recall_memories(body: RecallIn, g: Grant = Depends(auth.grant)) -> Answer:
-        """Hybrid search over the token's memories (full text only without an embedder)."""
-        return modal_recall(rt, body.query, g.scope, k=body.k, kinds=body.kinds, since=body.since, until=body.until)
+    def recall_memories(body: ProjectRecallIn, g: Grant = Depends(auth.grant)) -> Answer:
+        """Hybrid search over the token's memories (full text only without an embedder); with a
+        `project`, its experience entries and state fields matching the query too (`code_work`)."""
+        when = {"since": body.since, "until": body.until}
+        return modal_recall(rt, body.query, g.scope, k=body.k, project=body.project, kinds=body.kinds, **when)
 
     @app.get("/v1/context", tags=["memory"])
     def context_block(
-        budget: int | None = Query(None, ge=0, le=MAX_CONTEXT_BUDGET), g: Grant = Depends(auth.grant)
+        budget: int | None = Query(None, ge=0, le=MAX_CONTEXT_BUDGET),
+        project: str | None = Query(None, min_length=1, max_length=255),
+        g: Grant = Depends(auth.grant),
     ) -> Answer:
-        """Preferences and profile to inject, ranked and cut to the token budget."""
-        return modal_context(rt, g.scope, budget)
+        """Preferences and profile to inject, ranked and cut to the token budget; with a
+        `project`, its experience entries and state fields after them."""
+        if project is not None:
+            _path_identifier("project", project)
+        return modal_context(rt, g.scope, budget, project)
 
     @app.post("/v1/memories", tags=["memory"])
     def remember_memory(body: MemoryIn, g: Grant = Depends(auth.writer)) -> Answer:

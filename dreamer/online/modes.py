@@ -20,7 +20,9 @@ from dreamer.core.scope import Scope
 from dreamer.core.secrets.redact import context_markers, new_block_id
 from dreamer.core.tokens import count_tokens
 from dreamer.core.trust.memory_text import as_data
+from dreamer.engine.code_work.served import context_line
 from dreamer.engine.runtime import Runtime
+from dreamer.online.code_work.served import context_with_work, kept_work, standing_work, with_code_work
 from dreamer.online.recall import context, cut_to_budget, recall
 from dreamer.providers.contract import ProviderHit, Turn
 from dreamer.providers.guard import ProviderGuard
@@ -41,8 +43,17 @@ def external_hit(name: str, h: ProviderHit, rank: int) -> Answer:
     return {"memory_id": f"{name}:{h.id}", "text": h.text, "kind": "external", "score": round(h.score, 6), "rank": rank}
 
 
-def modal_recall(rt: Runtime, query: str, scope: Scope, *, k: int | None = None, **filters: Any) -> Answer:
-    """Recall in the configured mode; in external and both each hit says its `source`."""
+def modal_recall(
+    rt: Runtime, query: str, scope: Scope, *, k: int | None = None, project: str | None = None, **filters: Any
+) -> Answer:
+    """Recall in the configured mode; in external and both each hit says its `source`. With a
+    `project`, its code work matching the query comes beside the hits (`code_work`), in every
+    mode but off."""
+    found = _modal_hits(rt, query, scope, k=k, **filters)
+    return found if rt.settings.memory_mode == "off" else with_code_work(rt, found, scope.user_id, project, query)
+
+
+def _modal_hits(rt: Runtime, query: str, scope: Scope, *, k: int | None = None, **filters: Any) -> Answer:
     mode = rt.settings.memory_mode
     if mode == "off":
         return {"query": query, "mode": "off", "memory_mode": mode, "note": OFF_NOTE, "hits": []}
@@ -66,13 +77,14 @@ def modal_recall(rt: Runtime, query: str, scope: Scope, *, k: int | None = None,
     return {**base, "memory_mode": mode, "note": notes, "provider": guard.status()["breaker"], "hits": hits}
 
 
-def modal_context(rt: Runtime, scope: Scope, budget: int | None = None) -> Answer:
-    """The context block in the configured mode; in external and both each line says its source."""
+def modal_context(rt: Runtime, scope: Scope, budget: int | None = None, project: str | None = None) -> Answer:
+    """The context block in the configured mode; in external and both each line says its source.
+    With a `project`, its code work follows the memories (`code_work_ids`), in every mode but off."""
     mode = rt.settings.memory_mode
     if mode == "off":
         return {"text": "", "memory_ids": [], "tokens": 0, "memory_mode": mode, "note": OFF_NOTE}
     if mode == BUILTIN:
-        return context(rt, scope, budget_tokens=budget).as_json()
+        return context_with_work(rt, scope, project, budget)
     guard = _guard(rt)
     fetch = guard.start(CONTEXT_QUERY, scope, rt.settings.recall_k)
     block_id = new_block_id()
@@ -82,12 +94,15 @@ def modal_context(rt: Runtime, scope: Scope, budget: int | None = None) -> Answe
     mine = [f"{line} [{BUILTIN}]" for line in (own.text.splitlines()[1:-1] if own and own.text else [])]
     theirs = [f"- {as_data(h.text)} [{guard.name}]" for h in found]
     lines = interleave([mine, theirs], lambda line: line.rsplit(" [", 1)[0], len(mine) + len(theirs))
+    work = standing_work(rt, scope.user_id, project)
     limit = budget if budget is not None else rt.settings.context_budget
-    kept = cut_to_budget(lines, limit, overhead=count_tokens(opening) + count_tokens(closing) + 2)
+    overhead = count_tokens(opening) + count_tokens(closing) + 2
+    kept = cut_to_budget([*lines, *(context_line(h) for h in work)], limit, overhead=overhead)
     text = "\n".join([opening, *kept, closing]) if kept else ""
     note = f"provider {guard.name}: {why}" if why else ""
     ids = own.memory_ids if own else []
-    return {"text": text, "memory_ids": ids, "tokens": count_tokens(text), "memory_mode": mode, "note": note}
+    answer = {"text": text, "memory_ids": ids, "tokens": count_tokens(text), "memory_mode": mode, "note": note}
+    return kept_work(answer, project, work, max(0, len(kept) - len(lines)))
 
 
 def said_turns(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:

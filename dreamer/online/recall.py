@@ -331,6 +331,7 @@ class ContextBlock:
     text: str
     memory_ids: list[str]
     tokens: int
+    extra_kept: int = 0  # how many of the `extra` lines the budget left in
 
     def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "memory_ids": self.memory_ids, "tokens": self.tokens}
@@ -343,10 +344,12 @@ def context(
     budget_tokens: int | None = None,
     block_id: str | None = None,
     now: datetime | None = None,
+    extra: Sequence[str] = (),
 ) -> ContextBlock:
     """Preferences and profile facts worth injecting, ranked and cut to the token budget, between
     markers of `block_id` (drawn afresh for each render unless given); those whose time is over
-    at `now` (default: the present) are labelled past and come after the others."""
+    at `now` (default: the present) are labelled past and come after the others. `extra` lines
+    (rendered already: a project's code work) follow them, within the same budget."""
     now = now or utcnow()
     budget = budget_tokens if budget_tokens is not None else rt.settings.context_budget
     with session_scope(rt.engine) as s:
@@ -364,8 +367,8 @@ def context(
     lines = [context_line(m, now, rt.settings.tz) for m in ranked]
     opening, closing = context_markers(block_id or new_block_id())
     overhead = count_tokens(opening) + count_tokens(closing) + 2
-    kept = cut_to_budget(lines, budget, overhead=overhead)
+    kept = cut_to_budget([*lines, *extra], budget, overhead=overhead)
     if not kept:
         return ContextBlock("", [], 0)
     text = "\n".join([opening, *kept, closing])
-    return ContextBlock(text, [m.id for m in ranked[: len(kept)]], count_tokens(text))
+    return ContextBlock(text, [m.id for m in ranked[: len(kept)]], count_tokens(text), max(0, len(kept) - len(lines)))

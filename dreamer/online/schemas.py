@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter
 
 from dreamer.core.consolidate import normalise
 from dreamer.core.days import day_problem
@@ -57,6 +57,7 @@ ShortText = Annotated[str, Field(max_length=MAX_FIELD_CHARS), BeforeValidator(_c
 # Identifiers: refused, never altered, when the store could not keep them as they are.
 Ident = Annotated[str, Field(max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
 GrantId = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS), AfterValidator(_identifier)]
+ProjectName = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_identifier)]
 Time = Annotated[datetime, BeforeValidator(_iso_time)]
 # When a message was said: a time whose day every time zone can tell.
 SaidAt = Annotated[datetime, BeforeValidator(_iso_time), AfterValidator(_has_a_day)]
@@ -91,6 +92,22 @@ class RecallIn(Strict):
     kinds: list[Literal[KINDS]] | None = Field(None, min_length=1, max_length=len(KINDS))  # type: ignore[valid-type]
     since: Time | None = None
     until: Time | None = None
+
+
+class ProjectRecallIn(RecallIn):
+    """A recall of the caller's memories that may name a project: its code work comes beside them."""
+
+    project: ProjectName | None = Field(
+        None, description="the project (the repository's name) whose experience and state to include"
+    )
+
+
+_PROJECT: TypeAdapter[str | None] = TypeAdapter(ProjectName | None)
+
+
+def checked_project(value: str | None) -> str | None:
+    """`value` checked as a request's `project` is (`ValidationError` when it cannot be one)."""
+    return _PROJECT.validate_python(value)
 
 
 class MemoryIn(Strict):

@@ -38,5 +38,6 @@ def team_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
 
     @app.post("/v1/team/recall", tags=["team"])
     def recall_team(body: RecallIn, g: Grant = Depends(auth.grant)) -> dict[str, Any]:
-        """Search the memory of the token's team (read-only to every member)."""
-        return team_recall(rt, member(g), body.query, k=body.k).as_json()
+        """Search the memory of the token's team (read-only to every member), only of `kinds` when given."""
+        found = team_recall(rt, member(g), body.query, k=body.k, kinds=body.kinds, since=body.since, until=body.until)
+        return found.as_json()

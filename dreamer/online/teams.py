@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field, model_validator
@@ -79,10 +80,21 @@ def close(rt: Runtime, member: Member, body: RoundIn) -> RoundResult:
     return close_round(rt, team, lines, origin)
 
 
-def team_recall(rt: Runtime, member: Member, query: str, *, k: int | None = None) -> RecallResult:
-    """The team's memory for `query`, as any member reads it (owned by exactly the team's scope)."""
+def team_recall(
+    rt: Runtime,
+    member: Member,
+    query: str,
+    *,
+    k: int | None = None,
+    kinds: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> RecallResult:
+    """The team's memory for `query`, as any member reads it (owned by exactly the team's scope),
+    only of `kinds` and said within `since`..`until` when given."""
     team = token_team(rt, member)
-    return recall(rt, query, team_scope(team.user_id, team.name), k=k, exact=True)
+    scope = team_scope(team.user_id, team.name)
+    return recall(rt, query, scope, k=k, kinds=kinds, since=since, until=until, exact=True)
 
 
 def end_task(rt: Runtime, team: Team) -> int:

@@ -2,13 +2,12 @@
 and is waited for only until its deadline; turns are synced in the background, in batches, each
 tried again with backoff; a circuit breaker (`dreamer.core.provider_breaker`) cuts a failing
 provider off and probes it after a cool-down. Every change of the breaker's state is logged and
-kept (`status`, and the journal file `dreamer status` reads), so the agent never waits on it."""
+kept (`status`, and handed to `record`: the runtime keeps it in the store, where `dreamer status`
+in any shell reads it), so the agent never waits on it."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
 import threading
 import time
@@ -17,7 +16,6 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from dreamer.core.provider_breaker import CLOSED, BreakerPolicy, BreakerState, admit, failed, succeeded
@@ -28,7 +26,6 @@ from dreamer.providers.registry import load_provider
 
 log = logging.getLogger(__name__)
 
-JOURNAL = "provider-state.json"  # under the data folder
 KEPT_CHANGES = 50
 BREAKER_OPEN = "breaker open"
 
@@ -70,12 +67,12 @@ class ProviderGuard:
         deadline: float,
         batch: int = 32,
         retries: int = 3,
-        journal: Path | None = None,
+        record: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         backoff: Callable[[int], float] = lambda n: min(0.05 * 2**n, 5.0),
     ) -> None:
         self.provider, self.policy, self.deadline = provider, policy, deadline
-        self.batch, self.retries, self.journal, self.clock, self.backoff = batch, retries, journal, clock, backoff
+        self.batch, self.retries, self.record, self.clock, self.backoff = batch, retries, record, clock, backoff
         self.name = provider.name
         self.changes: list[dict[str, Any]] = []
         self.dropped = 0  # turns given up on after every retry
@@ -110,7 +107,7 @@ class ProviderGuard:
         change = {"at": datetime.now(UTC).isoformat(), "from": old.state, "to": new.state, "reason": new.reason}
         self.changes = [*self.changes, change][-KEPT_CHANGES:]
         log.warning("memory provider %s: breaker %s -> %s (%s)", self.name, old.state, new.state, new.reason or "ok")
-        self._write_journal()
+        self._record()
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -125,18 +122,16 @@ class ProviderGuard:
                 "changes": list(self.changes),
             }
 
-    def _write_journal(self) -> None:
-        if self.journal is None:
+    def _record(self) -> None:
+        """Hand the state after a change to `record` (the caller holds the lock, so changes are
+        recorded in order); a failure to keep it is logged, never the caller's."""
+        if self.record is None:
             return
-        data: dict[str, Any] = {"provider": self.name, "breaker": self._state.state, "reason": self._state.reason}
-        data["changes"] = self.changes
-        tmp = self.journal.with_name(f".{self.journal.name}.{os.getpid()}.tmp")
+        data = {"provider": self.name, "breaker": self._state.state, "reason": self._state.reason}
         try:
-            self.journal.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-            os.replace(tmp, self.journal)
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.journal, exc)
+            self.record({**data, "changes": list(self.changes)})
+        except Exception as exc:  # the store is busy or gone: the breaker itself goes on
+            log.warning("memory provider %s: cannot keep the breaker's state: %s", self.name, exc)
 
     # -- prefetch
 
@@ -223,8 +218,9 @@ class ProviderGuard:
         self.provider.close()
 
 
-def open_guard(settings: Settings) -> ProviderGuard:
-    """The configured provider (`memory_provider`, by entry point) behind a guard built from the settings."""
+def open_guard(settings: Settings, record: Callable[[dict[str, Any]], None] | None = None) -> ProviderGuard:
+    """The configured provider (`memory_provider`, by entry point) behind a guard built from the
+    settings; `record` keeps each change of its breaker's state."""
     provider = load_provider(settings.memory_provider, settings)
     policy = BreakerPolicy(settings.provider_breaker_failures, settings.provider_breaker_cooldown_seconds)
     return ProviderGuard(
@@ -233,17 +229,8 @@ def open_guard(settings: Settings) -> ProviderGuard:
         deadline=settings.provider_deadline_ms / 1000,
         batch=settings.provider_sync_batch,
         retries=settings.provider_sync_retries,
-        journal=Path(settings.data_dir) / JOURNAL,
+        record=record,
     )
 
 
-def read_journal(path: Path) -> dict[str, Any] | None:
-    """The breaker's last recorded state, as `dreamer status` shows it; None when never written."""
-    try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data
-
-
-__all__ = ["BREAKER_OPEN", "CLOSED", "JOURNAL", "Fetch", "ProviderGuard", "open_guard", "read_journal"]
+__all__ = ["BREAKER_OPEN", "CLOSED", "Fetch", "ProviderGuard", "open_guard"]

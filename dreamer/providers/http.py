@@ -6,6 +6,11 @@ two JSON calls at `provider_url`, with `provider_token` as a bearer token when s
 * ``POST {url}/turns`` with ``{"turns": [{"scope": {...}, "role", "content"}]}`` stores them and
   answers any 2xx.
 
+Every request names the whole scope (`scope_json`: the user and every owner field of
+`dreamer.core.scope`, null where unset), and the service must match all of it exactly (a null
+only a null): in `external` mode the dreamer's isolation of agents, projects and teams is the
+service's filter.
+
 A status that is not 2xx, a body that is not that shape, or no answer within `llm_timeout`
 raises `ProviderError`: the guard retries syncs and its breaker decides, as for any provider."""
 
@@ -18,13 +23,14 @@ from typing import Any
 import httpx
 
 from dreamer.core.errors import ConfigError, ProviderError
-from dreamer.core.scope import Scope
+from dreamer.core.scope import OWNER_FIELDS, Scope
 from dreamer.core.settings import Settings
 from dreamer.providers.contract import ProviderHit, Turn
 
 
 def scope_json(scope: Scope) -> dict[str, str | None]:
-    return {"user_id": scope.user_id, "agent_id": scope.agent_id, "project": scope.project, "team": scope.team}
+    """The whole scope: the user and each owner field (agent, project, team), null where unset."""
+    return {"user_id": scope.user_id, **{f: getattr(scope, f) for f in OWNER_FIELDS}}
 
 
 def hits_of(body: Any) -> list[ProviderHit]:

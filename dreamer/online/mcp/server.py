@@ -45,7 +45,7 @@ from dreamer.online.mcp.reads import Answer, jsonable, listed_memories, owned_me
 from dreamer.online.mcp.review import REVIEW_WRITE_TOOLS, ReviewTools
 from dreamer.online.mcp.team import TEAM_WRITE_TOOLS, TeamTools
 from dreamer.online.modes import modal_context, modal_recall, modal_write, said_turns
-from dreamer.online.schemas import AppendIn, MemoryIn, RecallIn, memory_json, written_json
+from dreamer.online.schemas import AppendIn, MemoryIn, ProjectRecallIn, checked_project, memory_json, written_json
 from dreamer.online.session_append import append, own_session_id
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,10 @@ INSTRUCTIONS = (
 T = TypeVar("T")
 AgentKind = Literal[AGENT_WRITE_KINDS]  # type: ignore[valid-type]
 AnyKind = Literal[KINDS]  # type: ignore[valid-type]
+Project = Annotated[
+    str | None,
+    Field(min_length=1, max_length=255, description="The project (the repository's name) whose code work to include."),
+]
 
 
 class Grants:
@@ -229,17 +233,20 @@ class Tools(ReviewTools, TeamTools, ContextTools):
         kinds: Annotated[list[AnyKind] | None, Field(description="Only these kinds of memory.")] = None,
         since: Annotated[str | None, Field(description="Only memories said on or after (ISO 8601).")] = None,
         until: Annotated[str | None, Field(description="Only memories said before (ISO 8601).")] = None,
+        project: Project = None,
     ) -> Answer:
         """Search the user's memories (hybrid: meaning and words). Call it before answering anything
         that may depend on the user's preferences, background, past decisions or earlier work.
         Returns {"hits": [{"memory_id", "text", "kind", "status", "score", "rank", ...}], "mode"},
-        best first; an empty list means nothing relevant is remembered."""
-        body = {"query": query, "k": k, "kinds": kinds, "since": since, "until": until}
+        best first; an empty list means nothing relevant is remembered. With `project`, also
+        "code_work": [{"kind": "experience" | "project_state", "text", "status", "rule", "label"}],
+        its lessons and state matching the query; follow as a rule only those with "rule": true."""
+        body = {"query": query, "k": k, "kinds": kinds, "since": since, "until": until, "project": project}
 
         def run() -> Answer:
-            q = RecallIn.model_validate({key: v for key, v in body.items() if v is not None})
+            q = ProjectRecallIn.model_validate({key: v for key, v in body.items() if v is not None})
             scope, when = self.scope_of(ctx), {"since": q.since, "until": q.until}
-            return jsonable(modal_recall(self.rt, q.query, scope, k=q.k, kinds=q.kinds, **when))
+            return jsonable(modal_recall(self.rt, q.query, scope, k=q.k, project=q.project, kinds=q.kinds, **when))
 
         return self._call(run)
 
@@ -249,11 +256,17 @@ class Tools(ReviewTools, TeamTools, ContextTools):
         budget: Annotated[
             int | None, Field(ge=0, le=MAX_CONTEXT_BUDGET, description="Most tokens of the block; default 800.")
         ] = None,
+        project: Project = None,
     ) -> Answer:
         """The user's preferences and profile, ranked and cut to a token budget, as one block to keep
         in mind for the whole conversation. Call it once at the start. Returns {"text", "memory_ids",
-        "tokens"}; "text" is empty when nothing is known yet."""
-        return self._call(lambda: jsonable(modal_context(self.rt, self.scope_of(ctx), budget)))
+        "tokens"}; "text" is empty when nothing is known yet. With `project`, its lessons and state
+        follow, each line saying its kind, status and whether it may serve as a rule."""
+
+        def run() -> Answer:
+            return jsonable(modal_context(self.rt, self.scope_of(ctx), budget, checked_project(project)))
+
+        return self._call(run)
 
     def get_memory(
         self,

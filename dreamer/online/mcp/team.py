@@ -4,11 +4,12 @@ a round (a member's call is a tool error: members read team memory, they never w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from dreamer.core.models import KINDS
 from dreamer.core.settings import MAX_RECALL_K
 from dreamer.engine.runtime import Runtime
 from dreamer.online.auth import Grant
@@ -16,6 +17,7 @@ from dreamer.online.mcp.reads import Answer, jsonable
 from dreamer.online.teams import Member, RoundIn, close, team_recall
 
 TEAM_WRITE_TOOLS = frozenset({"close_team_round"})
+AnyKind = Literal[KINDS]  # type: ignore[valid-type]
 
 
 class TeamTools:
@@ -38,11 +40,19 @@ class TeamTools:
         query: Annotated[str, Field(min_length=1, max_length=4000, description="What to look for, in words.")],
         ctx: Context,
         k: Annotated[int | None, Field(ge=1, le=MAX_RECALL_K, description="How many hits; default 5.")] = None,
+        kinds: Annotated[
+            list[AnyKind] | None, Field(description="Only these kinds: decision, lesson, expertise, context.")
+        ] = None,
     ) -> Answer:
         """Search your team's shared memory: its decisions (and why), lessons, who is good at what,
         and the constraints the work keeps to. Read-only; the team's leader writes it when a round
         closes. Returns {"hits": [{"memory_id", "text", "kind", ...}]}, best first."""
-        return self._call(lambda: jsonable(team_recall(self.rt, self._member(ctx), query, k=k).as_json()))
+
+        def run() -> Answer:
+            wanted = list(kinds) if kinds else None
+            return jsonable(team_recall(self.rt, self._member(ctx), query, k=k, kinds=wanted).as_json())
+
+        return self._call(run)
 
     def close_team_round(
         self,
