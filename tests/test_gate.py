@@ -55,6 +55,8 @@ NOT_SERVED: dict[str, str] = {
     "experience_events.data": "history for a person",
     "project_states.depends_on": "ids of states and entries",
     "project_states.reason": "why a state has its status, said by dreamer",
+    "provider_breakers.reason": "why the provider's breaker opened, for a person",
+    "provider_breakers.changes": "the breaker's recent changes, for a person",
 }
 
 
