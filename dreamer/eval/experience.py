@@ -2,8 +2,8 @@
 `change`, `search`) on an empty store each, and score lifecycle, retrieval and propagation.
 
 A scenario is `{"name", "project", "branch", "steps": [...]}`; the ops are `state`,
-`experience`, `verify`, `counterexample`, `confirm`, `change`, `expect` and `search` (see the
-README's "Memory for code work"). Any step may carry `project` and `branch`.
+`experience`, `verify`, `counterexample`, `confirm`, `change`, `expect` and `search` (see
+docs/code-work.md). Any step may carry `project` and `branch`.
 
 * lifecycle accuracy: the share of `expect` steps whose id has the expected status;
 * retrieval: hit@3, the share of searches with every `expect` id in the top 3, and
