@@ -19,9 +19,9 @@ redacted (`admit_ledger`) but keeps its wording and is never served as an instru
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 from dreamer.core.secrets.redact import redact
@@ -53,12 +53,25 @@ def clean(text: str) -> str:
 
 
 def admit(text: str, *, writer: Writer) -> Admitted:
-    """`text` as any writer may store it: normalised, redacted, its trust decided (the same
-    text admitted again, as a row passing two steps of the gate is, is answered from memory)."""
-    return _admit(text, writer)
+    """`text` as any writer may store it: normalised, redacted, its trust decided. Admission is
+    idempotent, so a text admitted before (as a row passing two steps of the gate is), or the
+    text an admission gave, is answered from memory."""
+    key = (text, writer)
+    got = _SEEN.get(key)
+    if got is None:
+        got = _admit(text, writer)
+        with _SEEN_LOCK:
+            while len(_SEEN) >= _SEEN_MAX:
+                _SEEN.pop(next(iter(_SEEN)))
+            _SEEN[key] = _SEEN[(got.text, writer)] = got
+    return got
 
 
-@lru_cache(maxsize=8192)
+_SEEN: dict[tuple[str, str], Admitted] = {}  # oldest first: the first key is the one dropped
+_SEEN_MAX = 8192
+_SEEN_LOCK = threading.Lock()
+
+
 def _admit(text: str, writer: Writer) -> Admitted:
     kept = redact(clean(text))
     found = steering_markers(kept)

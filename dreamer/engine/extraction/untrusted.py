@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from dreamer.core.secrets.redact import PREFIX_MARGIN
-from dreamer.core.trust.memory_text import stored_text
+from dreamer.core.trust.admit import admit
 from dreamer.core.trust.steering import steering_markers
 from dreamer.engine.extraction.extract import Candidate
 from dreamer.engine.extraction.transcript import Line
@@ -70,7 +70,7 @@ def steered(evidence: list[Any]) -> bool:
 
 
 def mark_untrusted(candidates: list[Candidate], lines: list[Line], mode: str) -> list[Candidate]:
-    """The candidates as stored (`stored_text`: normalised, redacted), with `untrusted` set by
+    """The candidates as stored (`admit`: normalised, redacted), with `untrusted` set by
     `untrusted_reason` (whatever the model said)."""
     by_seq = {ln.seq: ln for ln in lines}
     out = []
@@ -78,6 +78,10 @@ def mark_untrusted(candidates: list[Candidate], lines: list[Line], mode: str) ->
         reason = untrusted_reason(cand.text, [by_seq[q] for q in cand.seqs if q in by_seq], mode)
         if reason:
             log.info("candidate flagged untrusted (%s)", reason)
-        update = {"untrusted": reason is not None, "untrusted_reason": reason, "text": stored_text(cand.text)}
+        update = {
+            "untrusted": reason is not None,
+            "untrusted_reason": reason,
+            "text": admit(cand.text, writer="dream").text,
+        }
         out.append(cand.model_copy(update=update))
     return out
