@@ -44,7 +44,7 @@ from dreamer.store.offloads import read_offload, save_offloads
 log = logging.getLogger(__name__)
 
 
-class Tally:
+class BilledTokens:
     """The tokens this process's summary calls were billed, for `/metrics` (API and MCP alike)."""
 
     def __init__(self) -> None:
@@ -58,7 +58,7 @@ class Tally:
             self.completion += completion
 
 
-BILLED = Tally()
+BILLED = BilledTokens()
 
 
 @dataclass
