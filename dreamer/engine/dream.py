@@ -11,6 +11,7 @@ from functools import partial
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.models import DreamRun, Session, utcnow
 from dreamer.core.private import check_free_space
+from dreamer.core.run_status import RunStatus
 from dreamer.engine import outbox
 from dreamer.engine.busy_scope import all_due_busy, busy_now
 from dreamer.engine.consolidation.judge import Judge, LLMJudge
@@ -68,18 +69,18 @@ def dream_pass(
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
         _dream_groups(rt, groups, (extractor, judging), llm, run, tally, watch, lease)
         lease.keep_alive()
-        count_timeouts(rt, llm, tally.timed_out, may_probe=run.status == "running" and not run.error)
+        count_timeouts(rt, llm, tally.timed_out, may_probe=run.status == RunStatus.RUNNING and not run.error)
         outbox.drain(rt)  # and every due view rendered, once per user
     except BaseException as exc:
-        run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         save_run(rt, run, tally, llm)
         raise
     if tally.busy_left:
         run.error = "; ".join(filter(None, [run.error, f"{tally.busy_left} session(s) {LEFT_BUSY} ({tally.busy_why})"]))
     if tally.locked_out:
         run.error = "; ".join(filter(None, [run.error, f"{tally.locked_out} session(s) {LOCKED_OUT}"]))
-    if run.status == "running":
-        run.status = "ok" if not (run.failed_sessions or tally.locked_out or tally.busy_left) else "partial"
+    if run.status == RunStatus.RUNNING:
+        run.status = RunStatus.PARTIAL if run.failed_sessions or tally.locked_out or tally.busy_left else RunStatus.OK
     return save_run(rt, run, tally, llm)
 
 
@@ -106,7 +107,7 @@ class _Watch:
             return False
         now = busy_now(self.rt.busy, self.busy_at())
         if now.everyone:
-            self.run.status, self.run.error, self.ended = "stopped", f"{BECAME_BUSY}: {now.everyone}", True
+            self.run.status, self.run.error, self.ended = RunStatus.STOPPED, f"{BECAME_BUSY}: {now.everyone}", True
         self.why = now.reason(owner)
         return self.why is not None
 
@@ -139,7 +140,7 @@ def _dream_groups(
         try:
             halted = dream_apart(rt, group, readers, llm, run, tally, Pace(partial(watch.halted, owner), run_lease))
         except (CircuitOpen, BudgetExceeded) as exc:
-            run.status, run.error = "stopped", str(exc)
+            run.status, run.error = RunStatus.STOPPED, str(exc)
             break
         if halted and watch.ended:
             break
@@ -150,15 +151,15 @@ def _dream_groups(
 
 def locked_out(run: DreamRun) -> bool:
     """Whether the pass left sessions due because another writer kept their user's lock."""
-    return run.status == "partial" and LOCKED_OUT in (run.error or "")
+    return run.status == RunStatus.PARTIAL and LOCKED_OUT in (run.error or "")
 
 
 def stopped_busy(run: DreamRun) -> bool:
     """Whether the pass left sessions due for a busy owner, or stopped before its last session
     because nobody could tell who is idle."""
     error = run.error or ""
-    return (run.status == "stopped" and error.startswith(BECAME_BUSY)) or (
-        run.status == "partial" and LEFT_BUSY in error
+    return (run.status == RunStatus.STOPPED and error.startswith(BECAME_BUSY)) or (
+        run.status == RunStatus.PARTIAL and LEFT_BUSY in error
     )
 
 

@@ -13,6 +13,7 @@ from typing import TypedDict
 from sqlmodel import col, select
 
 from dreamer.core.models import Cursor, DreamRun, Lease, utcnow
+from dreamer.core.run_status import RunStatus
 from dreamer.engine.consolidation.guard import PassGuard
 from dreamer.engine.failures import TimedOut
 from dreamer.engine.runtime import Runtime
@@ -67,7 +68,7 @@ def run_owner(run: DreamRun) -> str:
 def start_run(rt: Runtime, trigger: str, extractor: str) -> DreamRun:
     """The run row and its run lease, in one transaction: no sweep ever sees one without the other."""
     with session_scope(rt.engine) as s:
-        run = DreamRun(trigger=trigger, status="running", extractor=extractor)
+        run = DreamRun(trigger=trigger, status=RunStatus.RUNNING, extractor=extractor)
         s.add(run)
         s.flush()
         expires = utcnow() + timedelta(seconds=rt.settings.lease_seconds)
@@ -78,7 +79,7 @@ def start_run(rt: Runtime, trigger: str, extractor: str) -> DreamRun:
 def finish_skipped(rt: Runtime, trigger: str, reason: str) -> DreamRun:
     """The row of a pass that did not start: the agent was busy."""
     with session_scope(rt.engine) as s:
-        run = DreamRun(trigger=trigger, status="skipped_busy", error=reason, finished_at=utcnow())
+        run = DreamRun(trigger=trigger, status=RunStatus.SKIPPED_BUSY, error=reason, finished_at=utcnow())
         s.add(run)
     return run
 
@@ -100,7 +101,7 @@ def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -
     return run
 
 
-FAILED_STATUSES = frozenset({"stopped", "failed"})  # the pass ended before its sessions were done
+FAILED_STATUSES = frozenset({RunStatus.STOPPED, RunStatus.FAILED})  # the pass ended before its sessions were done
 
 
 def pass_failure(run: DreamRun, session_errors: Sequence[str]) -> str | None:
