@@ -14,7 +14,7 @@ from onlinekit import ALICE_WRITER, LiveServer, bearer, chat, online_runtime, on
 from sqlmodel import select
 
 from dreamer.core.models import Cursor, DreamRun
-from dreamer.engine.dream import dream_pass, stopped_busy
+from dreamer.engine.dream import dream_pass, run_pass
 from dreamer.engine.jobs import fan_out
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted.server import ScriptedServer
@@ -74,11 +74,12 @@ def test_a_busy_users_sessions_are_left_due_and_the_others_dreamed_in_the_same_p
         signal.begin(activity_key("alice"))
         signal.begin(activity_key("bob", "bot"))
 
-        run = dream_pass(rt)
+        dreamed = run_pass(rt)
 
+        run = dreamed.run
         assert (run.status, run.sessions) == ("partial", 1)
         assert run.error == "2 session(s) left due: their owner is busy (1 request(s) in flight)"
-        assert stopped_busy(run)  # the daemon retries them after the backoff
+        assert dreamed.stopped_busy()  # the daemon retries them after the backoff
         assert [processed(engine, sid) for sid in (alice, bob, bots)] == [0, 8, 0]
 
         signal.end(activity_key("alice"))  # alice is idle again only once her window has passed

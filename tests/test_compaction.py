@@ -9,9 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dreamer.core.compaction.plan import (
-    CLEAR,
-    SUMMARY,
-    UNCHANGED,
+    CompactionPath,
     clearing_draft,
     decide,
     summary_floor,
@@ -64,7 +62,7 @@ def test_token_trigger_and_message_trigger():
 def test_clearing_that_fits_is_kept_oldest_first_recent_rounds_untouched():
     msgs = task(6)
     d = decide(msgs, Policy(keep_rounds=2, max_tokens=1000), budget=2000, new_id=counter_id())
-    assert d.path == CLEAR and d.trigger == "tokens"
+    assert d.path == CompactionPath.CLEAR and d.trigger == "tokens"
     assert [o.index for o in d.draft.offloads] == [3, 5, 7, 9]
     assert d.draft.messages[3]["content"] == (
         f"[tool output offloaded: {d.draft.offloads[0].tokens} tokens, id ofl_0001; restore_offloaded to read it]"
@@ -76,7 +74,7 @@ def test_clearing_that_fits_is_kept_oldest_first_recent_rounds_untouched():
 def test_insufficient_clearing_is_discarded():
     msgs = task(6)  # 4 514 tokens; all cleared 1 029; a summary keeps 769 verbatim (the last round)
     d = decide(msgs, Policy(keep_rounds=1, max_tokens=1000), budget=900, new_id=counter_id())
-    assert d.path == SUMMARY and d.draft is None and d.shape is not None and d.shape.recent == 12
+    assert d.path == CompactionPath.SUMMARY and d.draft is None and d.shape is not None and d.shape.recent == 12
 
 
 def test_clearing_is_kept_over_the_budget_when_no_summary_could_fit():
@@ -85,7 +83,7 @@ def test_clearing_is_kept_over_the_budget_when_no_summary_could_fit():
     d = decide(msgs, policy, budget=1000, new_id=counter_id())
     assert summary_floor(msgs, policy) == 2271
     assert (d.path, d.note) == (
-        CLEAR,
+        CompactionPath.CLEAR,
         "what a summary keeps verbatim is 2271 tokens, over the budget of 1000: cleared, not summarised",
     )
     assert d.draft is not None and [o.id for o in d.draft.offloads] == ["ofl_0001", "ofl_0002", "ofl_0003"]
@@ -102,20 +100,20 @@ def test_a_long_talk_over_the_floor_is_still_summarised():
     policy = Policy(keep_rounds=3, max_tokens=1000)
     d = decide(msgs, policy, budget=1000, new_id=counter_id())
     assert summary_floor(msgs, policy) > 1000  # no path meets the budget, but a summary comes far nearer
-    assert d.path == SUMMARY and d.note is None
+    assert d.path == CompactionPath.SUMMARY and d.note is None
 
 
 def test_the_message_trigger_goes_to_the_summary_clearing_cannot_cut_messages():
     msgs = task(6)
     d = decide(msgs, Policy(keep_rounds=2, max_messages=10), new_id=counter_id())
-    assert (d.path, d.trigger) == (SUMMARY, "messages")
+    assert (d.path, d.trigger) == (CompactionPath.SUMMARY, "messages")
     seg = summary_segment(msgs, Policy(keep_rounds=2, max_messages=10), "the summary")
     assert len(seg) == 6 and seg[2:] == msgs[-4:]
 
 
 def test_nothing_due_leaves_the_segment():
     msgs = task(2)
-    assert decide(msgs, Policy()).path == UNCHANGED
+    assert decide(msgs, Policy()).path == CompactionPath.UNCHANGED
 
 
 def test_role_filter():
@@ -210,12 +208,12 @@ def conversations(draw: st.DrawFn) -> list[dict]:
 def test_no_orphan_call_or_result_after_any_compaction(msgs, keep, budget, large, roles):
     policy = Policy(keep_rounds=keep, large_tokens=large, roles=roles, max_tokens=budget, max_messages=30)
     d = decide(msgs, policy, budget=budget, new_id=counter_id())
-    out = {UNCHANGED: msgs, CLEAR: d.draft.messages if d.draft else msgs}.get(d.path)
-    if d.path == SUMMARY:
+    out = {CompactionPath.UNCHANGED: msgs, CompactionPath.CLEAR: d.draft.messages if d.draft else msgs}.get(d.path)
+    if d.path == CompactionPath.SUMMARY:
         out = summary_segment(msgs, policy, "summary")
         assert [m for m in msgs if m.get("pinned")] == [m for m in out if m.get("pinned")]
     assert orphans(out) == (set(), set())
-    if d.path == CLEAR:
+    if d.path == CompactionPath.CLEAR:
         assert len(out) == len(msgs)
         for before, after in zip(msgs, out):
             assert after.get("tool_calls") == before.get("tool_calls")

@@ -132,7 +132,7 @@ def test_json_schema_refused_falls_back_to_json_object(waits):
         assert json.dumps(WIRE, separators=(",", ":")) in second["messages"][0]["content"]
         assert usage.requests == 2  # the refused request counts: it was made
         assert waits == []
-        assert llm.mode == "json_object_schema"
+        assert llm.output_mode == "json_object_schema"
 
         ask(llm)  # the switch is permanent for this instance
         assert srv.chat_requests()[2]["response_format"] == {"type": "json_object", "schema": WIRE}
@@ -141,7 +141,7 @@ def test_json_schema_refused_falls_back_to_json_object(waits):
 
 def test_json_object_mode_from_the_start(server, waits):
     server.push(Reply.json(VALID))
-    ask(make_llm(server, waits, mode="json_object"))
+    ask(make_llm(server, waits, output_mode="json_object"))
     (body,) = server.chat_requests()
     assert body["response_format"] == {"type": "json_object"}
     assert "JSON schema" in body["messages"][0]["content"]
@@ -503,7 +503,7 @@ def test_build_llm_end_to_end(settings, server):
     assert client.max_retries == 0
     assert client.timeout == 7.0
     llm = build_llm(settings)
-    assert llm is not None and (llm.mode, llm.forced) == ("json_object", True)
+    assert llm is not None and (llm.output_mode, llm.forced) == ("json_object", True)
     assert isinstance(llm, OpenAILLM) and llm.name == "m-x" and llm.max_retries == 0
     server.push(Reply.json(VALID))
     result, _ = ask(llm)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from dreamer.core.errors import LLMError, LLMInvalidOutput, WindowTooSmall
 from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.client import OpenAILLM
-from dreamer.llm.formats import MODES, next_mode, rejects_format
+from dreamer.llm.formats import OUTPUT_MODES, next_mode, rejects_format
 from dreamer.llm.guard import GuardedLLM
 from dreamer.llm.scripted.server import Reply, ScriptedServer
 
@@ -69,8 +69,8 @@ def formats(server: ScriptedServer) -> list[object]:
 
 
 def test_modes_are_tried_in_order():
-    assert MODES == ("json_schema", "json_object_schema", "json_object", "prompt")
-    assert [next_mode(m) for m in MODES] == ["json_object_schema", "json_object", "prompt", None]
+    assert OUTPUT_MODES == ("json_schema", "json_object_schema", "json_object", "prompt")
+    assert [next_mode(m) for m in OUTPUT_MODES] == ["json_object_schema", "json_object", "prompt", None]
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_a_refused_format_in_any_status_switches_at_once_without_a_retry(server,
     assert result == Facts(**VALID)
     assert formats(server) == ["json_schema", "json_object"]
     assert server.chat_requests()[1]["response_format"]["schema"]["required"] == ["facts"]
-    assert (llm.mode, learnt, usage.requests) == ("json_object_schema", ["json_object_schema"], 2)
+    assert (llm.output_mode, learnt, usage.requests) == ("json_object_schema", ["json_object_schema"], 2)
 
 
 def test_each_refusal_moves_one_mode_on_down_to_no_response_format(server):
@@ -97,7 +97,7 @@ def test_each_refusal_moves_one_mode_on_down_to_no_response_format(server):
     last = server.chat_requests()[-1]
     assert "response_format" not in last
     assert '"required":["facts"]' in last["messages"][0]["content"]  # the schema is in the card
-    assert llm.mode == "prompt"
+    assert llm.output_mode == "prompt"
 
 
 def test_a_refusal_never_counts_toward_the_breaker(server):
@@ -112,19 +112,19 @@ def test_a_plain_500_is_still_a_fault_retried(server):
     llm = make_llm(server)
     ask(llm)
     assert formats(server) == ["json_schema", "json_schema"]
-    assert llm.mode == "json_schema"
+    assert llm.output_mode == "json_schema"
 
 
 def test_a_forced_mode_is_never_switched(server):
     server.push(Reply.error(500, body=LLAMA_CPP_PYTHON_500))
     with pytest.raises(LLMError, match="HTTP 500"):
-        ask(make_llm(server, mode="json_schema", forced=True, max_retries=0))
+        ask(make_llm(server, output_mode="json_schema", forced=True, max_retries=0))
     assert formats(server) == ["json_schema"]
 
 
 def test_a_remembered_mode_is_where_the_client_starts(server):
     server.push(Reply.json(VALID))
-    ask(make_llm(server, mode="json_object"))
+    ask(make_llm(server, output_mode="json_object"))
     assert server.chat_requests()[0]["response_format"] == {"type": "json_object"}
 
 
@@ -247,7 +247,7 @@ def test_two_refusals_of_one_mode_move_it_on_once(server):
     llm = make_llm(server)
     refusal = status_error(500, LLAMA_CPP_PYTHON_500)
     assert (llm._switched(refusal, "json_schema"), llm._switched(refusal, "json_schema")) == (True, True)
-    assert llm.mode == "json_object_schema"
+    assert llm.output_mode == "json_object_schema"
 
 
 def test_a_repair_that_cannot_quote_the_cut_reply_is_asked_without_it(server):

@@ -14,7 +14,7 @@ from sqlmodel import select
 
 from dreamer.core.errors import Retryable
 from dreamer.core.models import Cursor, Lease, Memory, MemoryEvent
-from dreamer.engine.dream import dream_pass, locked_out
+from dreamer.engine.dream import dream_pass, run_pass
 from dreamer.engine.jobs import run_session
 from dreamer.engine.shared_index import end_turn, open_shared_runtime
 from dreamer.ingest.store import record_messages
@@ -274,7 +274,8 @@ def test_with_a_qdrant_server_a_pass_leaves_a_locked_users_session_due_and_dream
     rt = leased()
     assert isinstance(rt.user_locks, LeaseLocks)
 
-    first = dream_pass(rt, session_ids=[alice, bob])
+    dreamed = run_pass(rt, session_ids=[alice, bob])
+    first = dreamed.run
     assert (first.status, first.sessions, first.added, first.failed_sessions, first.error) == (
         "partial",
         1,
@@ -282,14 +283,21 @@ def test_with_a_qdrant_server_a_pass_leaves_a_locked_users_session_due_and_dream
         0,
         LOCKED_OUT,
     )
-    assert locked_out(first)
+    assert dreamed.left_locked() and dreamed.tally.locked_out == 1
     assert (processed(engine, alice), processed(engine, bob)) == (0, 4)
     assert [m.text for m in memories(engine, "bob")] == ["The user prefers black coffee at night."]
     assert memories(engine) == [] and holder(engine, lock_name("alice")) == ELSEWHERE
 
     leases.release(engine, lock_name("alice"), ELSEWHERE)
-    second = dream_pass(rt, session_ids=[alice, bob])
-    assert (second.status, second.sessions, second.added, second.error, locked_out(second)) == ("ok", 1, 1, None, False)
+    again = run_pass(rt, session_ids=[alice, bob])
+    second = again.run
+    assert (second.status, second.sessions, second.added, second.error, again.left_locked()) == (
+        "ok",
+        1,
+        1,
+        None,
+        False,
+    )
     assert [m.text for m in memories(engine)] == ["The user prefers green tea in the morning."]
     with session_scope(engine) as s:
         assert s.get(Cursor, alice).attempts == 0  # not the session's fault: nothing toward quarantine

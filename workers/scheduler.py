@@ -89,20 +89,21 @@ class InlineExecutor:
         self.clock = clock
 
     def __call__(self, stop: Callable[[], bool]) -> Ran:
-        from dreamer.engine.dream import dream_pass, locked_out, stopped_busy
+        from dreamer.engine.dream import run_pass
 
         if self.rt.settings.sources:  # what the watched folders gained, first
             from dreamer.ingest.watch import ingest_sources
 
             ingest_sources(self.rt.engine, self.rt.settings)
         try:  # the tick found the agent idle at its now; the pass still stops if it turns busy
-            run = dream_pass(self.rt, trigger="scheduler", busy_checked=True, now=self.clock(), stop=stop)
+            dreamed = run_pass(self.rt, trigger="scheduler", now=self.clock(), stop=stop)
         finally:
             end_turn(self.rt)
+        run = dreamed.run
         log.info(
             "pass %s %s: %s session(s), %s added, %s merged", run.id, run.status, run.sessions, run.added, run.merged
         )
-        return Ran(run.id, run.error if stopped_busy(run) or locked_out(run) else None)
+        return Ran(run.id, run.error if dreamed.stopped_busy() or dreamed.left_locked() else None)
 
 
 class CeleryExecutor:

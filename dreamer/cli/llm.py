@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import typer
 
 from dreamer.cli import command_group, out, print_json, settings_of
@@ -26,12 +24,12 @@ def check(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
     engine = prepare(settings)
     report = check_endpoint(settings, engine)
     if as_json:
-        print_json(asdict(report))
+        print_json(report.as_json())
         return
     rows = [
         ("endpoint", report.base_url),
         ("model", report.model),
-        ("output mode", report.mode),
+        ("output mode", report.output_mode),
         ("context window", f"{report.window} tokens (from {report.window_source})"),
         ("extraction", f"{len(report.candidates)} item(s) in {report.seconds:.2f} s"),
         ("usage", f"{report.prompt_tokens} prompt + {report.completion_tokens} completion tokens (the endpoint's)"),

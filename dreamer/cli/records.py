@@ -228,12 +228,12 @@ def _llm_status(settings: Settings, engine: Engine) -> dict[str, Any]:
         return {}
     record = learnt(engine, settings.llm_base_url, settings.llm_model)
     if settings.llm_output_mode != "auto":
-        mode = f"{settings.llm_output_mode} (forced by DREAMER_LLM_OUTPUT_MODE)"
+        output_mode = f"{settings.llm_output_mode} (forced by DREAMER_LLM_OUTPUT_MODE)"
     else:
-        mode = record.mode if record and record.mode else "auto (not negotiated yet)"
+        output_mode = record.mode if record and record.mode else "auto (not negotiated yet)"
     window = settings.llm_context_window or (record.context_window if record else None)
     source = "setting" if settings.llm_context_window else (record.window_source if record else None)
-    return {"llm_mode": mode, "llm_window": f"{window} tokens (from {source})" if window else "unknown"}
+    return {"llm_mode": output_mode, "llm_window": f"{window} tokens (from {source})" if window else "unknown"}
 
 
 def _counts(engine: Engine) -> dict[str, int]:

@@ -7,26 +7,27 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from dreamer.core.consolidate import normalise
+from dreamer.core.settings.modes import MemoryMode
 
 T = TypeVar("T")
 
 OFF_NOTE = "memory mode is off: nothing was read or written"
 
 
-def reads_builtin(mode: str) -> bool:
-    return mode in ("builtin", "both")
+def reads_builtin(memory_mode: MemoryMode) -> bool:
+    return memory_mode in ("builtin", "both")
 
 
-def reads_external(mode: str) -> bool:
-    return mode in ("external", "both")
+def reads_external(memory_mode: MemoryMode) -> bool:
+    return memory_mode in ("external", "both")
 
 
-def writes_builtin(mode: str) -> bool:
-    return mode in ("builtin", "both")
+def writes_builtin(memory_mode: MemoryMode) -> bool:
+    return memory_mode in ("builtin", "both")
 
 
-def writes_external(mode: str) -> bool:
-    return mode in ("external", "both")
+def writes_external(memory_mode: MemoryMode) -> bool:
+    return memory_mode in ("external", "both")
 
 
 def interleave(sources: Sequence[Sequence[T]], text: Callable[[T], str], limit: int) -> list[T]:

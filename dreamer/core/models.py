@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from dreamer.core.run_status import RunStatus, RunStatusColumn
+
 AGENT_KINDS = ("preference", "profile", "focus")
 CODE_KINDS = ("root_cause", "interface_behavior", "design_decision")
 ONLINE_KINDS = ("daily_note",)
@@ -165,9 +167,7 @@ class DreamRun(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     trigger: str = Field(default="manual", max_length=32)
-    status: str = Field(
-        default="running", max_length=24
-    )  # running | ok | partial | stopped | failed | skipped_busy | abandoned
+    status: RunStatus = Field(default=RunStatus.RUNNING, sa_type=RunStatusColumn(24))
     extractor: str = Field(default="rules", max_length=16)
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None

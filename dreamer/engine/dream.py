@@ -4,13 +4,14 @@ transaction per session (memories, history, cursor) -> index via the outbox -> M
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 
 from dreamer.core.errors import BudgetExceeded, CircuitOpen
 from dreamer.core.models import DreamRun, Session, utcnow
 from dreamer.core.private import check_free_space
+from dreamer.core.run_status import RunStatus
 from dreamer.engine import outbox
 from dreamer.engine.busy_scope import all_due_busy, busy_now
 from dreamer.engine.consolidation.judge import Judge, LLMJudge
@@ -20,7 +21,7 @@ from dreamer.engine.failures import count_timeouts
 from dreamer.engine.group import dream_apart
 from dreamer.engine.pace import Pace
 from dreamer.engine.rules.extractor import RulesExtractor
-from dreamer.engine.runs import Tally, finish_skipped, run_id, run_owner, save_run, start_run
+from dreamer.engine.runs import Pass, StopCause, finish_skipped, run_id, run_owner, start_run
 from dreamer.engine.runtime import UNSET, Runtime, Unset
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
@@ -46,51 +47,93 @@ def dream_pass(
 ) -> DreamRun:
     """Run one pass and return its `dream_runs` row (`NoSpace` first when the disk is short). `force`
     takes quiet-pending and short sessions at once, busy or not; else a busy owner's sessions are
-    left due (`_Watch`). `extractor`/`judge` default to the model's, else rules and no judge."""
+    left due (`_Watch`), and unless `busy_checked` a pass whose due sessions' owners are all busy
+    is skipped. `extractor`/`judge` default to the model's, else rules and no judge. `run_pass`
+    runs one and gives the whole `Pass`."""
+    if not (force or busy_checked):
+        check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before the skipped pass's row too
+        if reason := all_due_busy(rt, now or utcnow(), session_ids=session_ids, user_id=user_id):
+            return finish_skipped(rt, trigger, reason)
+    return run_pass(
+        rt,
+        trigger=trigger,
+        session_ids=session_ids,
+        user_id=user_id,
+        force=force,
+        now=now,
+        stop=stop,
+        extractor=extractor,
+        judge=judge,
+    ).run
+
+
+def run_pass(
+    rt: Runtime,
+    *,
+    trigger: str = "manual",
+    session_ids: list[int] | None = None,
+    user_id: str | None = None,
+    force: bool = False,
+    now: datetime | None = None,
+    stop: Callable[[], bool] | None = None,
+    extractor: Extractor | None = None,
+    judge: Judge | None | Unset = UNSET,
+) -> Pass:
+    """`dream_pass` for a caller that found the owners idle or `force`s it: the `Pass`, saved,
+    whose fields say why it stopped early or left sessions due (`Pass.stopped_busy`, `Pass.left_locked`)."""
     check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before anything is written, a run row too
     started = utcnow()
     at = now or started
-    if not (force or busy_checked) and (reason := all_due_busy(rt, at, session_ids=session_ids, user_id=user_id)):
-        return finish_skipped(rt, trigger, reason)
     leases.sweep_abandoned_runs(rt.engine)
     llm = _guarded(rt)
     extractor = _fitted(extractor or _extractor(rt, llm))
     judging = (LLMJudge(llm) if llm is not None else None) if judge is UNSET else judge
     run = start_run(rt, trigger, extractor.name)
-    lease = leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)
-    tally = Tally()
+    p = Pass(run, llm, Pace(_never, leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)))
     try:
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
             rules = DueRules.from_settings(rt.settings)
             due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
-        watch = _Watch(rt, run, stop, None if force else lambda: at + (utcnow() - started))
+        watch = _Watch(rt, p, stop, None if force else lambda: at + (utcnow() - started))
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
-        _dream_groups(rt, groups, (extractor, judging), llm, run, tally, watch, lease)
-        lease.keep_alive()
-        count_timeouts(rt, llm, tally.timed_out, may_probe=run.status == "running" and not run.error)
+        _dream_groups(rt, groups, (extractor, judging), p, watch)
+        p.pace.run_lease.keep_alive()
+        count_timeouts(rt, llm, p.tally.timed_out, may_probe=p.stopped_by is None)
         outbox.drain(rt)  # and every due view rendered, once per user
     except BaseException as exc:
-        run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
-        save_run(rt, run, tally, llm)
+        run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        p.save(rt)
         raise
+    _close(p)
+    p.save(rt)
+    return p
+
+
+def _never() -> bool:
+    return False
+
+
+def _close(p: Pass) -> None:
+    """The run row's note says which sessions were left due and why; a run still running ends ok,
+    or partial when sessions failed or were left due."""
+    run, tally = p.run, p.tally
     if tally.busy_left:
         run.error = "; ".join(filter(None, [run.error, f"{tally.busy_left} session(s) {LEFT_BUSY} ({tally.busy_why})"]))
     if tally.locked_out:
         run.error = "; ".join(filter(None, [run.error, f"{tally.locked_out} session(s) {LOCKED_OUT}"]))
-    if run.status == "running":
-        run.status = "ok" if not (run.failed_sessions or tally.locked_out or tally.busy_left) else "partial"
-    return save_run(rt, run, tally, llm)
+    if run.status == RunStatus.RUNNING:
+        run.status = RunStatus.PARTIAL if run.failed_sessions or tally.locked_out or tally.busy_left else RunStatus.OK
 
 
 @dataclass
 class _Watch:
     """What the pass asks between its steps: whether it is to stop (asked to, or the busy signal
     is out of reach: nobody can tell who is idle), and whether one owner is busy (`busy_at`
-    None: a forced pass, never). Says why on the run row."""
+    None: a forced pass, never). Says why on the pass (`Pass.stop`)."""
 
     rt: Runtime
-    run: DreamRun
+    p: Pass
     stop: Callable[[], bool] | None
     busy_at: Callable[[], datetime] | None
     ended: bool = False  # the whole pass stops
@@ -100,30 +143,26 @@ class _Watch:
         """Whether the group of `owner` stops before its next step: the pass is to stop, or
         `owner` is busy (`why` says why)."""
         if self.stop is not None and self.stop():
-            self.run.error, self.ended = "stopped on request", True
+            self.p.stop(StopCause.REQUESTED, "stopped on request")
+            self.ended = True
             return True
         if self.busy_at is None:
             return False
         now = busy_now(self.rt.busy, self.busy_at())
         if now.everyone:
-            self.run.status, self.run.error, self.ended = "stopped", f"{BECAME_BUSY}: {now.everyone}", True
+            self.p.stop(StopCause.BUSY, f"{BECAME_BUSY}: {now.everyone}")
+            self.ended = True
         self.why = now.reason(owner)
         return self.why is not None
 
 
 def _dream_groups(
-    rt: Runtime,
-    groups: list[list[Session]],
-    readers: tuple[Extractor, Judge | None],
-    llm: GuardedLLM | None,
-    run: DreamRun,
-    tally: Tally,
-    watch: _Watch,
-    run_lease: leases.HeldLease,
+    rt: Runtime, groups: list[list[Session]], readers: tuple[Extractor, Judge | None], p: Pass, watch: _Watch
 ) -> None:
     """Each group of due sessions in turn, until the pass is stopped or the breaker or the
     budget stops it; a group whose owner is busy is left due, before it starts or between its
     sessions, and the pass goes on with the next."""
+    tally = p.tally
     for group in groups:
         owner = group[0]
         if watch.halted(owner):
@@ -134,32 +173,19 @@ def _dream_groups(
         if owner.user_id in tally.locked_users:  # not extracted only to wait for the lock again
             tally.locked_out += len(group)
             continue
-        run_lease.keep_alive()
-        done = run.sessions + run.failed_sessions
+        p.pace.run_lease.keep_alive()
+        done = p.run.sessions + p.run.failed_sessions
+        p.pace = replace(p.pace, halted=partial(watch.halted, owner))  # asked between the group's steps
         try:
-            halted = dream_apart(rt, group, readers, llm, run, tally, Pace(partial(watch.halted, owner), run_lease))
+            halted = dream_apart(rt, group, readers, p)
         except (CircuitOpen, BudgetExceeded) as exc:
-            run.status, run.error = "stopped", str(exc)
+            p.stop(StopCause.GUARD, str(exc))
             break
         if halted and watch.ended:
             break
         if halted:  # its owner became busy between two of its sessions
-            left = len(group) - (run.sessions + run.failed_sessions - done)
+            left = len(group) - (p.run.sessions + p.run.failed_sessions - done)
             tally.busy_left, tally.busy_why = tally.busy_left + left, watch.why
-
-
-def locked_out(run: DreamRun) -> bool:
-    """Whether the pass left sessions due because another writer kept their user's lock."""
-    return run.status == "partial" and LOCKED_OUT in (run.error or "")
-
-
-def stopped_busy(run: DreamRun) -> bool:
-    """Whether the pass left sessions due for a busy owner, or stopped before its last session
-    because nobody could tell who is idle."""
-    error = run.error or ""
-    return (run.status == "stopped" and error.startswith(BECAME_BUSY)) or (
-        run.status == "partial" and LEFT_BUSY in error
-    )
 
 
 def _guarded(rt: Runtime) -> GuardedLLM | None:

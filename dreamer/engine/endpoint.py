@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from dreamer.core.models import LLMEndpoint
 from dreamer.core.settings import Settings
 from dreamer.llm.client import DEFAULT_WINDOW, REMOTE_TIMEOUT, OpenAILLM, build_llm, is_local
-from dreamer.llm.formats import Mode, as_mode
+from dreamer.llm.formats import OutputMode, as_mode
 from dreamer.llm.window import Window, discover_window, probe_window
 from dreamer.store import endpoints
 
@@ -24,9 +24,9 @@ PROBE_TIMEOUT = 5.0  # seconds each question about the window may take
 
 @dataclass(frozen=True)
 class Known:
-    """What a process starts with for its endpoint: the mode, the window and where it came from."""
+    """What a process starts with for its endpoint: the output mode, the window and where it came from."""
 
-    mode: Mode | None
+    output_mode: OutputMode | None
     window: int
     source: str
     timeout: float | None
@@ -38,13 +38,13 @@ def known_endpoint(settings: Settings, engine: Engine, *, ask: bool = True) -> K
     `DEFAULT_WINDOW`) and the timeout learnt by `llm check`."""
     url, model = settings.llm_base_url, settings.llm_model
     record = endpoints.learnt(engine, url, model)
-    mode = as_mode(settings.llm_output_mode) or (as_mode(record.mode) if record else None)
+    output_mode = as_mode(settings.llm_output_mode) or (as_mode(record.mode) if record else None)
     window = _window(settings, ask, record)
     if window.tokens is not None and window.source not in ("setting", "remembered"):
         endpoints.remember(engine, url, model, context_window=window.tokens, window_source=window.source)
     tokens = window.tokens or DEFAULT_WINDOW
     learnt = learnt_timeout(record.checked_seconds, record.checked_tokens, tokens) if record else None
-    return Known(mode, tokens, window.source if window.tokens else "default", learnt)
+    return Known(output_mode, tokens, window.source if window.tokens else "default", learnt)
 
 
 def _window(settings: Settings, ask: bool, record: LLMEndpoint | None) -> Window:
@@ -75,10 +75,14 @@ def open_llm(settings: Settings, engine: Engine, known: Known | None = None) -> 
         return None
     known = known or known_endpoint(settings, engine)
 
-    def remember_mode(mode: Mode) -> None:
-        log.info("%s at %s answers in the %s output mode", settings.llm_model, settings.llm_base_url, mode)
-        endpoints.remember(engine, settings.llm_base_url, settings.llm_model, mode=mode)
+    def remember_mode(output_mode: OutputMode) -> None:
+        log.info("%s at %s answers in the %s output mode", settings.llm_model, settings.llm_base_url, output_mode)
+        endpoints.remember(engine, settings.llm_base_url, settings.llm_model, mode=output_mode)
 
     return build_llm(
-        settings, mode=known.mode, context_window=known.window, timeout=known.timeout, on_mode=remember_mode
+        settings,
+        output_mode=known.output_mode,
+        context_window=known.window,
+        timeout=known.timeout,
+        on_mode=remember_mode,
     )

@@ -67,19 +67,20 @@ def run_session(
     turn is given back after each pass. Raises (each retryable) `Busy` with `wait_while_busy`
     while the session's user or agent is busy, `LeaseBusy` when another worker has the session, `UserLocked` when
     another writer kept its user's consolidation lock."""
-    from dreamer.engine.dream import dream_pass, locked_out
+    from dreamer.engine.dream import run_pass
 
     if wait_while_busy and (reason := session_busy(rt, session_id, utcnow())):
         raise Busy(f"session {session_id} waits: {reason}")
     runs: list[DreamRun] = []
     while True:
         try:
-            run = dream_pass(rt, trigger=trigger, session_ids=[session_id], force=True)
+            dreamed = run_pass(rt, trigger=trigger, session_ids=[session_id], force=True)
         finally:
             if release:
                 end_turn(rt)
+        run = dreamed.run
         runs.append(run)
-        if locked_out(run):
+        if dreamed.left_locked():
             raise UserLocked(f"session {session_id}: {run.error}", delay=RETRY_DELAY)
         if not run.sessions or not catch_up or not pending(rt, session_id):
             break

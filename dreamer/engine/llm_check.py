@@ -5,7 +5,8 @@ What it measures is remembered for the endpoint (the request timeout is learnt f
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import httpx
 from sqlalchemy.engine import Engine
@@ -31,7 +32,7 @@ class CheckReport:
 
     base_url: str
     model: str
-    mode: str = ""
+    output_mode: str = ""  # `mode` in the JSON
     window: int = 0
     window_source: str = ""
     candidates: list[str] = field(default_factory=list)
@@ -41,13 +42,17 @@ class CheckReport:
     timeout: float = 0.0
     problem: str | None = None  # the model answered, but nothing valid
 
+    def as_json(self) -> dict[str, Any]:
+        """The report as `llm check --json` prints it: its fields in order, the output mode as `mode`."""
+        return {"mode" if k == "output_mode" else k: v for k, v in asdict(self).items()}
+
 
 def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
     """Check the configured endpoint; `EndpointUnusable` (one clear line) when it cannot be used."""
     report = CheckReport(settings.llm_base_url, settings.llm_model)
     _reachable(settings)
     known = known_endpoint(settings, engine)
-    known = replace(known, mode=as_mode(settings.llm_output_mode))  # negotiated afresh unless forced
+    known = replace(known, output_mode=as_mode(settings.llm_output_mode))  # negotiated afresh unless forced
     report.window, report.window_source = known.window, known.source
     llm = open_llm(settings, engine, known)
     if llm is None:
@@ -66,7 +71,7 @@ def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
         report.candidates = [c.text for c in result.candidates]
         report.prompt_tokens, report.completion_tokens = result.usage.prompt_tokens, result.usage.completion_tokens
     report.seconds = round(time.perf_counter() - started, 3)
-    report.mode = llm.mode
+    report.output_mode = llm.output_mode
     _remember(settings, engine, report)
     return report
 
@@ -76,7 +81,7 @@ def _remember(settings: Settings, engine: Engine, report: CheckReport) -> None:
         engine,
         settings.llm_base_url,
         settings.llm_model,
-        mode=report.mode,
+        mode=report.output_mode,
         checked_seconds=report.seconds,
         checked_tokens=(report.prompt_tokens + report.completion_tokens) or None,
     )

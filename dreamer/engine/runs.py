@@ -1,24 +1,34 @@
-"""The pass's `dream_runs` row: started with its run lease, its counts tallied, saved at the
-end with the model's usage, the run lease released."""
+"""The pass under way (`Pass`: its `dream_runs` row, its counts, its model and its leases) and
+its row: started with its run lease, its counts tallied, saved at the end with the model's
+usage, the run lease released."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from typing import TypedDict
 
 from sqlmodel import col, select
 
-from dreamer.core.models import Cursor, DreamRun, Lease, utcnow
+from dreamer.core.errors import LeaseLost, LLMTimeout
+from dreamer.core.models import Cursor, DreamRun, Lease, Session, utcnow
+from dreamer.core.run_status import RunStatus
 from dreamer.engine.consolidation.guard import PassGuard
-from dreamer.engine.failures import TimedOut
+from dreamer.engine.extraction.extract import Candidate
+from dreamer.engine.failures import TimedOut, counts_as_its_own, is_global, record_failure
+from dreamer.engine.load import Work, session_id
+from dreamer.engine.pace import Pace
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
 from dreamer.store.db import session_scope
+
+log = logging.getLogger(__name__)
 
 
 class Rejection(TypedDict):
@@ -30,6 +40,7 @@ class Rejection(TypedDict):
 
 
 DROPPED = "dropped from the model's reply"
+OVER_CAP = "over the per-session cap"  # why a grounded candidate past `entries_per_session` is rejected
 
 
 @dataclass
@@ -52,6 +63,95 @@ class Tally:
     guard: PassGuard | None = None  # made from the settings when the pass first applies a session
 
 
+class StopCause(StrEnum):
+    """Why a pass stopped before its last session (its run row's `error` says it to a person)."""
+
+    REQUESTED = "requested"  # asked to stop: the run still ends ok or partial
+    BUSY = "busy"  # the agent became busy: nobody can tell who is idle (the run is stopped)
+    GUARD = "guard"  # the model's circuit breaker opened or the token budget is spent (the run is stopped)
+
+
+@dataclass
+class Pass:
+    """One pass under way: its run row, its counts, the model behind its budget and breaker (None:
+    rules), what the group under way asks between its steps (`pace`, with the run lease) and the
+    leases held on that group's sessions. Why it stopped early is a field (`stopped_by`), as are
+    the sessions it left due (the tally's): the run row's `error` is a note, never read back."""
+
+    run: DreamRun
+    llm: GuardedLLM | None
+    pace: Pace
+    tally: Tally = field(default_factory=Tally)
+    held: dict[int, leases.HeldLease] = field(default_factory=dict)  # by session id
+    stopped_by: StopCause | None = None
+
+    @property
+    def owner(self) -> str:
+        return run_owner(self.run)
+
+    def stop(self, cause: StopCause, note: str) -> None:
+        """The pass stops before its next session, for `cause`; `note` says why on the run row."""
+        self.stopped_by, self.run.error = cause, note
+        if cause is not StopCause.REQUESTED:
+            self.run.status = RunStatus.STOPPED
+
+    def left_locked(self) -> bool:
+        """Whether the pass left sessions due because another writer kept their user's lock."""
+        return self.run.status == RunStatus.PARTIAL and self.tally.locked_out > 0
+
+    def stopped_busy(self) -> bool:
+        """Whether the pass left sessions due for a busy owner, or stopped before its last session
+        because nobody could tell who is idle."""
+        if self.run.status == RunStatus.STOPPED:
+            return self.stopped_by is StopCause.BUSY
+        return self.run.status == RunStatus.PARTIAL and self.tally.busy_left > 0
+
+    def lease(self, rt: Runtime, sess: Session) -> bool:
+        """Lease `sess` for the group under way; False when another worker has it."""
+        sid = session_id(sess)
+        name, ttl = leases.session_lease(sid), rt.settings.lease_seconds
+        if not leases.acquire(rt.engine, name, self.owner, ttl):
+            return False
+        self.held[sid] = leases.HeldLease(rt.engine, name, self.owner, ttl)
+        return True
+
+    def release(self) -> None:
+        """Give back the leases on the sessions of the group under way."""
+        for lease in self.held.values():
+            leases.release(lease.engine, lease.name, lease.owner)
+        self.held = {}
+
+    def done(self, work: Work, left_out: list[Candidate]) -> None:
+        """The session counted done; the candidates left out of it (ungrounded, or over the cap) rejected."""
+        sess = work.session
+        self.tally.rejected += [
+            {"session_id": sess.id, "text": c.text, "reason": c.ungrounded or OVER_CAP} for c in left_out
+        ]
+        self.run.sessions += 1
+        self.run.messages += work.new_messages
+
+    def failed(self, rt: Runtime, sess: Session, exc: Exception) -> None:
+        """A session whose lease was lost is dropped; one that failed for a reason of its own (what
+        the model made of it, or anything else that is not `is_global`) is recorded failed and counted
+        toward its quarantine. A global failure (the breaker, the budget, the store) stops the pass."""
+        if isinstance(exc, LeaseLost):
+            log.warning(
+                "session %s: its lease expired and another worker took it; this worker's work on it is dropped", sess.id
+            )
+            return
+        if is_global(exc):
+            raise exc
+        error = f"{type(exc).__name__}: {exc}"
+        recorded = record_failure(rt, session_id(sess), error, counted=counts_as_its_own(exc))
+        if isinstance(exc, LLMTimeout) and recorded is not None and self.llm is not None:
+            self.tally.timed_out.append(TimedOut(session_id(sess), recorded, self.llm.answered))
+        self.run.failed_sessions += 1
+
+    def save(self, rt: Runtime) -> DreamRun:
+        """The run row saved with its counts and the model's usage (`save_run`)."""
+        return save_run(rt, self.run, self.tally, self.llm)
+
+
 def run_id(run: DreamRun) -> int:
     """The id of a run row already written."""
     if run.id is None:
@@ -67,7 +167,7 @@ def run_owner(run: DreamRun) -> str:
 def start_run(rt: Runtime, trigger: str, extractor: str) -> DreamRun:
     """The run row and its run lease, in one transaction: no sweep ever sees one without the other."""
     with session_scope(rt.engine) as s:
-        run = DreamRun(trigger=trigger, status="running", extractor=extractor)
+        run = DreamRun(trigger=trigger, status=RunStatus.RUNNING, extractor=extractor)
         s.add(run)
         s.flush()
         expires = utcnow() + timedelta(seconds=rt.settings.lease_seconds)
@@ -78,7 +178,7 @@ def start_run(rt: Runtime, trigger: str, extractor: str) -> DreamRun:
 def finish_skipped(rt: Runtime, trigger: str, reason: str) -> DreamRun:
     """The row of a pass that did not start: the agent was busy."""
     with session_scope(rt.engine) as s:
-        run = DreamRun(trigger=trigger, status="skipped_busy", error=reason, finished_at=utcnow())
+        run = DreamRun(trigger=trigger, status=RunStatus.SKIPPED_BUSY, error=reason, finished_at=utcnow())
         s.add(run)
     return run
 
@@ -100,7 +200,7 @@ def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -
     return run
 
 
-FAILED_STATUSES = frozenset({"stopped", "failed"})  # the pass ended before its sessions were done
+FAILED_STATUSES = frozenset({RunStatus.STOPPED, RunStatus.FAILED})  # the pass ended before its sessions were done
 
 
 def pass_failure(run: DreamRun, session_errors: Sequence[str]) -> str | None:

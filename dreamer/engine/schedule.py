@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.engine import Engine
 
 from dreamer.core.models import DreamRun, SchedulerState, utcnow
+from dreamer.core.run_status import RunStatus
 from dreamer.core.settings import Settings
 from dreamer.store.busy import busy_backoff
 from dreamer.store.db import session_scope
@@ -152,7 +153,7 @@ def save_state(engine: Engine, state: SchedState, name: str = JOB_NAME) -> None:
 def record_skip(engine: Engine, trigger: str, reason: str) -> DreamRun:
     """A `skipped_busy` run row, so `dreamer runs ls` shows the skips too."""
     with session_scope(engine) as s:
-        run = DreamRun(trigger=trigger, status="skipped_busy", error=reason, finished_at=utcnow())
+        run = DreamRun(trigger=trigger, status=RunStatus.SKIPPED_BUSY, error=reason, finished_at=utcnow())
         s.add(run)
     return run
 

@@ -22,6 +22,7 @@ from sqlmodel import col, select
 from dreamer.core.days import local_day
 from dreamer.core.errors import ConfigError, NotFound, WindowTooSmall
 from dreamer.core.models import TEAM_KINDS, DreamRun, Message, Session, Team, utcnow
+from dreamer.core.run_status import RunStatus
 from dreamer.core.secrets.redact import clean_for_model
 from dreamer.core.teams import TEAM_SOURCE, TeamRef, team_scope, writes
 from dreamer.core.trust.memory_text import stored_text
@@ -158,10 +159,10 @@ def close_round(rt: Runtime, team: Team, lines: list[Line], origin: dict[int, An
         result.round = count_round(rt.engine, team)
         _consolidate(rt, team, llm, candidates, _evidence(candidates, result.round, origin), run, tally, result)
     except BaseException as exc:
-        run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         save_run(rt, run, tally, llm)
         raise
-    run.status, run.sessions, run.messages = "ok", 1, len(lines)
+    run.status, run.sessions, run.messages = RunStatus.OK, 1, len(lines)
     save_run(rt, run, tally, llm)
     result.run_id, result.written = run.id, True
     result.added, result.merged, result.superseded = tally.added, tally.merged, tally.superseded

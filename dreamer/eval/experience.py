@@ -64,7 +64,9 @@ class Node:
 
 
 @dataclass
-class Tally:
+class ReplayScore:
+    """How the replayed scenarios scored so far: the expectations, searches and changes checked, and the misses."""
+
     expects: int = 0
     expects_right: int = 0
     searches: int = 0
@@ -110,9 +112,9 @@ class Replay:
     """One scenario on an empty store."""
 
     def __init__(
-        self, scenario: dict[str, Any], book: CodeBook, tally: Tally, embedder: Embedder | None = None
+        self, scenario: dict[str, Any], book: CodeBook, score: ReplayScore, embedder: Embedder | None = None
     ) -> None:
-        self.sc, self.book, self.tally, self.embedder = scenario, book, tally, embedder
+        self.sc, self.book, self.score, self.embedder = scenario, book, score, embedder
         self.ids: dict[str, Node] = {}
 
     def where(self, step: dict[str, Any]) -> Where:
@@ -132,10 +134,10 @@ class Replay:
             try:
                 getattr(self, f"op_{step['op']}")(step)
             except (DreamerError, KeyError, TypeError, ValueError) as exc:
-                self.tally.misses.append(
+                self.score.misses.append(
                     {"scenario": self.sc.get("name"), "step": i, "op": step["op"], "error": str(exc)}
                 )
-                self.tally.failed(step["op"])
+                self.score.failed(step["op"])
 
     def op_state(self, st: dict[str, Any]) -> None:
         given = StateInput(
@@ -181,11 +183,11 @@ class Replay:
             want = set(given)
         else:
             want = expected_dependents(st["target"], self.ids, where, self.book.depth)
-        self.tally.changes += 1
+        self.score.changes += 1
         if got == want:
-            self.tally.exact += 1
+            self.score.exact += 1
         else:
-            self.tally.misses.append(
+            self.score.misses.append(
                 {
                     "scenario": self.sc.get("name"),
                     "op": "change",
@@ -203,11 +205,11 @@ class Replay:
         with session_scope(self.book.engine) as s:
             row = rows.entry(s, USER, node.db_id) if node.kind == "entry" else rows.state(s, USER, node.db_id)
             status = row.status
-        self.tally.expects += 1
+        self.score.expects += 1
         if status == st["status"]:
-            self.tally.expects_right += 1
+            self.score.expects_right += 1
         else:
-            self.tally.misses.append(
+            self.score.misses.append(
                 {"scenario": self.sc.get("name"), "op": "expect", "id": st["id"], "want": st["status"], "got": status}
             )
 
@@ -223,13 +225,13 @@ class Replay:
         back = {n.db_id: k for k, n in self.ids.items()}
         got = [back.get(e["id"], e["id"]) for e in found["entries"]]
         want, forbid = list(st.get("expect") or []), set(st.get("forbid") or [])
-        self.tally.searches += 1
+        self.score.searches += 1
         hit = all(k in got[:TOP] for k in want)
         bad = sorted(forbid & set(got))
-        self.tally.hits += hit
-        self.tally.forbidden += len(bad)
+        self.score.hits += hit
+        self.score.forbidden += len(bad)
         if not hit or bad:
-            self.tally.misses.append(
+            self.score.misses.append(
                 {
                     "scenario": self.sc.get("name"),
                     "op": "search",
@@ -265,13 +267,13 @@ def run_experience(
     """Replay every scenario of `path` (each on an empty SQLite store) and score them; searches
     use `embedder` for meaning when one is given."""
     scenarios = load_scenarios(path)
-    tally = Tally()
+    score = ReplayScore()
     with tempfile.TemporaryDirectory(prefix="dreamer-experience-") as tmp:
         for i, sc in enumerate(scenarios):
             engine = db.make_engine(f"sqlite:///{Path(tmp) / f'scenario-{i}.db'}")
             try:
                 db.upgrade(engine)
-                Replay(sc, CodeBook(engine, depth=depth), tally, embedder).run()
+                Replay(sc, CodeBook(engine, depth=depth), score, embedder).run()
             finally:
                 engine.dispose()
             if on_scenario:
@@ -279,13 +281,13 @@ def run_experience(
     return {
         "scenarios": len(scenarios),
         "embedder": _name(embedder),
-        "lifecycle_accuracy": share(tally.expects_right, tally.expects),
-        "expects": tally.expects,
+        "lifecycle_accuracy": share(score.expects_right, score.expects),
+        "expects": score.expects,
         "retrieval": {
-            "searches": tally.searches,
-            "hit_at_3": share(tally.hits, tally.searches),
-            "forbidden_returned": tally.forbidden,
+            "searches": score.searches,
+            "hit_at_3": share(score.hits, score.searches),
+            "forbidden_returned": score.forbidden,
         },
-        "propagation": {"changes": tally.changes, "exact": share(tally.exact, tally.changes)},
-        "misses": tally.misses,
+        "propagation": {"changes": score.changes, "exact": share(score.exact, score.changes)},
+        "misses": score.misses,
     }

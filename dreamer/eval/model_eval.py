@@ -20,8 +20,7 @@ from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Ses
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.group import OVER_CAP
-from dreamer.engine.runs import DROPPED
+from dreamer.engine.runs import DROPPED, OVER_CAP
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.harness import UNLIMITED
 from dreamer.ingest.files import ingest_file

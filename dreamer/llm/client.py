@@ -24,8 +24,8 @@ from dreamer.core.errors import LLMError, LLMInvalidOutput, LLMTimeout, WindowTo
 from dreamer.llm.answers import Answer, add_usage, answer_of, read_answer, repair_messages
 from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.formats import (
-    MODES,
-    Mode,
+    OUTPUT_MODES,
+    OutputMode,
     as_mode,
     error_text,
     next_mode,
@@ -82,7 +82,7 @@ class LLM(Protocol):
 class OpenAILLM:
     """`LLM` over the official openai client; build the client with ``max_retries=0``.
 
-    `mode` is the structured-output mode to start with (None: the first of `MODES`); unless
+    `output_mode` is the structured-output mode to start with (None: the first of `OUTPUT_MODES`); unless
     `forced`, a refusal of it moves to the next at once and `on_mode` is told the one that
     answered, so a store can remember it for the endpoint."""
 
@@ -94,12 +94,12 @@ class OpenAILLM:
         max_retries: int = 4,
         retry_base: float = 1.0,
         retry_cap: float = 30.0,
-        mode: Mode | None = None,
+        output_mode: OutputMode | None = None,
         forced: bool = False,
         context_window: int = DEFAULT_WINDOW,
         reply_tokens: int = 4_096,
         temperature: float = 0.0,
-        on_mode: Callable[[Mode], None] | None = None,
+        on_mode: Callable[[OutputMode], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -109,7 +109,7 @@ class OpenAILLM:
         self.max_retries = max_retries
         self.retry_base = retry_base
         self.retry_cap = retry_cap
-        self.mode: Mode = mode or MODES[0]
+        self.output_mode: OutputMode = output_mode or OUTPUT_MODES[0]
         self.forced = forced
         self.context_window = context_window
         self.reply_tokens = reply_tokens
@@ -117,7 +117,7 @@ class OpenAILLM:
         self.margin = TOKEN_MARGIN
         self._on_mode = on_mode
         self._lock = threading.Lock()  # the flusher's workers and the API's threads share one client
-        self._told: Mode | None = mode
+        self._told: OutputMode | None = output_mode
         self._sleep = sleep
         self._rand = rand
 
@@ -190,7 +190,7 @@ class OpenAILLM:
         self, call: _Call, schema: type[BaseModel], extra: list[ChatCompletionMessageParam], usage: Usage
     ) -> Answer:
         while True:
-            tried = self.mode
+            tried = self.output_mode
             body = self._body(call.system, call.user, schema, call.name, extra)
             estimate = prompt_tokens_of(body)
             budget = self._budget(body, call)
@@ -213,20 +213,20 @@ class OpenAILLM:
             self._learn(estimate, answer.prompt_tokens)
             return answer
 
-    def _switched(self, exc: openai.APIStatusError, tried: Mode) -> bool:
+    def _switched(self, exc: openai.APIStatusError, tried: OutputMode) -> bool:
         """Move on from `tried`, the mode `exc` refuses (unless the mode is forced). Threads that
         share the client and were refused together move it on once: a later one finds the mode
         moved already and tries again in it."""
         if self.forced or not rejects_format(exc):
             return False
         with self._lock:
-            if self.mode != tried:
+            if self.output_mode != tried:
                 return True
             nxt = next_mode(tried)
             if nxt is None:
                 return False
             log.warning("%s refuses the %s output mode (%s); trying %s", self.model, tried, error_text(exc)[:200], nxt)
-            self.mode = nxt
+            self.output_mode = nxt
         return True
 
     def _shrunk(self, exc: openai.APIStatusError) -> bool:
@@ -241,10 +241,10 @@ class OpenAILLM:
 
     def _learn(self, estimate: int, reported: int | None) -> None:
         """Tell the mode that answered once; take the endpoint's own count of a prompt as the margin."""
-        if self._told != self.mode:
-            self._told = self.mode
+        if self._told != self.output_mode:
+            self._told = self.output_mode
             if self._on_mode is not None:
-                self._on_mode(self.mode)
+                self._on_mode(self.output_mode)
         if reported and estimate:  # a tokenizer counts within half again of ours; more is a server's own figure
             with self._lock:
                 self.margin = min(MAX_MARGIN, max(self.margin, reported / estimate * 1.05))
@@ -253,12 +253,12 @@ class OpenAILLM:
         self, system: str, user: str, schema: type[BaseModel], name: str, extra: list[ChatCompletionMessageParam]
     ) -> _Body:
         messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": system_prompt(self.mode, system, schema)},
+            {"role": "system", "content": system_prompt(self.output_mode, system, schema)},
             {"role": "user", "content": user},
             *extra,
         ]
         body: _Body = {"messages": messages}
-        fmt = response_format(self.mode, schema, name)
+        fmt = response_format(self.output_mode, schema, name)
         if fmt is not None:
             body["response_format"] = fmt
         return body
@@ -359,12 +359,12 @@ def build_openai_client(settings: Settings, timeout: float | None = None) -> ope
 def build_llm(
     settings: Settings,
     *,
-    mode: Mode | None = None,
+    output_mode: OutputMode | None = None,
     context_window: int | None = None,
     timeout: float | None = None,
-    on_mode: Callable[[Mode], None] | None = None,
+    on_mode: Callable[[OutputMode], None] | None = None,
 ) -> OpenAILLM | None:
-    """An `OpenAILLM` for the configured endpoint, or None when no endpoint is set. `mode` and
+    """An `OpenAILLM` for the configured endpoint, or None when no endpoint is set. `output_mode` and
     `context_window` are what is known of the endpoint (remembered, or asked of it); a setting
     forces either."""
     if not settings.llm_base_url:
@@ -376,7 +376,7 @@ def build_llm(
         max_retries=settings.llm_max_retries,
         retry_base=settings.llm_retry_base,
         retry_cap=settings.llm_retry_cap,
-        mode=forced or mode,
+        output_mode=forced or output_mode,
         forced=forced is not None,
         context_window=settings.llm_context_window or context_window or DEFAULT_WINDOW,
         reply_tokens=settings.llm_reply_tokens,

@@ -3,7 +3,7 @@
 Endpoints differ in the `response_format` they take: OpenAI, Ollama, vLLM and LM Studio take
 `json_schema`; llama.cpp's server takes `json_schema` and a `schema` inside `json_object`;
 llama-cpp-python takes only `json_object` (with an optional `schema`) and answers 500 to the rest;
-some gateways take none. The client tries the modes in `MODES` order and keeps the first that an
+some gateways take none. The client tries the modes in `OUTPUT_MODES` order and keeps the first that an
 endpoint accepts. A refusal of the format, in any status (400, 422, 500) whose error names
 `response_format`, `json_schema` or the format's type, is an answer about capability: the client
 switches at once, never retries it and never counts it toward the breaker.
@@ -18,8 +18,8 @@ import openai
 from openai.types.chat.completion_create_params import ResponseFormat
 from pydantic import BaseModel
 
-Mode = Literal["json_schema", "json_object_schema", "json_object", "prompt"]
-MODES: tuple[Mode, ...] = get_args(Mode)
+OutputMode = Literal["json_schema", "json_object_schema", "json_object", "prompt"]
+OUTPUT_MODES: tuple[OutputMode, ...] = get_args(OutputMode)
 AUTO = "auto"
 FORMAT_STATUSES = frozenset({400, 422, 500})
 FORMAT_WORDS = ("response_format", "json_schema", "json_object", "response format")
@@ -30,21 +30,21 @@ _METADATA = ("title", "description", "default")
 
 
 def is_mode(value: str) -> bool:
-    return value in MODES
+    return value in OUTPUT_MODES
 
 
-def as_mode(value: str | None) -> Mode | None:
-    """`value` as a mode; None for anything else (auto, empty, unknown)."""
-    for mode in MODES:
-        if value == mode:
-            return mode
+def as_mode(value: str | None) -> OutputMode | None:
+    """`value` as an output mode; None for anything else (auto, empty, unknown)."""
+    for output_mode in OUTPUT_MODES:
+        if value == output_mode:
+            return output_mode
     return None
 
 
-def next_mode(mode: Mode) -> Mode | None:
-    """The mode tried after `mode` is refused; None after the last."""
-    i = MODES.index(mode)
-    return MODES[i + 1] if i + 1 < len(MODES) else None
+def next_mode(output_mode: OutputMode) -> OutputMode | None:
+    """The output mode tried after `output_mode` is refused; None after the last."""
+    i = OUTPUT_MODES.index(output_mode)
+    return OUTPUT_MODES[i + 1] if i + 1 < len(OUTPUT_MODES) else None
 
 
 def wire_schema(schema: type[BaseModel]) -> dict[str, Any]:
@@ -72,22 +72,22 @@ def schema_format(schema: type[BaseModel], name: str) -> ResponseFormat:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": wire_schema(schema), "strict": False}}
 
 
-def response_format(mode: Mode, schema: type[BaseModel], name: str) -> ResponseFormat | None:
-    """What a request of `mode` sends as `response_format` (None: the member is left out)."""
-    if mode == "json_schema":
+def response_format(output_mode: OutputMode, schema: type[BaseModel], name: str) -> ResponseFormat | None:
+    """What a request of `output_mode` sends as `response_format` (None: the member is left out)."""
+    if output_mode == "json_schema":
         return schema_format(schema, name)
-    if mode == "json_object_schema":
+    if output_mode == "json_object_schema":
         # llama.cpp and llama-cpp-python read `schema` as a grammar; the typed dict has no such key
         return cast(ResponseFormat, {"type": "json_object", "schema": wire_schema(schema)})
-    if mode == "json_object":
+    if output_mode == "json_object":
         return {"type": "json_object"}
     return None
 
 
-def system_prompt(mode: Mode, system: str, schema: type[BaseModel]) -> str:
-    """The system message of `mode`: the card, and the wire schema after it unless the endpoint
+def system_prompt(output_mode: OutputMode, system: str, schema: type[BaseModel]) -> str:
+    """The system message of `output_mode`: the card, and the wire schema after it unless the endpoint
     is given the schema as `json_schema` (where it reads it from the request)."""
-    if mode == "json_schema":
+    if output_mode == "json_schema":
         return system
     wire = json.dumps(wire_schema(schema), separators=(",", ":"))
     return f"{system}\n\n{SCHEMA_PROMPT.format(schema=wire)}"

@@ -46,7 +46,7 @@ def external_hit(name: str, h: ProviderHit, rank: int) -> Answer:
 def modal_recall(
     rt: Runtime, query: str, scope: Scope, *, k: int | None = None, project: str | None = None, **filters: Any
 ) -> Answer:
-    """Recall in the configured mode; in external and both each hit says its `source`. With a
+    """Recall in the configured memory mode; in external and both each hit says its `source`. With a
     `project`, its code work matching the query comes beside the hits (`code_work`), in every
     mode but off."""
     found = _modal_hits(rt, query, scope, k=k, **filters)
@@ -54,15 +54,15 @@ def modal_recall(
 
 
 def _modal_hits(rt: Runtime, query: str, scope: Scope, *, k: int | None = None, **filters: Any) -> Answer:
-    mode = rt.settings.memory_mode
-    if mode == "off":
-        return {"query": query, "mode": "off", "memory_mode": mode, "note": OFF_NOTE, "hits": []}
-    if mode == BUILTIN:
+    memory_mode = rt.settings.memory_mode
+    if memory_mode == "off":
+        return {"query": query, "mode": "off", "memory_mode": memory_mode, "note": OFF_NOTE, "hits": []}
+    if memory_mode == BUILTIN:
         return recall(rt, query, scope, k=k, **filters).as_json()
     k = k or rt.settings.recall_k
     guard = _guard(rt)
     fetch = guard.start(query, scope, k)  # runs beside the dreamer's own search
-    own = recall(rt, query, scope, k=k, **filters).as_json() if mode == "both" else None
+    own = recall(rt, query, scope, k=k, **filters).as_json() if memory_mode == "both" else None
     found, why = guard.collect(fetch)
     if why is not None and own is None:  # external, and the provider failed: the dreamer's own answers
         own = recall(rt, query, scope, k=k, **filters).as_json()
@@ -74,21 +74,21 @@ def _modal_hits(rt: Runtime, query: str, scope: Scope, *, k: int | None = None, 
     hits = interleave([mine, theirs] if own is not None else [theirs], lambda h: str(h["text"]), k)
     base = own or {"query": query, "mode": "external"}
     notes = "; ".join(n for n in (base.get("note", ""), note) if n)
-    return {**base, "memory_mode": mode, "note": notes, "provider": guard.status()["breaker"], "hits": hits}
+    return {**base, "memory_mode": memory_mode, "note": notes, "provider": guard.status()["breaker"], "hits": hits}
 
 
 def modal_context(rt: Runtime, scope: Scope, budget: int | None = None, project: str | None = None) -> Answer:
-    """The context block in the configured mode; in external and both each line says its source.
+    """The context block in the configured memory mode; in external and both each line says its source.
     With a `project`, its code work follows the memories (`code_work_ids`), in every mode but off."""
-    mode = rt.settings.memory_mode
-    if mode == "off":
-        return {"text": "", "memory_ids": [], "tokens": 0, "memory_mode": mode, "note": OFF_NOTE}
-    if mode == BUILTIN:
+    memory_mode = rt.settings.memory_mode
+    if memory_mode == "off":
+        return {"text": "", "memory_ids": [], "tokens": 0, "memory_mode": memory_mode, "note": OFF_NOTE}
+    if memory_mode == BUILTIN:
         return context_with_work(rt, scope, project, budget)
     guard = _guard(rt)
     fetch = guard.start(CONTEXT_QUERY, scope, rt.settings.recall_k)
     block_id = new_block_id()
-    own = context(rt, scope, budget_tokens=budget, block_id=block_id) if reads_builtin(mode) else None
+    own = context(rt, scope, budget_tokens=budget, block_id=block_id) if reads_builtin(memory_mode) else None
     found, why = guard.collect(fetch)
     opening, closing = context_markers(block_id)
     mine = [f"{line} [{BUILTIN}]" for line in (own.text.splitlines()[1:-1] if own and own.text else [])]
@@ -101,7 +101,7 @@ def modal_context(rt: Runtime, scope: Scope, budget: int | None = None, project:
     text = "\n".join([opening, *kept, closing]) if kept else ""
     note = f"provider {guard.name}: {why}" if why else ""
     ids = own.memory_ids if own else []
-    answer = {"text": text, "memory_ids": ids, "tokens": count_tokens(text), "memory_mode": mode, "note": note}
+    answer = {"text": text, "memory_ids": ids, "tokens": count_tokens(text), "memory_mode": memory_mode, "note": note}
     return kept_work(answer, project, work, max(0, len(kept) - len(lines)))
 
 
@@ -113,16 +113,16 @@ def said_turns(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
 def modal_write(rt: Runtime, scope: Scope, turns: Sequence[tuple[str, str]]) -> Answer | None:
     """Queue `turns` (role, content) for the provider where the mode syncs them; the answer to give
     instead of the dreamer's own write where the mode writes nothing there (external, off), else None."""
-    mode = rt.settings.memory_mode
-    if writes_external(mode) and turns:
+    memory_mode = rt.settings.memory_mode
+    if writes_external(memory_mode) and turns:
         _guard(rt).push([Turn(scope, role, content) for role, content in turns])
-    if writes_builtin(mode):
+    if writes_builtin(memory_mode):
         return None
-    if mode == "off":
-        return {"memory_mode": mode, "stored": 0, "synced": 0, "note": OFF_NOTE}
+    if memory_mode == "off":
+        return {"memory_mode": memory_mode, "stored": 0, "synced": 0, "note": OFF_NOTE}
     name = _guard(rt).name
     note = f"memory mode is external: queued for {name}, not stored by the dreamer"
-    return {"memory_mode": mode, "stored": 0, "synced": len(turns), "note": note}
+    return {"memory_mode": memory_mode, "stored": 0, "synced": len(turns), "note": note}
 
 
 def modes_status(rt: Runtime) -> Answer:

@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from dreamer.core.models import DreamRun, Lease, utcnow
+from dreamer.core.run_status import RunStatus
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
@@ -116,13 +117,13 @@ def sweep_abandoned_runs(engine: Engine, now: datetime | None = None) -> list[in
     running them was killed or lost its machine. A live pass renews its lease every session."""
     now = now or utcnow()
     with session_scope(engine) as s:
-        running = s.exec(select(DreamRun).where(col(DreamRun.status) == "running")).all()
+        running = s.exec(select(DreamRun).where(col(DreamRun.status) == RunStatus.RUNNING)).all()
         live = set(
             s.exec(select(Lease.name).where(col(Lease.name).like("run:%")).where(col(Lease.expires_at) >= now)).all()
         )
         gone = [run for run in running if run.id is None or run_lease(run.id) not in live]
         for run in gone:
-            run.status, run.error, run.finished_at = "abandoned", ABANDONED, now
+            run.status, run.error, run.finished_at = RunStatus.ABANDONED, ABANDONED, now
             s.add(run)
         ids = [run.id for run in gone if run.id is not None]
     if ids:

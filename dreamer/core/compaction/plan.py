@@ -12,6 +12,7 @@ import json
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from dreamer.core.compaction.policy import (
@@ -30,7 +31,15 @@ from dreamer.core.compaction.policy import (
 from dreamer.core.secrets.redact import clean_for_model, clean_prefix
 from dreamer.core.tokens import count_tokens
 
-UNCHANGED, CLEAR, SUMMARY = "unchanged", "clear", "summary"
+
+class CompactionPath(StrEnum):
+    """What a compaction does (`Decision`); its value is what the answer's `path` says."""
+
+    UNCHANGED = "unchanged"
+    CLEAR = "clear"
+    SUMMARY = "summary"
+
+
 SUMMARY_HEAD = "Summary of the earlier part of this task (compacted):"
 
 
@@ -63,7 +72,7 @@ class Decision:
     draft is the new segment, no model call; over the budget, with a `note`, when not even a
     summary could fit) or ``summary`` (the draft was discarded)."""
 
-    path: str
+    path: CompactionPath
     trigger: str | None
     budget: int
     tokens_before: int
@@ -121,15 +130,15 @@ def decide(
     if trigger is None and budget is not None and before > budget:
         trigger = "budget"
     if trigger is None or fits(messages, goal, policy):
-        return Decision(UNCHANGED, trigger, goal, before)
+        return Decision(CompactionPath.UNCHANGED, trigger, goal, before)
     draft = clearing_draft(messages, policy, goal, new_id)
     if draft.offloads and fits(draft.messages, goal, policy):
-        return Decision(CLEAR, trigger, goal, before, draft)
+        return Decision(CompactionPath.CLEAR, trigger, goal, before, draft)
     floor = summary_floor(messages, policy)
     if draft.offloads and floor > goal and total_tokens(draft.messages) <= floor + policy.summary_tokens:
         note = f"what a summary keeps verbatim is {floor} tokens, over the budget of {goal}: cleared, not summarised"
-        return Decision(CLEAR, trigger, goal, before, draft, note=note)
-    return Decision(SUMMARY, trigger, goal, before, None, shape_of(messages, policy))
+        return Decision(CompactionPath.CLEAR, trigger, goal, before, draft, note=note)
+    return Decision(CompactionPath.SUMMARY, trigger, goal, before, None, shape_of(messages, policy))
 
 
 def summary_floor(messages: Sequence[Msg], policy: Policy) -> int:

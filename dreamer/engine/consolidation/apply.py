@@ -12,14 +12,14 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from dreamer.core.models import CURRENT_STATUSES, REVIEWED_STATUSES, Cursor, DreamRun, Memory, Session, utcnow
+from dreamer.core.models import CURRENT_STATUSES, REVIEWED_STATUSES, Cursor, Memory, Session, utcnow
 from dreamer.core.scope import Scope
 from dreamer.engine.consolidation.guard import PassGuard
 from dreamer.engine.consolidation.plan import Planned, owner_scope
 from dreamer.engine.extraction.extract import Candidate
 from dreamer.engine.extraction.transcript import Line
 from dreamer.engine.load import Work
-from dreamer.engine.runs import Tally
+from dreamer.engine.runs import Pass
 from dreamer.engine.runtime import Runtime
 from dreamer.store import cabinet, gate
 from dreamer.store.db import session_scope
@@ -29,10 +29,11 @@ log = logging.getLogger(__name__)
 Evidence = dict[str, object]  # one entry of a memory's evidence: where it was said
 
 
-def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun, tally: Tally) -> list[str] | None:
-    """Memories, history and the cursor in one transaction; the index follows via the outbox.
-    Returns each planned candidate's outcome (`apply_all`), or None when the result was dropped."""
-    sess = work.session
+def apply_session(rt: Runtime, work: Work, planned: list[Planned], p: Pass) -> list[str] | None:
+    """Memories, history and the cursor in one transaction, counted in the pass's tally; the index
+    follows via the outbox. Returns each planned candidate's outcome (`apply_all`), or None when
+    the result was dropped."""
+    sess, tally = work.session, p.tally
     now = utcnow()
     with session_scope(rt.engine) as s:
         cursor = s.get(Cursor, sess.id, with_for_update=True)  # row lock: one apply per cursor position
@@ -48,7 +49,7 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
             owner_scope(sess),
             source="dream",
             evidence=evidence,
-            run_id=run.id,
+            run_id=p.run.id,
             now=now,
             hold=lambda n: guard.holds(s, sess.user_id, n),
             said=said,
@@ -59,9 +60,9 @@ def apply_session(rt: Runtime, work: Work, planned: list[Planned], run: DreamRun
         cursor.attempts, cursor.status, cursor.last_error, cursor.updated_at = 0, "ok", None, now
         s.add(cursor)
     tally.candidates += len(planned)
-    for p, outcome in zip(planned, outcomes):
+    for one, outcome in zip(planned, outcomes):
         if outcome == "rejected":
-            tally.rejected.append({"session_id": sess.id, "text": p.candidate.text, "reason": p.decision.reason})
+            tally.rejected.append({"session_id": sess.id, "text": one.candidate.text, "reason": one.decision.reason})
     tally.merged += outcomes.count("merged")
     tally.added += outcomes.count("added") + outcomes.count("superseded") + outcomes.count("held")
     tally.superseded += outcomes.count("superseded")

@@ -20,6 +20,7 @@ from sqlmodel import col, select
 from dreamer.core.changeset import Change, Conflict, pending_holds, plan_revert, undo_fields, undone
 from dreamer.core.errors import NotFound, RunInProgress
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, MemoryEvent, utcnow
+from dreamer.core.run_status import RunStatus
 from dreamer.store import cabinet, gate
 from dreamer.store.db import session_scope
 
@@ -137,7 +138,7 @@ def require_run(s: DBSession, run_id: int, *, finished: bool = False) -> DreamRu
     run = s.get(DreamRun, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    if finished and run.status == "running":
+    if finished and run.status == RunStatus.RUNNING:
         raise RunInProgress(f"run {run_id} is still running: wait until it has finished")
     return run
 

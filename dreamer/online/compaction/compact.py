@@ -17,9 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dreamer.core.compaction.plan import (
-    CLEAR,
-    SUMMARY,
-    UNCHANGED,
+    CompactionPath,
     Decision,
     Offload,
     clearing_draft,
@@ -44,7 +42,7 @@ from dreamer.store.offloads import read_offload, save_offloads
 log = logging.getLogger(__name__)
 
 
-class Tally:
+class BilledTokens:
     """The tokens this process's summary calls were billed, for `/metrics` (API and MCP alike)."""
 
     def __init__(self) -> None:
@@ -58,14 +56,14 @@ class Tally:
             self.completion += completion
 
 
-BILLED = Tally()
+BILLED = BilledTokens()
 
 
 @dataclass
 class Compacted:
     """A compaction's outcome: the new active segment and what it cost."""
 
-    path: str  # unchanged | clear | summary
+    path: CompactionPath
     trigger: str | None
     messages: list[Msg]
     tokens_before: int
@@ -101,9 +99,9 @@ def compact_messages(
     """The compaction of `messages`, stored nowhere (the caller keeps the offloads)."""
     policy = policy_of(settings)
     d = decide(messages, policy, budget, new_id)
-    if d.path == UNCHANGED:
+    if d.path == CompactionPath.UNCHANGED:
         return _result(d, list(messages), reason="nothing to compact: the context already fits")
-    if d.path == CLEAR and d.draft is not None:
+    if d.path == CompactionPath.CLEAR and d.draft is not None:
         return _result(d, d.draft.messages, d.draft.offloads, dropped=describe(d.draft.offloads), reason=d.note)
     return _summarised(settings, llm, messages, d, env_state, new_id)
 
@@ -122,12 +120,17 @@ def _summarised(
     earlier = earlier_part(messages, d.shape)
     if not earlier:
         return _result(
-            d, list(messages), reason="nothing before the protected recent rounds to summarise", path=UNCHANGED
+            d,
+            list(messages),
+            reason="nothing before the protected recent rounds to summarise",
+            path=CompactionPath.UNCHANGED,
         )
     found = summarise(llm, earlier, d.shape.names, settings.tool_result_chars, settings.compact_summary_tokens)
     usage = (found.usage.prompt_tokens, found.usage.completion_tokens)
     if found.text is None:  # an empty or failed summary: the segment stays as it was
-        return _result(d, list(messages), calls=found.calls, usage=usage, reason=found.problem, path=UNCHANGED)
+        return _result(
+            d, list(messages), calls=found.calls, usage=usage, reason=found.problem, path=CompactionPath.UNCHANGED
+        )
     offloads = clearing_draft(messages, policy, None, new_id).offloads  # all before the recent rounds
     segment = summary_segment(messages, policy, found.text, offloads, env_state)
     return _result(d, segment, offloads, calls=found.calls, usage=usage, dropped=found.dropped)
@@ -142,7 +145,7 @@ def _result(
     usage: tuple[int, int] = (0, 0),
     dropped: str = "",
     reason: str | None = None,
-    path: str | None = None,
+    path: CompactionPath | None = None,
 ) -> Compacted:
     after = total_tokens(messages)
     return Compacted(
@@ -174,7 +177,7 @@ def compact_context(
     compaction; the offloaded bodies stored (redacted) before the answer returns."""
     flushed = _flush_if_due(rt, scope, session_id)
     result = compact_messages(rt.settings, rt.llm, messages, budget=budget, env_state=env_state)
-    if result.offloads and result.path in (CLEAR, SUMMARY):
+    if result.offloads and result.path in (CompactionPath.CLEAR, CompactionPath.SUMMARY):
         save_offloads(rt.engine, scope, result.offloads, session_id=session_id, raw=rt.settings.store_raw_messages)
     result.flushed = flushed
     BILLED.add(result.prompt_tokens, result.completion_tokens)
