@@ -1,7 +1,8 @@
-"""Cascade forget: a session, a range of its messages, a whole user. A memory resting only on what
-goes is forgotten; a shared one loses that evidence and keeps `verified` only if the rest still
-verifies it; a whole user leaves no row, index point or file with their words. Real passes, SQL,
-Qdrant Edge."""
+"""Cascade forget: a session, a range of its messages, one memory, a whole user. A memory resting
+only on what goes is deleted; a shared one loses that evidence and keeps `verified` only if the
+rest still verifies it; a session takes its messages; a whole user leaves no row, index point or
+file with their words; a dry run lists each place that holds them. Real passes, SQL, Qdrant Edge
+(that no byte is left in the files: `test_forget_gone`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import json
 import pytest
 from clikit import run, write_chat
 from dreamkit import judged_runtime, user_turns
+from sqlalchemy import delete
 from sqlalchemy import select as sa_select
 from sqlmodel import SQLModel, col, select
 
 from dreamer.core.errors import NotFound
-from dreamer.core.models import ExperienceEntry, Memory, MemoryEvent, ProjectState, Team
+from dreamer.core.models import ExperienceEntry, Memory, MemoryEvent, Message, ProjectState, Session, Team
 from dreamer.engine import outbox
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.markdown import views as markdown
@@ -64,32 +66,65 @@ TEA, SEATS, JAZZ = (
 )
 
 
-def test_forgetting_a_session_forgets_its_own_memories_and_unlinks_shared_ones(rt):
+def test_forgetting_a_session_takes_it_and_its_own_memories_and_unlinks_shared_ones(rt):
     assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("verified", 2), JAZZ: ("candidate", 1)}
     known = ids(rt)
     dry = forget_derived(rt, Selection("alice", "s2"), dry_run=True)
     assert (dry.forgotten, dry.unlinked, dry.applied) == ([known[JAZZ]], [known[SEATS]], False)
+    assert [p.describe() for p in dry.places] == [
+        "sql memory_events: 1",
+        "sql memories: 1",
+        "sql messages: 8",
+        "sql cursors: 1",
+        "sql sessions: 1",
+        "index points: 1",
+        "markdown DREAMS.md: 1",
+    ]
     assert memories(rt)[SEATS] == ("verified", 2)  # a dry run changes nothing
 
     done = forget_derived(rt, Selection("alice", "s2"))
-    outbox.drain(rt, users=["alice"])
-    assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("candidate", 1), JAZZ: ("forgotten", 1)}
-    assert (done.forgotten, done.unlinked) == ([known[JAZZ]], [known[SEATS]])
+    assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("candidate", 1)}  # jazz is gone, not marked
+    assert (done.forgotten, done.unlinked, done.messages, done.sessions) == ([known[JAZZ]], [known[SEATS]], 8, 1)
     with session_scope(rt.engine) as s:
         last = {e.memory_id: (e.event, e.reason) for e in s.exec(select(MemoryEvent).order_by(col(MemoryEvent.id)))}
-    assert last[known[JAZZ]] == ("forget", "forgot session s2")
-    assert last[known[SEATS]] == ("unlink", "forgot session s2")
+        left = [sess.external_id for sess in s.exec(select(Session).where(Session.user_id == "alice"))]
+    assert last[known[SEATS]] == ("unlink", "forgot session s2") and known[JAZZ] not in last
+    assert left == ["s1"]
     payloads = rt.index.payloads(("status",))
-    assert (payloads[known[JAZZ]]["status"], payloads[known[SEATS]]["status"]) == ("forgotten", "candidate")
+    assert known[JAZZ] not in payloads and payloads[known[SEATS]]["status"] == "candidate"
     assert "jazz" not in view(rt) and "window seats" in view(rt)
+    assert "jazz" not in sql_text(rt)
     with pytest.raises(NotFound, match="no session s9 of user alice"):
         forget_derived(rt, Selection("alice", "s9"))
 
 
 def test_forgetting_a_message_range_takes_only_those_lines_out(rt):
     done = forget_derived(rt, Selection("alice", "s2", first=1, last=2))
-    assert (done.forgotten, done.unlinked) == ([], [ids(rt)[SEATS]])
+    assert (done.forgotten, done.unlinked, done.messages, done.sessions) == ([], [ids(rt)[SEATS]], 2, 0)
     assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("candidate", 1), JAZZ: ("candidate", 1)}
+    with session_scope(rt.engine) as s:
+        s2 = s.exec(select(Session).where(Session.external_id == "s2")).one()
+        seqs = [m.seq for m in s.exec(select(Message).where(Message.session_id == s2.id).order_by(col(Message.seq)))]
+    assert seqs == [3, 4, 5, 6, 7, 8]
+
+
+def test_forgetting_one_memory_takes_its_row_history_and_point(rt):
+    known = ids(rt)
+    with pytest.raises(NotFound, match="no memory nope of user bob"):
+        forget_derived(rt, Selection("bob", memory="nope"))
+    with pytest.raises(NotFound, match=f"no memory {known[JAZZ]} of user bob"):  # another's memory
+        forget_derived(rt, Selection("bob", memory=known[JAZZ]))
+    dry = forget_derived(rt, Selection("alice", memory=known[JAZZ][:8]), dry_run=True)
+    assert [p.describe() for p in dry.places] == [
+        "sql memory_events: 1",
+        "sql memories: 1",
+        "index points: 1",
+        "markdown DREAMS.md: 1",
+    ]
+    forget_derived(rt, Selection("alice", memory=known[JAZZ][:8]))
+    assert memories(rt) == {TEA: ("candidate", 1), SEATS: ("verified", 2)}
+    assert known[JAZZ] not in rt.index.all_ids() and "jazz" not in view(rt)
+    assert "I prefer jazz while working." in sql_text(rt)  # the conversation stays
 
 
 def sql_text(rt) -> str:
@@ -142,3 +177,15 @@ def test_forget_command(tmp_path):
     assert json.loads(run(tmp_path, "memories", "ls", "--status", "all", "--json").stdout) == []
     bad = run(tmp_path, "forget", "--user", "u", "--from", "2")
     assert (bad.returncode, "--from and --to need --session" in bad.stderr) == (2, True)
+
+
+def test_any_forget_takes_out_points_a_forget_cut_short_left(rt):
+    known = ids(rt)
+    with session_scope(rt.engine) as s:  # the rows went; the process stopped before the index followed
+        s.execute(delete(MemoryEvent).where(col(MemoryEvent.memory_id) == known[JAZZ]))
+        s.execute(delete(Memory).where(col(Memory.id) == known[JAZZ]))
+    assert known[JAZZ] in rt.index.all_ids()
+    forget_derived(rt, Selection("bob"))
+    assert rt.index.all_ids() == {known[TEA], known[SEATS]}
+    with session_scope(rt.engine) as s:  # every memory marked indexed again, none left waiting
+        assert s.exec(select(Memory).where(col(Memory.indexed_at).is_(None))).all() == []

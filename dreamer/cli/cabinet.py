@@ -141,7 +141,7 @@ def memories_forget(
     memory_id: str = typer.Argument(..., metavar="ID", help="A memory id, or six or more of its first characters."),
     reason: str = typer.Option(..., "--reason", metavar="TEXT", help="Why (kept in history)."),
 ) -> None:
-    """Forget a memory: it is kept for history, never returned by default."""
+    """Forget a memory: it is kept for history, never returned by default (`dreamer forget --memory` erases it)."""
     from dreamer.engine import outbox
     from dreamer.engine.runtime import Runtime
     from dreamer.store import cabinet as cab

@@ -1,5 +1,5 @@
 """CLI for a store as a whole: `dreamer export` (JSON lines), `dreamer import` (idempotent) and
-`dreamer forget` (everything derived from a session, a message range or a user)."""
+`dreamer forget` (a user, a session, a message range or a memory, and what came of it: gone)."""
 
 from __future__ import annotations
 
@@ -76,26 +76,31 @@ def forget_cmd(
     ctx: typer.Context,
     user: str = typer.Option(..., "--user", metavar="USER", help="Whose; alone: everything of this user."),
     session: str = typer.Option(
-        None, "--session", metavar="ID", help="Only what came from this session (its external id)."
+        None, "--session", metavar="ID", help="Only this session and what came from it (its external id)."
     ),
     first: int = typer.Option(None, "--from", min=1, metavar="SEQ", help="With --session: from this message on."),
     last: int = typer.Option(None, "--to", min=1, metavar="SEQ", help="With --session: up to this message."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List what would go; change nothing."),
+    memory: str = typer.Option(
+        None, "--memory", metavar="ID", help="Only this memory (its id, or six or more of its first characters)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List every place that holds the text; change nothing."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Forget everything derived from a session, a range of its messages, or a whole user."""
-    from dreamer.engine import outbox
+    """Forget a whole user, a session, a range of its messages or a memory, and everything derived
+    from it: gone from SQL, the index's files and the Markdown."""
     from dreamer.engine.records.cascade import Selection, forget_derived
 
     if session is None and (first is not None or last is not None):
         raise typer.BadParameter("--from and --to need --session", param_hint="--from/--to")
     if first is not None and last is not None and first > last:
         raise typer.BadParameter("--from is after --to", param_hint="--from/--to")
+    if memory is not None and session is not None:
+        raise typer.BadParameter("give --memory or --session, not both", param_hint="--memory")
+    if memory is not None and not memory.strip():
+        raise typer.BadParameter("name the memory", param_hint="--memory")
     with runtime(ctx) as rt:
         rt.index_ready()
-        done = forget_derived(rt, Selection(user, session, first, last), dry_run=dry_run)
-        if done.applied and session is not None:
-            outbox.drain(rt, users=[user])  # the index and the Markdown follow
+        done = forget_derived(rt, Selection(user, session, first, last, memory), dry_run=dry_run)
     if as_json:
         print_json(done.json())
         return
@@ -109,3 +114,5 @@ def forget_cmd(
         out.print(f"  forget {mid}", markup=False)
     for mid in done.unlinked if dry_run else []:
         out.print(f"  unlink {mid}", markup=False)
+    for place in done.places if dry_run else []:
+        out.print(f"  {place.describe()}", markup=False)

@@ -46,6 +46,7 @@ class TimeSharedIndex:
     """A `MemoryIndex` that opens the real one on first use and gives it back at `release()`."""
 
     takes_turns = True  # consolidation is one process at a time already (see `user_locks`)
+    keeps_files = True  # an embedded index, in the data dir
 
     def __init__(
         self,
@@ -135,6 +136,9 @@ class TimeSharedIndex:
 
     def delete(self, memory_ids: list[str]) -> None:
         self._index().delete(memory_ids)
+
+    def erase(self, memory_ids: list[str]) -> int | None:
+        return self._index().erase(memory_ids)
 
     def search_dense(self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         return self._index().search_dense(vector, scope, limit, flt)

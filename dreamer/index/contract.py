@@ -80,10 +80,17 @@ class MemoryIndex(Protocol):
     """The search index as the rest of dreamer uses it, whichever backend holds it."""
 
     dim: int
+    keeps_files: bool  # its points are in files of its own (embedded, local mode), not a server's
 
     def upsert(self, points: list[IndexPoint]) -> None: ...
 
     def delete(self, memory_ids: list[str]) -> None: ...
+
+    def erase(self, memory_ids: list[str]) -> int | None:
+        """Delete these memories' points and, in an index that `keeps_files`, rewrite those files
+        from the other points so that no copy of the erased ones is left in them: how many points
+        were kept. A server's files are its operator's: there the points are only deleted (None)."""
+        ...
 
     def search_dense(
         self, vector: list[float], scope: Scope, limit: int, flt: SearchFilter | None = None

@@ -4,6 +4,7 @@ shared searches and writes into Edge's request types."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -15,8 +16,8 @@ import qdrant_edge as qe
 
 from dreamer.core.errors import ConfigError, IndexFailure
 from dreamer.core.private import private_dir
-from dreamer.index.contract import SCROLL_PAGE, Hit, IndexPoint, Payload, point_id
-from dreamer.index.edge_shard import LOCK_FILE, lock_folder, open_shard, unlock_folder
+from dreamer.index.contract import SCROLL_PAGE, UPSERT_BATCH, Hit, IndexPoint, Payload, point_id
+from dreamer.index.edge_shard import LOCK_FILE, lock_folder, new_shard, open_shard, unlock_folder
 from dreamer.index.points import point_vectors, stored_payload
 from dreamer.index.qdrant import QdrantIndex, Search, hit, index_errors
 from dreamer.index.query import build_filter
@@ -24,6 +25,7 @@ from dreamer.index.query import build_filter
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 5.0
+REWRITE_SUFFIX = ".rewrite"  # the folder beside the index that `erase` builds the new shard in
 
 EdgeOffset = int | UUID | str
 
@@ -61,6 +63,8 @@ def _selector(fields: list[str] | None) -> bool | qe.PayloadSelector:
 
 
 class EdgeIndex(QdrantIndex[EdgeOffset]):
+    keeps_files = True
+
     """An embedded Qdrant Edge shard in `path`, created if absent, loaded otherwise.
 
     One process owns the folder: an flock on <path>/.lock is held until `close()` (Edge's
@@ -69,7 +73,8 @@ class EdgeIndex(QdrantIndex[EdgeOffset]):
     The segment files are flushed to disk after writes at most every `flush_seconds` (0: after
     every write), and by `flush()`, `optimize()` and `close()`; a crash of the machine can lose
     the writes since the last flush, which `dreamer reindex --check` reports and `dreamer
-    reindex` repairs.
+    reindex` repairs. A deleted point stays in the segment files until a vacuum and in the
+    write-ahead log until it rolls over: `erase` rebuilds the shard without it.
 
     Edge builds HNSW graphs only in `optimize()` (until then new points are searched by
     brute force). It runs automatically once `optimize_after` points were written since the
@@ -223,21 +228,73 @@ class EdgeIndex(QdrantIndex[EdgeOffset]):
     def clear(self) -> None:
         """Drop every point by recreating the shard files (the folder lock stays held)."""
         with self._guard:
-            shard = self.shard
-            with index_errors("clear"):
-                shard.close()
-            self._shard = None
-            for child in self.path.iterdir():
-                if child.name == LOCK_FILE:
-                    continue
-                if child.is_dir():
-                    shutil.rmtree(child)
-                else:
-                    child.unlink()
-            self._shard = self._open()
-            self._pending = 0
-            self._mark_flushed()
+            self._close_shard("clear")
+            self._empty_folder()
+            self._reopen()
         log.info("cleared index at %s", self.path)
+
+    def erase(self, memory_ids: list[str]) -> int:
+        """Delete these memories' points and leave no copy of them in the folder.
+
+        Edge's optimizer would vacuum the segments, but its write-ahead log keeps every write
+        until it rolls over; so the shard is built anew beside the folder from the other points
+        (vectors and payloads as stored, page by page: nothing is embedded again) and put in
+        the old one's place. Returns how many points were kept."""
+        gone = {point_id(m) for m in memory_ids}
+        fresh = self.path.with_name(self.path.name + REWRITE_SUFFIX)
+        with self._guard:
+            shutil.rmtree(fresh, ignore_errors=True)  # a rewrite a crash cut short
+            private_dir(fresh)
+            with index_errors("rewrite"):
+                kept = self._copy_into(fresh, gone)
+            self._close_shard("rewrite")
+            self._empty_folder()
+            for child in fresh.iterdir():
+                os.replace(child, self.path / child.name)
+            fresh.rmdir()
+            self._reopen()
+        log.info("rewrote index at %s without %d memories: %d points kept", self.path, len(gone), kept)
+        return kept
+
+    def _copy_into(self, folder: Path, gone: set[str]) -> int:
+        """Every point but `gone` into a new shard in `folder`; how many."""
+        target = new_shard(folder, self.dim, self.said)
+        kept, offset = 0, None
+        try:
+            while True:
+                request = qe.ScrollRequest(offset=offset, limit=UPSERT_BATCH, with_payload=True, with_vector=True)
+                records, offset = self.shard.scroll(request)
+                points = [qe.Point(r.id, r.vector or {}, r.payload) for r in records if str(r.id) not in gone]
+                if points:
+                    target.update(qe.UpdateOperation.upsert_points(points))
+                kept += len(points)
+                if offset is None:
+                    break
+            target.flush()
+        finally:
+            target.close()
+        return kept
+
+    def _close_shard(self, what: str) -> None:
+        shard = self.shard
+        with index_errors(what):
+            shard.close()
+        self._shard = None
+
+    def _empty_folder(self) -> None:
+        """Remove the shard's files, the folder lock apart."""
+        for child in self.path.iterdir():
+            if child.name == LOCK_FILE:
+                continue
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    def _reopen(self) -> None:
+        self._shard = self._open()
+        self._pending = 0
+        self._mark_flushed()
 
 
 def _same(sparse: qe.SparseVector) -> qe.SparseVector:

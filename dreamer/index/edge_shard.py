@@ -122,9 +122,17 @@ def _load(path: Path, dim: int) -> tuple[qe.EdgeShard, bool]:
     return shard, said
 
 
-def _create(path: Path, dim: int) -> qe.EdgeShard:
+def new_shard(path: Path, dim: int, said: bool) -> qe.EdgeShard:
+    """An empty shard created in `path` with the layout (`said` or not) and payload indexes that
+    `open_shard` gives: what an index is rewritten into."""
+    shard = _create(path, dim, said)
+    _ensure_field_indexes(shard)
+    return shard
+
+
+def _create(path: Path, dim: int, said: bool = True) -> qe.EdgeShard:
     try:
-        shard = qe.EdgeShard.create(str(path), edge_config(dim))
+        shard = qe.EdgeShard.create(str(path), edge_config(dim, said))
     except Exception as exc:  # Edge raises plain Exception
         raise _open_error(exc, path, dim) from exc
     log.info("created index at %s (%d dimensions)", path, dim)

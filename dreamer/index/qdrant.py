@@ -73,10 +73,12 @@ def index_errors(what: str) -> Iterator[None]:
 
 
 class QdrantIndex(ABC, Generic[OffsetT]):
-    """A memory index on a Qdrant engine; `said`: whether it keeps the message vectors."""
+    """A memory index on a Qdrant engine; `said`: whether it keeps the message vectors;
+    `keeps_files`: whether its points are in files of its own (see `erase`)."""
 
     dim: int
     said: bool
+    keeps_files: bool
 
     def __enter__(self) -> Self:
         return self
@@ -103,6 +105,10 @@ class QdrantIndex(ABC, Generic[OffsetT]):
     @abstractmethod
     def _delete_batch(self, point_ids: list[str]) -> None:
         """Delete these points."""
+
+    @abstractmethod
+    def erase(self, memory_ids: list[str]) -> int | None:
+        """Delete these points and leave no copy of them in the index's files (`MemoryIndex.erase`)."""
 
     def upsert(self, points: list[IndexPoint]) -> None:
         if not points:

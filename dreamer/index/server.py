@@ -21,6 +21,7 @@ from dreamer.index.contract import (
     SCROLL_PAGE,
     SPARSE,
     TIME_FIELD,
+    UPSERT_BATCH,
     Hit,
     IndexPoint,
     Payload,
@@ -28,7 +29,7 @@ from dreamer.index.contract import (
     point_id,
 )
 from dreamer.index.points import point_vectors, stored_payload
-from dreamer.index.qdrant import QdrantIndex, Query, Search, hit, index_errors
+from dreamer.index.qdrant import QdrantIndex, Query, Search, batches, hit, index_errors
 from dreamer.index.query import build_filter
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,20 @@ class ClientTerms:
         return models.Filter(must=list(must))
 
 
+def _local_on_disk(client: QdrantClient) -> bool:
+    """Whether the client is local mode in a folder (not in memory, not a server)."""
+    from qdrant_client.local.qdrant_local import QdrantLocal
+
+    inner = getattr(client, "_client", None)
+    return isinstance(inner, QdrantLocal) and bool(inner.persistent)
+
+
+def _as_written(record: models.Record) -> models.PointStruct:
+    """A point read back with its vectors, as it is written again."""
+    vectors: dict[str, models.Vector] = dict(record.vector) if isinstance(record.vector, dict) else {}
+    return models.PointStruct(id=record.id, vector=vectors, payload=record.payload)
+
+
 def client_sparse(sparse: qe.SparseVector) -> models.SparseVector:
     """An Edge BM25 vector as a qdrant-client sparse vector."""
     return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
@@ -68,7 +83,11 @@ def _client_query(query: Query) -> list[float] | list[list[float]] | models.Spar
 
 
 class QdrantClientIndex(QdrantIndex[PointId]):
-    """A collection reached through `qdrant_client.QdrantClient`; the index owns the client."""
+    """A collection reached through `qdrant_client.QdrantClient`; the index owns the client.
+
+    In local mode on disk (`QdrantClient(path=...)`) the points are pickled into a SQLite file
+    of the folder, which keeps a deleted row's bytes in its free pages: `erase` writes the
+    collection anew. A server's files are its operator's: there `erase` only deletes."""
 
     def __init__(self, client: QdrantClient, *, collection: str, dim: int) -> None:
         if dim <= 0:
@@ -77,6 +96,7 @@ class QdrantClientIndex(QdrantIndex[PointId]):
         self.collection = collection
         self.dim = dim
         self.said = True
+        self.keeps_files = _local_on_disk(client)
         self._ensure_collection()
 
     @classmethod
@@ -171,6 +191,32 @@ class QdrantClientIndex(QdrantIndex[PointId]):
     def _delete_batch(self, point_ids: list[str]) -> None:
         selector = models.PointIdsList(points=list(point_ids))
         self.client.delete(self.collection, points_selector=selector, wait=True)
+
+    def erase(self, memory_ids: list[str]) -> int | None:
+        if not self.keeps_files:
+            self.delete(memory_ids)
+            return None
+        gone = {point_id(m) for m in memory_ids}
+        with index_errors("rewrite"):
+            kept = self._points_except(gone)  # local mode holds them all in memory anyway
+            self.client.delete_collection(self.collection)  # its folder goes, SQLite file and all
+        self._create_collection()
+        with index_errors("rewrite"):
+            for batch in batches(kept, UPSERT_BATCH):
+                self.client.upsert(self.collection, points=list(batch), wait=True)
+        log.info("rewrote collection %s without %d memories: %d points kept", self.collection, len(gone), len(kept))
+        return len(kept)
+
+    def _points_except(self, gone: set[str]) -> list[models.PointStruct]:
+        kept: list[models.PointStruct] = []
+        offset: PointId | None = None
+        while True:
+            records, offset = self.client.scroll(
+                self.collection, limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vectors=True
+            )
+            kept += [_as_written(r) for r in records if str(r.id) not in gone]
+            if offset is None:
+                return kept
 
     def _search(self, search: Search) -> list[list[Hit]]:
         query_filter = build_filter(ClientTerms(), search.conds, search.memory_ids)

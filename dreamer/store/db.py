@@ -164,6 +164,23 @@ def is_postgres(bind: Engine | Connection) -> bool:
     return bind.dialect.name == "postgresql"
 
 
+def scrub_sqlite(engine: Engine) -> bool:
+    """Leave no deleted row's bytes in a SQLite store's files: SQLite only marks a deleted row's
+    space free (its bytes stay in the page until reused) and keeps older page versions in the
+    write-ahead log, so the database is rebuilt (`VACUUM`) and the log emptied to zero bytes.
+    False on another database (a server's files are its operator's) or when another process
+    still reads and the log could not be emptied (the rows are gone from the tables all the same)."""
+    if engine.dialect.name != "sqlite" or in_memory_sqlite(engine.url):
+        return False
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM"))
+        busy = conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)")).first()
+    if busy is not None and busy[0]:
+        log.warning("the SQLite write-ahead log is in use by another process: not emptied")
+        return False
+    return True
+
+
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[DBSession]:
     """One transaction: commit on success, roll back on any error."""

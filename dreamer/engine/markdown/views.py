@@ -23,7 +23,7 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -231,3 +231,36 @@ def append_daily_note(workspace: Path, user_id: str, day: str, notes: list[tuple
         os.fsync(fh.fileno())
     log.debug("appended %d daily notes to %s", len(lines), path.name)
     return path
+
+
+# --- erasing --------------------------------------------------------------------------
+
+
+def entries_held(folder: Path, memory_ids: Collection[str] | None = None) -> dict[str, int]:
+    """Each Markdown file of a user's folder (relative to it) that shows entries of these
+    memories (None: of any), with how many."""
+    held: dict[str, int] = {}
+    for path in sorted(folder.rglob("*.md")) if folder.is_dir() else []:
+        entries = parse_entries(path.read_text(encoding="utf-8", errors="replace"))
+        n = sum(1 for e in entries if memory_ids is None or e.memory_id in memory_ids)
+        if n:
+            held[path.relative_to(folder).as_posix()] = n
+    return held
+
+
+def drop_daily_notes(workspace: Path, user_id: str, memory_ids: Collection[str]) -> int:
+    """Take these memories' lines out of a user's daily-note files (which otherwise only grow);
+    a file left without notes goes. Returns how many lines went."""
+    folder = user_dir(workspace, user_id) / DAILY_DIR
+    removed = 0
+    for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        kept = [ln for ln in lines if not any(e.memory_id in memory_ids for e in parse_entries(ln))]
+        if len(kept) == len(lines):
+            continue
+        removed += len(lines) - len(kept)
+        if parse_entries("".join(kept)):
+            write_atomic(path, "".join(kept).encode("utf-8"))
+        else:
+            path.unlink()
+    return removed

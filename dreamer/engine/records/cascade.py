@@ -1,24 +1,28 @@
-"""Cascade forget: everything derived from a session, a range of its messages, or a whole user.
+"""Cascade forget: a whole user, one of their sessions, a range of its messages, or one memory,
+and everything derived from it. Forget means gone: what goes is deleted, not marked.
 
-A memory whose only evidence lies in what is forgotten is forgotten (`forget` event); one that
-also rests on other sessions loses that evidence (`unlink` event) and stays verified only if the
-rest still verifies it. A memory without session evidence (written by a person) is left alone.
-The daily notes taken from the forgotten messages go too. A whole user loses every row that holds
-their words (sessions, messages, cursors, notes, memories with their history, watched files, the
-candidates dream runs rejected), their index points and their Markdown folder; nothing else.
-With `dry_run` nothing changes and the plan says what would go.
+A memory whose only evidence lies in what is forgotten goes (with its history and daily-note
+rows); one that also rests on other sessions loses that evidence (`unlink` event) and stays
+verified only if the rest still verifies it. A memory without session evidence (written by a
+person) is left alone. A session or range also takes its messages, daily notes and the
+candidates dream runs rejected from it; a whole session its row, cursor and offloaded bodies.
+A whole user loses every row that holds their words (sessions, messages, cursors, notes,
+memories with their history, offloaded bodies, watched files, code work, teams), their index
+points and their Markdown folder; nothing else. Then no copy is left in the files either
+(`erasure`): the index is rewritten, the Markdown rendered again, a SQLite store rebuilt.
+With `dry_run` nothing changes and the plan lists every place that holds the text.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import ColumnElement, delete, func, or_
 from sqlmodel import Session as DBSession
-from sqlmodel import col, select
+from sqlmodel import SQLModel, col, select
 
 from dreamer.core.consolidate import promoted_status
 from dreamer.core.errors import NotFound
@@ -33,6 +37,7 @@ from dreamer.core.models import (
     Memory,
     MemoryEvent,
     Message,
+    OffloadedBody,
     ProjectState,
     Session,
     Team,
@@ -40,30 +45,41 @@ from dreamer.core.models import (
     WatchedFile,
     utcnow,
 )
-from dreamer.engine.markdown import views as markdown
+from dreamer.engine.records.erasure import Place, follow, index_places, markdown_places
 from dreamer.engine.runtime import Runtime
 from dreamer.store import cabinet
 from dreamer.store.db import session_scope
 
 log = logging.getLogger(__name__)
 
+Doomed = list[tuple[type[SQLModel], ColumnElement[bool]]]
+"""The rows that go: (table, which rows), children before parents."""
+
 
 @dataclass(frozen=True)
 class Selection:
     """What to forget: a user's session (`session`: its external id), optionally only messages
-    `first`..`last` of it (sequence numbers, inclusive); no session: the whole user."""
+    `first`..`last` of it (sequence numbers, inclusive); one `memory` of theirs (its id, or six
+    or more of its first characters); neither: the whole user."""
 
     user_id: str
     session: str | None = None
     first: int | None = None
     last: int | None = None
+    memory: str | None = None
 
     def describe(self) -> str:
+        if self.memory is not None:
+            return f"memory {self.memory} of user {self.user_id}"
         if self.session is None:
             return f"user {self.user_id}"
-        if self.first is None and self.last is None:
+        if self.whole_session:
             return f"session {self.session}"
         return f"messages {self.first or 1}..{self.last or 'end'} of session {self.session}"
+
+    @property
+    def whole_session(self) -> bool:
+        return self.session is not None and self.first is None and self.last is None
 
     def covers(self, seq: int) -> bool:
         return (self.first is None or seq >= self.first) and (self.last is None or seq <= self.last)
@@ -74,15 +90,19 @@ class Cascade:
     """What a cascade forget did (or, dry, would do)."""
 
     selection: Selection
-    forgotten: list[str] = field(default_factory=list)  # memories forgotten (or deleted, a whole user)
+    forgotten: list[str] = field(default_factory=list)  # memories that went
     unlinked: list[str] = field(default_factory=list)  # memories that lost some evidence and stay
-    notes: int = 0  # daily notes removed
-    messages: int = 0  # messages removed (a whole user)
-    sessions: int = 0  # sessions removed (a whole user)
+    notes: int = 0  # daily-note rows removed
+    messages: int = 0  # messages removed
+    sessions: int = 0  # sessions removed
+    places: list[Place] = field(default_factory=list)  # where the text was (tables, index, files)
+    session_ids: list[int] = field(default_factory=list)  # the selected sessions' row ids
+    index_seconds: float = 0.0  # how long rewriting the index took
     applied: bool = False
 
     def json(self) -> dict[str, Any]:
-        return {**self.__dict__, "selection": self.selection.describe()}
+        data = {k: v for k, v in self.__dict__.items() if k != "session_ids"}
+        return {**data, "selection": self.selection.describe(), "places": [p.json() for p in self.places]}
 
 
 def _remaining(evidence: list[Any], sessions: dict[int, Selection]) -> list[Any]:
@@ -111,32 +131,140 @@ def _sessions(s: DBSession, sel: Selection) -> dict[int, Selection]:
 
 
 def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False) -> Cascade:
-    """Forget what was derived from `sel` (see the module); the index and the Markdown follow
-    once the caller drains the outbox (a whole user: at once)."""
-    if sel.session is None:
-        return _forget_user(rt, sel, dry_run=dry_run)
-    result = Cascade(sel)
+    """Forget `sel` and what was derived from it (see the module); the index, the Markdown and
+    the SQL files follow at once."""
+    whole_user = sel.session is None and sel.memory is None
     with session_scope(rt.engine) as s:
-        sessions = _sessions(s, sel)
-        live = (*CURRENT_STATUSES, *REVIEWED_STATUSES)
-        q = select(Memory).where(col(Memory.user_id) == sel.user_id, col(Memory.status).in_(live))
-        for m in s.exec(q.order_by(col(Memory.id)).with_for_update()).all():
-            left = _remaining(list(m.evidence), sessions)
-            if len(left) == len(m.evidence) and left == list(m.evidence):
-                continue
-            if not any(isinstance(e, dict) and e.get("session_id") is not None for e in left):
-                result.forgotten.append(m.id)
-                if not dry_run:
-                    cabinet.forget(s, m.id, reason=f"forgot {sel.describe()}")
-                continue
+        result, doomed = _plan(s, sel, dry_run=dry_run)
+        places = _count(s, doomed)
+        if whole_user or sel.whole_session:
+            rejected = _scrub_rejections(s, result.session_ids, dry_run=dry_run)
+            places += [Place("sql", "dream_runs.rejections", rejected)] if rejected else []
+        places += index_places(rt, result.forgotten)
+        places += markdown_places(rt, sel.user_id, None if whole_user else result.forgotten)
+        _tell(result, places)
+        if dry_run:
+            return result
+        for table, which in doomed:
+            s.execute(delete(table).where(which))
+    result.index_seconds = follow(rt, sel.user_id, result.forgotten, whole_user=whole_user)
+    result.applied = True
+    log.info("forgot %s: %d memories, %d places", sel.describe(), len(result.forgotten), len(result.places))
+    return result
+
+
+def _tell(result: Cascade, places: list[Place]) -> None:
+    result.places = places
+    rows = {p.name: p.count for p in places if p.kind == "sql"}
+    result.notes, result.messages, result.sessions = (rows.get(t, 0) for t in ("daily_notes", "messages", "sessions"))
+
+
+def _count(s: DBSession, doomed: Doomed) -> list[Place]:
+    """How many rows of each table would go (the tables with any)."""
+    places = []
+    for table, which in doomed:
+        n = s.exec(select(func.count()).select_from(table).where(which)).one()
+        if n:
+            places.append(Place("sql", str(table.__tablename__), int(n)))
+    return places
+
+
+def _plan(s: DBSession, sel: Selection, *, dry_run: bool) -> tuple[Cascade, Doomed]:
+    if sel.memory is not None:
+        return _plan_memory(s, sel)
+    if sel.session is None:
+        return _plan_user(s, sel)
+    sessions = _sessions(s, sel)
+    result = Cascade(sel, session_ids=list(sessions))
+    live = (*CURRENT_STATUSES, *REVIEWED_STATUSES)
+    q = select(Memory).where(col(Memory.user_id) == sel.user_id).order_by(col(Memory.id))
+    for m in s.exec(q.with_for_update()).all():
+        left = _remaining(list(m.evidence), sessions)
+        if left == list(m.evidence):
+            continue
+        if not any(isinstance(e, dict) and e.get("session_id") is not None for e in left):
+            result.forgotten.append(m.id)  # also one no longer current: its text goes all the same
+        elif m.status in live:
             result.unlinked.append(m.id)
             if not dry_run:
                 _unlink(s, m, left, sel)
-        result.notes = _drop_notes(s, sel, list(sessions), dry_run=dry_run)
-        if not dry_run and sel.first is None and sel.last is None:
-            _scrub_rejections(s, list(sessions))
-        result.applied = not dry_run
-    return result
+    return result, _doomed_in_session(s, sel, result.session_ids[0], result.forgotten)
+
+
+def _doomed_in_session(s: DBSession, sel: Selection, session_id: int, memory_ids: list[str]) -> Doomed:
+    """A session's rows that go (a range: its messages and notes there), with these memories."""
+    notes: ColumnElement[bool] = col(DailyNote.memory_id).in_(memory_ids)
+    messages: ColumnElement[bool]
+    if sel.whole_session:
+        messages = col(Message.session_id) == session_id
+        notes = or_(notes, col(DailyNote.session_id) == session_id)
+    else:
+        messages = (col(Message.session_id) == session_id) & col(Message.seq).between(sel.first or 1, sel.last or 2**62)
+        rows = s.exec(select(DailyNote).where(col(DailyNote.session_id) == session_id)).all()
+        notes = or_(notes, col(DailyNote.id).in_([n.id for n in rows if any(map(sel.covers, _window(n)))]))
+    doomed: Doomed = [
+        (MemoryEvent, col(MemoryEvent.memory_id).in_(memory_ids)),
+        (DailyNote, notes),
+        (Memory, col(Memory.id).in_(memory_ids)),
+        (Message, messages),
+    ]
+    if not sel.whole_session:
+        return doomed
+    offloads = (col(OffloadedBody.user_id) == sel.user_id) & (col(OffloadedBody.session_id) == sel.session)
+    return doomed + [
+        (Cursor, col(Cursor.session_id) == session_id),
+        (Session, col(Session.id) == session_id),
+        (OffloadedBody, offloads),
+    ]
+
+
+def _plan_memory(s: DBSession, sel: Selection) -> tuple[Cascade, Doomed]:
+    """One memory: its row, history and daily-note rows."""
+    m = _memory(s, sel)
+    result = Cascade(sel, forgotten=[m.id])
+    return result, [
+        (MemoryEvent, col(MemoryEvent.memory_id) == m.id),
+        (DailyNote, col(DailyNote.memory_id) == m.id),
+        (Memory, col(Memory.id) == m.id),
+    ]
+
+
+def _memory(s: DBSession, sel: Selection) -> Memory:
+    """The user's memory with this id, or the one whose id starts with it (six characters or more)."""
+    given = sel.memory or ""
+    q = select(Memory).where(col(Memory.user_id) == sel.user_id)
+    found = s.exec(q.where(col(Memory.id) == given)).all()
+    if not found and len(given) >= 6:
+        found = s.exec(q.where(col(Memory.id).startswith(given, autoescape=True)).limit(2)).all()
+    if len(found) > 1:
+        raise NotFound(f"{given} starts the ids of several memories of user {sel.user_id}: give more of it")
+    if not found:
+        raise NotFound(f"no memory {given} of user {sel.user_id}")
+    return found[0]
+
+
+def _plan_user(s: DBSession, sel: Selection) -> tuple[Cascade, Doomed]:
+    """Every row that holds the user's words, children first."""
+    user = sel.user_id
+    result = Cascade(sel, session_ids=list(_sessions(s, sel)))
+    result.forgotten = list(s.exec(select(Memory.id).where(col(Memory.user_id) == user)).all())
+    theirs = select(Memory.id).where(col(Memory.user_id) == user)
+    sessions = result.session_ids
+    return result, [
+        (MemoryEvent, col(MemoryEvent.memory_id).in_(theirs)),
+        (Memory, col(Memory.user_id) == user),
+        (DailyNote, or_(col(DailyNote.user_id) == user, col(DailyNote.session_id).in_(sessions))),
+        (Message, col(Message.session_id).in_(sessions)),
+        (Cursor, col(Cursor.session_id).in_(sessions)),
+        (Session, col(Session.id).in_(sessions)),
+        (OffloadedBody, col(OffloadedBody.user_id) == user),
+        (WatchedFile, col(WatchedFile.user_id) == user),
+        (ViewDue, col(ViewDue.user_id) == user),
+        (ExperienceEvent, col(ExperienceEvent.user_id) == user),  # code work and teams are the user's too
+        (ExperienceEntry, col(ExperienceEntry.user_id) == user),
+        (ProjectState, col(ProjectState.user_id) == user),
+        (Team, col(Team.user_id) == user),
+    ]
 
 
 def _unlink(s: DBSession, m: Memory, left: list[Any], sel: Selection) -> None:
@@ -149,57 +277,18 @@ def _unlink(s: DBSession, m: Memory, left: list[Any], sel: Selection) -> None:
     cabinet.record_event(s, m.id, "unlink", reason=f"forgot {sel.describe()}", data=data)
 
 
-def _drop_notes(s: DBSession, sel: Selection, session_ids: list[int], *, dry_run: bool) -> int:
-    q = select(DailyNote).where(col(DailyNote.session_id).in_(session_ids))
-    notes = [n for n in s.exec(q) if sel.first is None and sel.last is None or any(map(sel.covers, _window(n)))]
-    if not dry_run:
-        for n in notes:
-            s.delete(n)
-    return len(notes)
-
-
 def _window(n: DailyNote) -> range:
     return range(n.window_start_seq, n.window_end_seq + 1)
 
 
-def _forget_user(rt: Runtime, sel: Selection, *, dry_run: bool) -> Cascade:
-    result = Cascade(sel)
-    with session_scope(rt.engine) as s:
-        session_ids = list(_sessions(s, sel))
-        result.forgotten = list(s.exec(select(Memory.id).where(col(Memory.user_id) == sel.user_id)).all())
-        result.sessions = len(session_ids)
-        result.messages = len(s.exec(select(Message.id).where(col(Message.session_id).in_(session_ids))).all())
-        result.notes = len(s.exec(select(DailyNote.id).where(col(DailyNote.user_id) == sel.user_id)).all())
-        if dry_run:
-            return result
-        _delete_user_rows(s, sel.user_id, session_ids, result.forgotten)
-    rt.index.delete(result.forgotten)
-    shutil.rmtree(markdown.user_dir(rt.settings.workspace_dir, sel.user_id), ignore_errors=True)
-    result.applied = True
-    log.info("forgot user %s: %d memories, %d sessions", sel.user_id, len(result.forgotten), result.sessions)
-    return result
-
-
-def _delete_user_rows(s: DBSession, user_id: str, session_ids: list[int], memory_ids: list[str]) -> None:
-    """Every row that holds the user's words, children first."""
-    s.execute(delete(MemoryEvent).where(col(MemoryEvent.memory_id).in_(memory_ids)))
-    s.execute(delete(Memory).where(col(Memory.user_id) == user_id))
-    s.execute(delete(DailyNote).where(col(DailyNote.user_id) == user_id))
-    s.execute(delete(DailyNote).where(col(DailyNote.session_id).in_(session_ids)))
-    s.execute(delete(Message).where(col(Message.session_id).in_(session_ids)))
-    s.execute(delete(Cursor).where(col(Cursor.session_id).in_(session_ids)))
-    s.execute(delete(Session).where(col(Session.id).in_(session_ids)))
-    s.execute(delete(WatchedFile).where(col(WatchedFile.user_id) == user_id))
-    s.execute(delete(ViewDue).where(col(ViewDue.user_id) == user_id))
-    for table in (ExperienceEvent, ExperienceEntry, ProjectState, Team):  # code work and teams are the user's too
-        s.execute(delete(table).where(col(table.user_id) == user_id))
-    _scrub_rejections(s, session_ids)
-
-
-def _scrub_rejections(s: DBSession, session_ids: list[int]) -> None:
-    """Take the candidates dream runs rejected from these sessions (their text) out of the runs."""
+def _scrub_rejections(s: DBSession, session_ids: Sequence[int], *, dry_run: bool) -> int:
+    """Take the candidates dream runs rejected from these sessions (their text) out of the runs;
+    how many."""
+    taken = 0
     for run in s.exec(select(DreamRun).with_for_update()).all():
         kept = [r for r in run.rejections or [] if not (isinstance(r, dict) and r.get("session_id") in session_ids)]
-        if len(kept) != len(run.rejections or []):
+        taken += len(run.rejections or []) - len(kept)
+        if len(kept) != len(run.rejections or []) and not dry_run:
             run.rejections = kept
             s.add(run)
+    return taken
