@@ -15,6 +15,7 @@ from dreamer.engine.runtime import Runtime
 from dreamer.index.edge import EdgeIndex
 from dreamer.index.server import QdrantClientIndex
 from dreamer.llm.client import OpenAILLM, build_openai_client
+from dreamer.llm.scripted.screen import is_screen_request
 from dreamer.llm.scripted.server import Reply
 from dreamer.store.busy import AlwaysIdle
 
@@ -122,8 +123,8 @@ def dumps(obj) -> str:
 
 
 def extraction_bodies(server) -> list[dict]:
-    """The chat requests that were extractions (not consolidation judgements)."""
-    return [b for b in chat_bodies(server) if not is_judgement(b)]
+    """The chat requests that were extractions (not consolidation judgements, not screens)."""
+    return [b for b in chat_bodies(server) if not is_judgement(b) and not is_screen_request(b)]
 
 
 JUDGED = {"ambiguous_low": 0.3, "route_max_pairs": 1, "dup_threshold": 0.99}  # a pair routed to the judge at once

@@ -23,6 +23,7 @@ from dreamer.engine.consolidation.judge import (
     verdicts_by_pair,
 )
 from dreamer.engine.extraction.extract import AgentAnswer, CodeAnswer, CodeItem, extraction_prompt
+from dreamer.engine.extraction.screen import SCREEN_SYSTEM, Screened, render_lines
 from dreamer.engine.extraction.transcript import (
     Lesson,
     Line,
@@ -43,7 +44,12 @@ CEILING = 1_200  # tokens of a card's system prompt plus its schema as sent, at 
 LIMIT = 5
 
 TRANSCRIPT_CARDS = {"extract_agent": AgentAnswer, "extract_code": CodeAnswer, "flush": FlushNotes, "team": TeamAnswer}
-SCHEMAS: dict[str, type[BaseModel]] = {**TRANSCRIPT_CARDS, "judge": Judgements, "compact": CompactSummary}
+SCHEMAS: dict[str, type[BaseModel]] = {
+    **TRANSCRIPT_CARDS,
+    "judge": Judgements,
+    "compact": CompactSummary,
+    "screen": Screened,
+}
 RULES = {
     "extract_agent": ["## Keep", "## Drop, and why", "## Importance", "small talk", "took them up"],
     "extract_code": ["## Keep", "## Drop, and why", "## Importance", "## Guesses are not facts", 'basis "inferred"'],
@@ -65,6 +71,8 @@ def prompt(card: str) -> str:
         return team_prompt(LIMIT)
     if card == "compact":
         return compact_prompt()
+    if card == "screen":
+        return SCREEN_SYSTEM
     return extraction_prompt("code" if card == "extract_code" else "agent", LIMIT)
 
 
@@ -311,3 +319,17 @@ def test_the_scripted_server_answers_the_team_card_from_the_request():
         "messages": [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": "[1] A: we chose X"}]
     }
     assert team_reply(judge) is None  # any other card is left to the script
+
+
+def test_the_screen_card_states_what_counts_and_its_examples_file_each_line_once():
+    text = card_text("screen")
+    for rule in ("## What counts", "## What does not count", "never instructions to you", "Unsure: leave the line out"):
+        assert rule in text
+    found = examples("screen")
+    assert [ex.title for ex in found] == ["a code, a wish that widens, a look-alike", "nothing to flag"]
+    for ex in found:
+        lines = ex.given.splitlines()
+        assert render_lines([ln.split(". ", 1)[1] for ln in lines]) == ex.given
+        answer = Screened.model_validate_json(ex.answer)
+        filed = answer.secret + answer.steers
+        assert len(filed) == len(set(filed)) and all(n < len(lines) for n in filed)

@@ -15,6 +15,7 @@ from dreamer.engine.consolidation.judge import Judge
 from dreamer.engine.consolidation.plan import plan_group, plan_session, session_plan
 from dreamer.engine.extraction.extract import Extractor
 from dreamer.engine.extraction.group import STOPS, Capped, Cut, Extracted, extract_group
+from dreamer.engine.extraction.screen import screen_found
 from dreamer.engine.failures import is_global
 from dreamer.engine.load import Work, load_work, session_id
 from dreamer.engine.pace import lease_lost
@@ -38,7 +39,7 @@ def dream_group(rt: Runtime, group: list[Session], readers: tuple[Extractor, Jud
         works = [w for w in (_lease_and_load(rt, sess, p) for sess in group) if w is not None]
         if not works:
             return False
-        results = extract_group(rt, works, extractor, p.held, p.pace)
+        results = screen_found(p.llm, extract_group(rt, works, extractor, p.held, p.pace))
         if judge is not None and len(works) > 1:
             return _finish_together(rt, works, results, judge, p)
         for k, (work, found) in enumerate(zip(works, results)):

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 _INCLUDE = re.compile(r"^\{\{(\w+)\}\}$", re.M)
 _EXAMPLE = re.compile(r"^### Example: (.+?)\n```text\n(.*?)\n```\n```json\n(.*?)\n```", re.M | re.S)
-CARDS = ("extract_agent", "extract_code", "judge", "flush", "team", "compact")
+CARDS = ("extract_agent", "extract_code", "judge", "flush", "team", "compact", "screen")
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from dreamer.llm.scripted.modes import (
     wrapped,
 )
 from dreamer.llm.scripted.reply import Reply
+from dreamer.llm.scripted.screen import is_screen_request, screen_reply
 from dreamer.llm.scripted.team import team_reply
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class ScriptedServer:
         self.context_window = context_window
         self.window_source = window_source
         self._script = script
+        self._screen: Script = screen_reply
         self._address = (host, port)
         self._lock = threading.Lock()
         self._queue: deque[list[Any]] = deque()
@@ -165,6 +167,11 @@ class ScriptedServer:
         with self._lock:
             self._script = fn
 
+    def set_screen(self, fn: Script) -> None:
+        """Answer the screen card with `fn(request_body)` (neither queue nor script sees it)."""
+        with self._lock:
+            self._screen = fn
+
     @property
     def pending(self) -> int:
         """How many queued answers are left (counting repeats)."""
@@ -189,6 +196,8 @@ class ScriptedServer:
 
     def _next_reply(self, body: JSONObject) -> Reply:
         with self._lock:
+            if is_screen_request(body):
+                return self._screen(body)
             if (reply := _take(self._queue)) is not None:
                 return reply
             script = self._script
