@@ -110,9 +110,10 @@ def _sessions(s: DBSession, sel: Selection) -> dict[int, Selection]:
     return found
 
 
-def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False) -> Cascade:
+def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False, actor: str | None = None) -> Cascade:
     """Forget what was derived from `sel` (see the module); the index and the Markdown follow
-    once the caller drains the outbox (a whole user: at once)."""
+    once the caller drains the outbox (a whole user: at once). `actor`: who asked (a person's
+    token name or role), kept in each event."""
     if sel.session is None:
         return _forget_user(rt, sel, dry_run=dry_run)
     result = Cascade(sel)
@@ -127,11 +128,11 @@ def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False) -> Cas
             if not any(isinstance(e, dict) and e.get("session_id") is not None for e in left):
                 result.forgotten.append(m.id)
                 if not dry_run:
-                    cabinet.forget(s, m.id, reason=f"forgot {sel.describe()}")
+                    cabinet.forget(s, m.id, reason=f"forgot {sel.describe()}", actor=actor)
                 continue
             result.unlinked.append(m.id)
             if not dry_run:
-                _unlink(s, m, left, sel)
+                _unlink(s, m, left, sel, actor)
         result.notes = _drop_notes(s, sel, list(sessions), dry_run=dry_run)
         if not dry_run and sel.first is None and sel.last is None:
             _scrub_rejections(s, list(sessions))
@@ -139,11 +140,13 @@ def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False) -> Cas
     return result
 
 
-def _unlink(s: DBSession, m: Memory, left: list[Any], sel: Selection) -> None:
+def _unlink(s: DBSession, m: Memory, left: list[Any], sel: Selection, actor: str | None) -> None:
     status = m.status
     if status == "verified":
         status = promoted_status("candidate", left, untrusted=m.untrusted)
     data = {"status": [m.status, status], "before": cabinet.restorable(m), "removed": len(m.evidence) - len(left)}
+    if actor:
+        data["actor"] = actor
     m.evidence, m.status, m.updated_at, m.indexed_at = left, status, utcnow(), None
     s.add(m)
     cabinet.record_event(s, m.id, "unlink", reason=f"forgot {sel.describe()}", data=data)
