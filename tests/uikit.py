@@ -15,14 +15,14 @@ from dreamkit import judged_by_word, make_index, make_runtime, user_turns
 from onlinekit import TOKENS, LiveServer
 from sqlmodel import select
 
-from dreamer.core.models import Cursor, Memory, Session
+from dreamer.core.models import Cursor, Memory, Session, utcnow
 from dreamer.core.settings import Settings
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
-from dreamer.store import db
+from dreamer.store import cabinet, db, gate
 from dreamer.store.db import session_scope
 
 ADMIN = "inspector-admin-token-0123456789"
@@ -114,3 +114,21 @@ def csrf_of(client: httpx.Client, path: str = "/ui") -> str:
     marker = 'name="csrf" value="'
     start = page.index(marker) + len(marker)
     return page[start : page.index('"', start)]
+
+
+def fill_store(rt: Runtime, user_id: str, *, current: int, pending: int) -> None:
+    """`current` memories and `pending` ones waiting for review for `user_id`, written as a pass
+    writes them (through the gate, each with its `add` event), indexed already so no drain waits
+    on them."""
+    now = utcnow()
+    rows, events = [], []
+    for i in range(current + pending):
+        waits = i >= current
+        text = f"The user {'might like' if waits else 'likes'} item number {i:04d}."
+        row = gate.memory_row(user_id=user_id, kind="preference", text=text, source="dream", evidence=[], now=now)
+        row["status"] = "pending" if waits else "candidate"
+        row["indexed_at"] = now
+        rows.append(row)
+        events.append(cabinet.event_row(row["id"], "add", reason="learnt in bulk", now=now))
+    with session_scope(rt.engine) as s:
+        gate.insert_memories(s, rows, events)
