@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 from onlinekit import ALICE_WRITER, BOB_WRITER, bearer
+from sqlmodel import select
 from uikit import HTML_TEXT, browser_login, chromium, live_inspector
+
+from dreamer.core.models import MemoryEvent
+from dreamer.store.db import session_scope
 
 README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
 TEA = "The user prefers tea with breakfast."
@@ -77,6 +81,9 @@ def test_a_person_reverts_a_run(browser, ui):
     assert undone and set(undone) == {"yes"}  # every change of the run undone
     assert ui.memory(ui.memory_id(TEA)).status == "candidate"  # the hold undone: current again
     assert ui.memory(ui.memory_id("The user prefers coffee with breakfast.")).status == "reverted"
+    with session_scope(ui.rt.engine) as s:
+        reverts = s.exec(select(MemoryEvent).where(MemoryEvent.event == "revert")).all()
+    assert reverts and {e.data["actor"] for e in reverts} == {"alice (writer)"}  # who asked, on each
 
 
 def test_no_cookie_no_page_and_a_wrong_csrf_token_is_refused(browser, ui):

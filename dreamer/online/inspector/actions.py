@@ -125,7 +125,10 @@ def _run_actions(router: APIRouter, rt: Runtime, logins: Logins) -> None:
     async def revert(run_id: int, csrf: str = Form(""), login: Login = Depends(logins.login)) -> Response:
         acting(login, csrf)
         q.run_page(rt, login.viewer, run_id)  # NotFound for a run the viewer has no part in
-        done = await run_in_threadpool(revert_run, rt.engine, run_id, user_id=login.viewer.user_id)
+        viewer = login.viewer
+        done = await run_in_threadpool(
+            lambda: revert_run(rt.engine, run_id, user_id=viewer.user_id, actor=viewer.actor)
+        )
         if not done.applied and done.conflicts:
             raise PersonRefused(
                 f"run {run_id} was not reverted: later changes touched {len(done.conflicts)} of its memories"
@@ -139,7 +142,10 @@ def _run_actions(router: APIRouter, rt: Runtime, logins: Logins) -> None:
         acting(login, csrf)
         if not q.run_page(rt, login.viewer, run_id).held:
             raise NotFound(f"run {run_id} holds nothing for review")
-        done = await run_in_threadpool(accept_run, rt.engine, run_id, user_id=login.viewer.user_id)
+        viewer = login.viewer
+        done = await run_in_threadpool(
+            lambda: accept_run(rt.engine, run_id, user_id=viewer.user_id, actor=viewer.actor)
+        )
         for user in done.users:
             await run_in_threadpool(_drain, rt, user)
         return _back(f"/ui/runs/{run_id}")
