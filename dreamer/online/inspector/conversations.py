@@ -24,6 +24,8 @@ from dreamer.online.inspector.person import Viewer
 from dreamer.online.inspector.render import page
 from dreamer.store.db import session_scope
 
+MAX_ROW_DIGITS = 18  # a session's number fits a signed 64-bit integer
+
 
 @dataclass(frozen=True)
 class Produced:
@@ -87,7 +89,7 @@ def conversation(rt: Runtime, viewer: Viewer, key: str, paging: Paging) -> Conve
 
 
 def _session(s: DBSession, viewer: Viewer, key: str) -> Session:
-    found = s.get(Session, int(key)) if key.isdigit() else None
+    found = s.get(Session, int(key)) if key.isdigit() and len(key) <= MAX_ROW_DIGITS else None
     if found is None:
         rows = s.exec(viewer.narrow(select(Session).where(Session.external_id == key), Session).limit(2)).all()
         found = rows[0] if len(rows) == 1 else None

@@ -16,8 +16,9 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from dreamer.core.models import AGENT_KINDS, STATUSES
+from dreamer.core.models import STATUSES
 from dreamer.engine.runtime import Runtime
+from dreamer.online.agent_writes import AGENT_WRITE_KINDS
 from dreamer.online.auth import Auth
 from dreamer.online.inspector import queries as q
 from dreamer.online.inspector.actions import action_routes
@@ -74,7 +75,7 @@ def _memory_routes(router: APIRouter, rt: Runtime, logins: Logins) -> None:
         else:
             rows = await run_in_threadpool(q.memories, rt, login.viewer, f, paging)
         values: dict[str, Any] = {"kinds": q.kinds(rt, login.viewer), "users": q.users(rt, login.viewer)}
-        values |= {"statuses": STATUSES, "new_kinds": AGENT_KINDS, "scores": scores, "mode": mode}
+        values |= {"statuses": STATUSES, "new_kinds": AGENT_WRITE_KINDS, "scores": scores, "mode": mode}
         return page(request, "memories.html", login, p=rows, f=f, **values)
 
     @router.get("/memories/{memory_id}")

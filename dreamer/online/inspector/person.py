@@ -58,6 +58,11 @@ class Viewer:
         return self.user_id is None
 
     @property
+    def whole_user(self) -> bool:
+        """Whether the viewer sees all of a user's store (the admin, or a token naming no agent)."""
+        return self.user_id is None or self.agent_id is None
+
+    @property
     def actor(self) -> str:
         """Who acted, as history records it: the token's name, else `admin` or the user's role."""
         if self.name:
@@ -91,7 +96,7 @@ def find_memory(s: DBSession, viewer: Viewer, memory_id: str) -> Memory:
     """The viewer's memory with this id, or the one whose id starts with it (`SHORT_ID`
     characters or more, as the CLI prints them); NotFound for another user's."""
     key = memory_id.strip().lower()
-    m = s.get(Memory, key)
+    m = s.get(Memory, memory_id) or s.get(Memory, key)
     if m is None and SHORT_ID <= len(key) < ID_CHARS:
         q = viewer.narrow(select(Memory).where(col(Memory.id).startswith(key, autoescape=True)), Memory)
         found = s.exec(q.limit(2)).all()

@@ -87,7 +87,7 @@ def _export_user(viewer: Viewer, user: str) -> str | None:
     """Whose records an export holds: the admin's choice (none: everything), else the user's own."""
     if viewer.admin:
         return user or None
-    if viewer.agent_id is not None:
+    if not viewer.whole_user:
         raise ReadOnly("an agent's login sees part of its user's store: export with a user's token or as the admin")
     return viewer.user_id
 
