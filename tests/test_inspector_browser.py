@@ -1,42 +1,31 @@
 """The inspector driven in headless Chromium (Debian's `chromium`, through Playwright): log in,
 search, open a memory, edit it and see the history entry, forget and restore it, accept a held
 change, revert a run; a page without the cookie is the login form, a form with a wrong CSRF token
-is refused, HTML in a memory shows as text. It also makes the README's screenshot."""
+is refused, HTML in a memory shows as text. The pages added since (paging, bulk review, search by
+meaning, adding a memory, the context preview, conversations, export, import and forget) are in
+`test_inspector_browser_pages.py`. It also makes the README's screenshot."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import services_required
 from onlinekit import ALICE_WRITER, BOB_WRITER, bearer
-from uikit import HTML_TEXT, live_inspector
+from sqlmodel import select
+from uikit import HTML_TEXT, browser_login, chromium, live_inspector
+
+from dreamer.core.models import MemoryEvent
+from dreamer.store.db import session_scope
 
 README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
 TEA = "The user prefers tea with breakfast."
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "no chromium on PATH (apt-get install chromium)"
-        if services_required():
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
 @pytest.fixture(scope="module")
 def browser():
-    path = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
+    with chromium() as found:
+        yield found
 
 
 @pytest.fixture
@@ -46,13 +35,7 @@ def ui(tmp_path):
 
 
 def _login(browser, url: str, token: str):
-    page = browser.new_page(viewport={"width": 1200, "height": 800})
-    page.goto(f"{url}/ui")
-    assert page.url.endswith("/ui/login")  # no cookie: the login form
-    page.fill("input[name=token]", token)
-    page.click("form[action='/ui/login'] button")
-    page.wait_for_url(f"{url}/ui")
-    return page
+    return browser_login(browser, url, token)
 
 
 def test_a_person_searches_edits_forgets_and_restores(browser, ui):
@@ -65,7 +48,9 @@ def test_a_person_searches_edits_forgets_and_restores(browser, ui):
     page.fill("textarea[name=text]", "The user prefers aisle seats on long trains.")
     page.click("button:text('Save')")
     assert page.inner_text("#memory-text") == "The user prefers aisle seats on long trains."
-    assert "edited by a person" in page.inner_text("#history")
+    history = page.inner_text("#history")
+    assert "edited by a person" in history and "alice (writer)" in history
+    assert page.inner_text("#history .history-text .old") == "Old text\nThe user prefers window seats."
 
     page.fill("input[name=reason]", "changed my mind")
     page.click("button:text('Forget')")
@@ -96,6 +81,9 @@ def test_a_person_reverts_a_run(browser, ui):
     assert undone and set(undone) == {"yes"}  # every change of the run undone
     assert ui.memory(ui.memory_id(TEA)).status == "candidate"  # the hold undone: current again
     assert ui.memory(ui.memory_id("The user prefers coffee with breakfast.")).status == "reverted"
+    with session_scope(ui.rt.engine) as s:
+        reverts = s.exec(select(MemoryEvent).where(MemoryEvent.event == "revert")).all()
+    assert reverts and {e.data["actor"] for e in reverts} == {"alice (writer)"}  # who asked, on each
 
 
 def test_no_cookie_no_page_and_a_wrong_csrf_token_is_refused(browser, ui):

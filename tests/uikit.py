@@ -9,20 +9,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from dreamkit import judged_by_word, make_index, make_runtime, user_turns
 from onlinekit import TOKENS, LiveServer
 from sqlmodel import select
 
-from dreamer.core.models import Cursor, Memory, Session
+from dreamer.core.models import Cursor, Memory, Session, utcnow
 from dreamer.core.settings import Settings
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runtime import Runtime
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted.server import ScriptedServer
 from dreamer.online.api import create_app
-from dreamer.store import db
+from dreamer.store import cabinet, db, gate
 from dreamer.store.db import session_scope
 
 ADMIN = "inspector-admin-token-0123456789"
@@ -114,3 +115,58 @@ def csrf_of(client: httpx.Client, path: str = "/ui") -> str:
     marker = 'name="csrf" value="'
     start = page.index(marker) + len(marker)
     return page[start : page.index('"', start)]
+
+
+def fill_store(rt: Runtime, user_id: str, *, current: int, pending: int) -> None:
+    """`current` memories and `pending` ones waiting for review for `user_id`, written as a pass
+    writes them (through the gate, each with its `add` event), indexed already so no drain waits
+    on them."""
+    now = utcnow()
+    rows, events = [], []
+    for i in range(current + pending):
+        waits = i >= current
+        text = f"The user {'might like' if waits else 'likes'} item number {i:04d}."
+        row = gate.memory_row(user_id=user_id, kind="preference", text=text, source="dream", evidence=[], now=now)
+        row["status"] = "pending" if waits else "candidate"
+        row["indexed_at"] = now
+        rows.append(row)
+        events.append(cabinet.event_row(row["id"], "add", reason="learnt in bulk", now=now))
+    with session_scope(rt.engine) as s:
+        gate.insert_memories(s, rows, events)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Headless Chromium (Debian's `chromium`, through Playwright); skipped when it is absent
+    (failed where the services are required)."""
+    import shutil
+
+    import pytest
+    from conftest import services_required
+    from playwright.sync_api import sync_playwright
+
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "no chromium on PATH (apt-get install chromium)"
+        if services_required():
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def browser_login(browser: Any, url: str, token: str, context: Any = None) -> Any:
+    """A new page of `browser` (or of `context`, whose cookies are its own) logged in to the
+    inspector with `token`."""
+    context = context or browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.goto(f"{url}/ui")
+    assert page.url.endswith("/ui/login")  # no cookie: the login form
+    page.fill("input[name=token]", token)
+    page.click("form[action='/ui/login'] button")
+    page.wait_for_url(f"{url}/ui")
+    return page

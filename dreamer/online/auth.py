@@ -54,6 +54,7 @@ class Grant(BaseModel):
     agent_id: GrantId | None = None
     team: GrantId | None = None
     role: Literal["writer", "reader"]
+    name: GrantId | None = None  # who holds it, as the inspector's history names them
 
     @property
     def scope(self) -> Scope:
@@ -73,7 +74,7 @@ def parse_tokens(raw: str) -> list[Grant]:
     except json.JSONDecodeError as exc:
         raise ConfigError("api_tokens is not valid JSON: " + json_reason(exc, f"position {exc.pos}")) from exc
     if not isinstance(data, list):
-        raise ConfigError("api_tokens must be a JSON list of {token, user_id, agent_id?, team?, role} objects")
+        raise ConfigError("api_tokens must be a JSON list of {token, user_id, agent_id?, team?, role, name?} objects")
     grants = []
     for i, item in enumerate(data):
         try:

@@ -183,7 +183,10 @@ def forget(
     user_id: str | None = None,
     run_id: int | None = None,
     accepted: int | None = None,
+    actor: str | None = None,
 ) -> Memory:
+    """Forget `memory_id` (kept for history, never served); `actor`: who forgot it (a person's
+    token name or role), kept in the event."""
     m = s.get(Memory, memory_id)
     if m is None or (user_id is not None and m.user_id != user_id):
         raise NotFound(f"no memory {memory_id}")
@@ -192,6 +195,8 @@ def forget(
     data: dict[str, Any] = {"status": [m.status, "forgotten"], "before": restorable(m)}
     if accepted is not None:
         data["accepted"] = accepted
+    if actor:
+        data["actor"] = actor
     m.status = "forgotten"
     m.valid_to = m.updated_at = utcnow()
     m.indexed_at = None

@@ -250,7 +250,7 @@ class Settings(PersonSettings, ModeSettings, CompactionSettings):
 
     # --- online companion
     api_tokens: str = Field(
-        "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader}; empty = none"
+        "", description="JSON list of {token, user_id, agent_id?, team?, role: writer|reader, name?}; empty = none"
     )
     api_max_body_bytes: int = Field(2_000_000, ge=1, le=MAX_COUNT)
     flush_max_tokens: int = Field(

@@ -130,12 +130,13 @@ def _sessions(s: DBSession, sel: Selection) -> dict[int, Selection]:
     return found
 
 
-def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False) -> Cascade:
+def forget_derived(rt: Runtime, sel: Selection, *, dry_run: bool = False, actor: str | None = None) -> Cascade:
     """Forget `sel` and what was derived from it (see the module); the index, the Markdown and
-    the SQL files follow at once."""
+    the SQL files follow at once. `actor`: who asked (a person's token name or role), kept in
+    the event of each memory that only loses evidence (the others are gone with their history)."""
     whole_user = sel.session is None and sel.memory is None
     with session_scope(rt.engine) as s:
-        result, doomed = _plan(s, sel, dry_run=dry_run)
+        result, doomed = _plan(s, sel, dry_run=dry_run, actor=actor)
         places = _count(s, doomed)
         if whole_user or sel.whole_session:
             rejected = _scrub_rejections(s, result.session_ids, dry_run=dry_run)
@@ -169,7 +170,7 @@ def _count(s: DBSession, doomed: Doomed) -> list[Place]:
     return places
 
 
-def _plan(s: DBSession, sel: Selection, *, dry_run: bool) -> tuple[Cascade, Doomed]:
+def _plan(s: DBSession, sel: Selection, *, dry_run: bool, actor: str | None = None) -> tuple[Cascade, Doomed]:
     if sel.memory is not None:
         return _plan_memory(s, sel)
     if sel.session is None:
@@ -187,7 +188,7 @@ def _plan(s: DBSession, sel: Selection, *, dry_run: bool) -> tuple[Cascade, Doom
         elif m.status in live:
             result.unlinked.append(m.id)
             if not dry_run:
-                _unlink(s, m, left, sel)
+                _unlink(s, m, left, sel, actor)
     return result, _doomed_in_session(s, sel, result.session_ids[0], result.forgotten)
 
 
@@ -267,11 +268,13 @@ def _plan_user(s: DBSession, sel: Selection) -> tuple[Cascade, Doomed]:
     ]
 
 
-def _unlink(s: DBSession, m: Memory, left: list[Any], sel: Selection) -> None:
+def _unlink(s: DBSession, m: Memory, left: list[Any], sel: Selection, actor: str | None = None) -> None:
     status = m.status
     if status == "verified":
         status = promoted_status("candidate", left, untrusted=m.untrusted)
     data = {"status": [m.status, status], "before": cabinet.restorable(m), "removed": len(m.evidence) - len(left)}
+    if actor:
+        data["actor"] = actor
     m.evidence, m.status, m.updated_at, m.indexed_at = left, status, utcnow(), None
     s.add(m)
     cabinet.record_event(s, m.id, "unlink", reason=f"forgot {sel.describe()}", data=data)

@@ -74,11 +74,18 @@ def run_changes(engine: Engine, run_id: int, *, user_id: str | None = None) -> l
 
 
 def revert_run(
-    engine: Engine, run_id: int, *, user_id: str | None = None, dry_run: bool = False, force: bool = False
+    engine: Engine,
+    run_id: int,
+    *,
+    user_id: str | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    actor: str | None = None,
 ) -> Reverted:
     """Undo run `run_id` (of `user_id`'s memories only, if given): restore what it superseded,
     forgot or held, take out the evidence it merged in, set what it added to `reverted`. Stops
-    (writes nothing) where a later change touched the same memories, unless `force`."""
+    (writes nothing) where a later change touched the same memories, unless `force`. `actor`:
+    who asked (a person's token name or role), kept in each `revert` event."""
     now = utcnow()
     with session_scope(engine) as s:
         require_run(s, run_id, finished=True)
@@ -89,15 +96,15 @@ def revert_run(
         if dry_run or (plan.blocked and not force) or not plan.undo:
             return result
         for c in plan.undo:
-            _undo(s, memories[c.memory_id], c, now=now)
+            _undo(s, memories[c.memory_id], c, now=now, actor=actor)
         result.applied = True
     return result
 
 
-def accept_run(engine: Engine, run_id: int, *, user_id: str | None = None) -> Accepted:
+def accept_run(engine: Engine, run_id: int, *, user_id: str | None = None, actor: str | None = None) -> Accepted:
     """Apply the supersessions the guard held in run `run_id`, as events of that run. A held
     memory changed since (no longer `review_required`), or whose successor is no longer
-    current, is left as it is and said."""
+    current, is left as it is and said. `actor`: who accepted, kept in each event."""
     now = utcnow()
     with session_scope(engine) as s:
         require_run(s, run_id, finished=True)
@@ -111,11 +118,10 @@ def accept_run(engine: Engine, run_id: int, *, user_id: str | None = None) -> Ac
                 continue
             reason = f"accepted: {c.reason or 'held by the guard'}"
             if c.data.get("action") == "forget":
-                cabinet.forget(s, m.id, reason=reason, run_id=run_id, accepted=c.id)
+                cabinet.forget(s, m.id, reason=reason, run_id=run_id, accepted=c.id, actor=actor)
             else:
-                cabinet.supersede(
-                    s, m, str(c.data["by"]), run_id=run_id, reason=reason, now=now, data={"accepted": c.id}
-                )
+                data = {"accepted": c.id, **({"actor": actor} if actor else {})}
+                cabinet.supersede(s, m, str(c.data["by"]), run_id=run_id, reason=reason, now=now, data=data)
             result.applied.append(item)
     return result
 
@@ -183,7 +189,7 @@ def _described(c: Change, m: Memory, undone: bool) -> RunChange:
     return RunChange(c, m.user_id, m.text, m.status, undone)
 
 
-def _undo(s: DBSession, m: Memory, c: Change, *, now: datetime) -> None:
+def _undo(s: DBSession, m: Memory, c: Change, *, now: datetime, actor: str | None = None) -> None:
     """Undo one change of `m`, and say so in a `revert` event; the memory waits in the outbox."""
     row: dict[str, Any] = {"status": m.status, "evidence": list(m.evidence), "untrusted": m.untrusted}
     fields = undo_fields(c, row, now=now)
@@ -192,4 +198,6 @@ def _undo(s: DBSession, m: Memory, c: Change, *, now: datetime) -> None:
     m.indexed_at = None
     s.add(m)
     data = {"of": c.id, "undoes": c.event, "run": c.run_id, "status": [before, m.status]}
+    if actor:
+        data["actor"] = actor
     cabinet.record_event(s, m.id, "revert", reason=f"revert of run {c.run_id}", data=data)

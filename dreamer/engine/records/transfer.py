@@ -11,7 +11,8 @@ refused whole.
 Importing is idempotent and fits a live store: a run, session, message, note or memory already
 there (by id, or a session by its user, source and external id) is left as it is; an id taken by
 another record is given a new one (a session's new id is carried into its messages, notes and the
-evidence of memories). One transaction: a line that cannot be read writes nothing.
+evidence of memories). One transaction: a line that cannot be read writes nothing; a dry run
+(`dry_run`) counts what would be added and rolls back.
 """
 
 from __future__ import annotations
@@ -225,21 +226,31 @@ class _Ids:
         return self.sessions.get(old, old) if isinstance(old, int) else old
 
 
+class _DryRun(Exception):
+    """Raised inside a dry import's transaction so that it rolls back."""
+
+
 def import_records(
-    engine: Engine, records: list[dict[str, Any]], *, on_record: Callable[[], None] | None = None
+    engine: Engine, records: list[dict[str, Any]], *, on_record: Callable[[], None] | None = None, dry_run: bool = False
 ) -> Imported:
-    """Import checked records (`read_records`) in one transaction."""
+    """Import checked records (`read_records`) in one transaction; with `dry_run`, say what
+    would be added and what is there already, and roll it back (nothing changes)."""
     result, ids = Imported(), _Ids()
-    with session_scope(engine) as s:
-        for rec in records:
-            kind = rec["type"]
-            if kind != "header":
-                added = _IMPORTERS[kind](s, rec, ids, result)
-                result.count(kind, added)
-                s.flush()  # in file order: a row exists before the rows that point at it
-            if on_record is not None:
-                on_record()
-        _advance_sequences(s)
+    try:
+        with session_scope(engine) as s:
+            for rec in records:
+                kind = rec["type"]
+                if kind != "header":
+                    added = _IMPORTERS[kind](s, rec, ids, result)
+                    result.count(kind, added)
+                    s.flush()  # in file order: a row exists before the rows that point at it
+                if on_record is not None:
+                    on_record()
+            if dry_run:
+                raise _DryRun
+            _advance_sequences(s)
+    except _DryRun:
+        pass
     return result
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 
 from dreamer.online.auth import Auth
-from dreamer.online.inspector.person import Viewer
+from dreamer.online.inspector.person import ReadOnly, Viewer
 
 COOKIE = "dreamer_ui"
 
@@ -77,10 +77,17 @@ class Logins:
         grant = self.auth.resolve(f"Bearer {token}")
         if grant is None:
             return None
-        return Viewer(user_id=grant.user_id, agent_id=grant.agent_id, writer=grant.can_write)
+        return Viewer(user_id=grant.user_id, agent_id=grant.agent_id, writer=grant.can_write, name=grant.name)
 
 
 def check_csrf(login: Login, sent: str | None) -> None:
     """403 unless the form's CSRF token is the session's."""
     if not sent or not hmac.compare_digest(login.csrf.encode(), sent.encode()):
         raise HTTPException(403, "the form's CSRF token is missing or wrong")
+
+
+def acting(login: Login, csrf: str | None) -> None:
+    """The form's CSRF token is the session's, and the login may change things (403 for a reader)."""
+    check_csrf(login, csrf)
+    if not login.viewer.writer:
+        raise ReadOnly("this login may only look: log in with a writer token to change anything")

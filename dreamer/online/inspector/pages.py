@@ -1,50 +1,50 @@
 """The inspector at `/ui` on `dreamer serve`: server-rendered pages (Jinja2, autoescaped) and
-plain forms, no JavaScript build step. Memories by scope with search, kind and status filters;
-one memory with its evidence and history; the trace of a fact; runs with every change and
-rejection; quarantined sessions; the review queue; the settings in effect. Reads go through
-`ui_queries`, actions through `person` and `engine.revert`; logins and CSRF are `ui_session`'s."""
+plain forms, no JavaScript at all. Memories by scope, paged with their total, found by their
+words, their id's first characters or their meaning, with kind, status and user filters; one
+memory with its evidence, its history and the change held for it; the review queue (one action
+for many items: `bulk`); the conversations (`conversations`); the context block a user's agent
+gets (`looking`); the trace of a fact; runs with every change and rejection; quarantined
+sessions; export, import and forget (`records`); the settings in effect. Reads go through
+`queries`, actions through `person` and `engine.records`; logins and CSRF are `login`'s, pages
+and their headers `render`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Form, HTTPException, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.routing import APIRoute
-from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, FileSystemLoader
 from starlette.concurrency import run_in_threadpool
 
-from dreamer.core.errors import NotFound
+from dreamer.core.models import STATUSES
 from dreamer.engine.runtime import Runtime
+from dreamer.online.agent_writes import AGENT_WRITE_KINDS
 from dreamer.online.auth import Auth
 from dreamer.online.inspector import queries as q
 from dreamer.online.inspector.actions import action_routes
-from dreamer.online.inspector.login import COOKIE, Login, LoginRequired, Logins
-from dreamer.online.inspector.person import PersonRefused, ReadOnly
-
-# every value is escaped: a memory's text is data, whatever HTML or script it holds
-TEMPLATES = Jinja2Templates(
-    env=Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True)
-)
+from dreamer.online.inspector.bulk import bulk_routes
+from dreamer.online.inspector.conversations import conversation_routes
+from dreamer.online.inspector.login import COOKIE, Login, Logins
+from dreamer.online.inspector.looking import by_meaning, looking_routes
+from dreamer.online.inspector.paging import paging_of
+from dreamer.online.inspector.records import records_routes
+from dreamer.online.inspector.render import UiRoute, page, style_sheet
 
 
 def mount_ui(app: FastAPI, rt: Runtime, auth: Auth) -> None:
     """Add the inspector's pages and forms to `app`."""
     logins = Logins(auth, rt.settings.ui_admin_token, rt.settings.ui_session_minutes)
     router = APIRouter(prefix="/ui", include_in_schema=False, route_class=UiRoute)
+    router.add_api_route("/inspector.css", style_sheet, methods=["GET"])
     _login_routes(router, logins)
+    _memory_routes(router, rt, logins)
     _read_routes(router, rt, logins)
     action_routes(router, rt, logins)
+    bulk_routes(router, rt, logins)
+    conversation_routes(router, rt, logins)
+    looking_routes(router, rt, logins)
+    records_routes(router, rt, logins)
     app.include_router(router)
-
-
-def page(request: Request, name: str, login: Login | None, status: int = 200, **values: Any) -> HTMLResponse:
-    out: HTMLResponse = TEMPLATES.TemplateResponse(request, name, {"login": login, **values}, status_code=status)
-    return out
 
 
 def _login_routes(router: APIRouter, logins: Logins) -> None:
@@ -62,27 +62,41 @@ def _login_routes(router: APIRouter, logins: Logins) -> None:
         return out
 
 
-def _read_routes(router: APIRouter, rt: Runtime, logins: Logins) -> None:
+def _memory_routes(router: APIRouter, rt: Runtime, logins: Logins) -> None:
     @router.get("")
-    def memories(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
+    async def memories(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
         p = request.query_params
-        f = q.Filters(p.get("q", ""), p.get("kind", ""), p.get("status", ""), p.get("user", ""))
-        rows = q.memories(rt, login.viewer, f)
-        kinds = q.kinds(rt, login.viewer)
-        return page(request, "memories.html", login, rows=rows, f=f, kinds=kinds, statuses=q.STATUSES)
+        how = "meaning" if p.get("how") == "meaning" else "text"
+        f = q.Filters(p.get("q", ""), p.get("kind", ""), p.get("status", ""), p.get("user", "").strip(), how)
+        paging, scores, mode = paging_of(request), {}, ""
+        if how == "meaning":
+            found = await run_in_threadpool(by_meaning, rt, login.viewer, f, paging)
+            rows, scores, mode = found.rows, found.scores, found.mode
+        else:
+            rows = await run_in_threadpool(q.memories, rt, login.viewer, f, paging)
+        values: dict[str, Any] = {"kinds": q.kinds(rt, login.viewer), "users": q.users(rt, login.viewer)}
+        values |= {"statuses": STATUSES, "new_kinds": AGENT_WRITE_KINDS, "scores": scores, "mode": mode}
+        return page(request, "memories.html", login, p=rows, f=f, **values)
 
     @router.get("/memories/{memory_id}")
     def memory(request: Request, memory_id: str, login: Login = Depends(logins.login)) -> HTMLResponse:
         found = q.memory_page(rt, login.viewer, memory_id)
         return page(request, "memory.html", login, p=found)
 
+
+def _read_routes(router: APIRouter, rt: Runtime, logins: Logins) -> None:
     @router.get("/review")
     def review(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
-        return page(request, "review.html", login, rows=q.review_queue(rt, login.viewer))
+        user = request.query_params.get("user", "").strip()
+        rows = q.review_queue(rt, login.viewer, paging_of(request), user)
+        ticked = request.query_params.get("select") == "all"
+        values: dict[str, Any] = {"ticked": ticked, "done": _done(request), "user": user}
+        values["users"] = q.users(rt, login.viewer)
+        return page(request, "review.html", login, p=rows, **values)
 
     @router.get("/runs")
     def runs(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
-        return page(request, "runs.html", login, runs=q.runs(rt, login.viewer))
+        return page(request, "runs.html", login, p=q.runs(rt, login.viewer, paging_of(request)))
 
     @router.get("/runs/{run_id}")
     def run(request: Request, run_id: int, login: Login = Depends(logins.login)) -> HTMLResponse:
@@ -90,50 +104,30 @@ def _read_routes(router: APIRouter, rt: Runtime, logins: Logins) -> None:
 
     @router.get("/sessions")
     def sessions(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
-        return page(request, "sessions.html", login, rows=q.quarantined(rt, login.viewer))
+        return page(request, "sessions.html", login, p=q.quarantined(rt, login.viewer, paging_of(request)))
 
     @router.get("/trace")
     async def trace(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
         fact, user = request.query_params.get("fact", "").strip(), request.query_params.get("user", "")
         owner = login.viewer.user_id or user
         found = await run_in_threadpool(_trace, rt, fact, owner) if fact and owner else None
-        return page(request, "trace.html", login, fact=fact, user=user, t=found)
+        return page(request, "trace.html", login, fact=fact, user=user, t=found, users=q.users(rt, login.viewer))
 
     @router.get("/settings")
     def settings(request: Request, login: Login = Depends(logins.login)) -> HTMLResponse:
         return page(request, "settings.html", login, rows=q.settings_shown(rt.settings))
 
 
+def _done(request: Request) -> dict[str, Any] | None:
+    """What the bulk action just sent did, from the redirect's query: its action and counts."""
+    p = request.query_params
+    if p.get("done") not in ("accept", "reject", "forget"):
+        return None
+    counts = {k: int(v) if (v := p.get(k, "0")).isdigit() else 0 for k in ("n", "refused")}
+    return {"action": p["done"], **counts}
+
+
 def _trace(rt: Runtime, fact: str, user_id: str) -> Any:
     from dreamer.online.trace import trace
 
     return trace(rt, fact, user_id)
-
-
-class UiRoute(APIRoute):
-    """A route of the inspector: its expected failures are pages, not JSON (the API's errors
-    keep their JSON handlers): no login -> the login form (403 for a form sent), a refused
-    action -> 400, an unknown memory, run or session -> 404, a bad form field -> 400."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except LoginRequired:
-                if request.method != "GET":
-                    return page(request, "error.html", None, 403, error="log in first")
-                return RedirectResponse("/ui/login", status_code=303)
-            except ReadOnly as exc:
-                return page(request, "error.html", None, 403, error=str(exc))
-            except PersonRefused as exc:
-                return page(request, "error.html", None, 400, error=str(exc))
-            except NotFound as exc:
-                return page(request, "error.html", None, 404, error=str(exc))
-            except HTTPException as exc:
-                return page(request, "error.html", None, exc.status_code, error=str(exc.detail))
-            except RequestValidationError:
-                return page(request, "error.html", None, 400, error="a field of the form is missing or invalid")
-
-        return handle

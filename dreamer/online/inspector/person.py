@@ -1,7 +1,9 @@
-"""What a person does to the store by hand (the inspector's actions): edit a memory's text,
-confirm it, restore one that was forgotten, release a quarantined session. Each is one SQL
-transaction under the user's locks, recorded as a history event without a run, and followed
-by the index and the Markdown view (`outbox.drain`), as an agent's write is."""
+"""What a person does to the store by hand (the inspector's actions): add a memory, edit its
+text, confirm it, forget it, restore one that was forgotten, release a quarantined session. Each
+is one SQL transaction under the user's locks, recorded as a history event without a run that
+names who acted (`data["actor"]`: the token's name or role), and followed by the index and the
+Markdown view (`outbox.drain`), as an agent's write is. A memory is named by its id or by its
+first characters (the CLI prints twelve), as `find_memory` resolves them."""
 
 from __future__ import annotations
 
@@ -13,17 +15,20 @@ from sqlmodel import col, select
 
 from dreamer.core.errors import DreamerError, NotFound
 from dreamer.core.models import Cursor, Memory, MemoryEvent, Session, utcnow
+from dreamer.core.scope import Scope
 from dreamer.core.trust.memory_text import stored_text
 from dreamer.core.trust.steering import steering_reason
 from dreamer.engine import outbox
 from dreamer.engine.records.reprocess import reset_cursors
 from dreamer.engine.runtime import Runtime
-from dreamer.online.agent_writes import user_lock
+from dreamer.online.agent_writes import WriteRejected, remember, user_lock
 from dreamer.store import cabinet
 from dreamer.store.by_hand import set_by_hand
 from dreamer.store.db import session_scope
 
 CURRENT = ("candidate", "verified", "review_required")
+SHORT_ID = 6  # the fewest first characters of a memory's id that name it
+ID_CHARS = 32
 
 
 class PersonRefused(DreamerError):
@@ -46,15 +51,61 @@ class Viewer:
     user_id: str | None  # None: the admin
     agent_id: str | None = None
     writer: bool = True  # a reader token's login may look, not act
+    name: str | None = None  # the token's name, when its grant gives one
 
     @property
     def admin(self) -> bool:
         return self.user_id is None
 
+    @property
+    def whole_user(self) -> bool:
+        """Whether the viewer sees all of a user's store (the admin, or a token naming no agent)."""
+        return self.user_id is None or self.agent_id is None
+
+    @property
+    def actor(self) -> str:
+        """Who acted, as history records it: the token's name, else `admin` or the user's role."""
+        if self.name:
+            return self.name
+        if self.user_id is None:
+            return "admin"
+        who = self.user_id + (f"/{self.agent_id}" if self.agent_id else "")
+        return f"{who} ({'writer' if self.writer else 'reader'})"
+
     def sees(self, row: Any) -> bool:
         if self.user_id is None:
             return True
         return bool(row.user_id == self.user_id and (self.agent_id is None or row.agent_id == self.agent_id))
+
+    def narrow(self, q: Any, table: Any, user: str = "") -> Any:
+        """`q` narrowed to the rows of `table` the viewer sees (the admin: of `user`, if named)."""
+        if self.user_id is None:
+            return q.where(table.user_id == user) if user else q
+        q = q.where(table.user_id == self.user_id)
+        return q.where(table.agent_id == self.agent_id) if self.agent_id is not None else q
+
+    def scope_of(self, user: str = "") -> Scope:
+        """The recall scope of what the viewer sees (the admin: of the `user` named)."""
+        owner = self.user_id or user.strip()
+        if not owner:
+            raise PersonRefused("name the user")
+        return Scope(user_id=owner, agent_id=self.agent_id)
+
+
+def find_memory(s: DBSession, viewer: Viewer, memory_id: str) -> Memory:
+    """The viewer's memory with this id, or the one whose id starts with it (`SHORT_ID`
+    characters or more, as the CLI prints them); NotFound for another user's."""
+    key = memory_id.strip().lower()
+    m = s.get(Memory, memory_id) or s.get(Memory, key)
+    if m is None and SHORT_ID <= len(key) < ID_CHARS:
+        q = viewer.narrow(select(Memory).where(col(Memory.id).startswith(key, autoescape=True)), Memory)
+        found = s.exec(q.limit(2)).all()
+        if len(found) > 1:
+            raise PersonRefused(f"{memory_id} starts the ids of several memories: give more of it")
+        m = found[0] if found else None
+    if m is None or not viewer.sees(m):
+        raise NotFound(f"no memory {memory_id}")
+    return m
 
 
 def edit_memory(rt: Runtime, viewer: Viewer, memory_id: str, text: str) -> Memory:
@@ -68,7 +119,7 @@ def edit_memory(rt: Runtime, viewer: Viewer, memory_id: str, text: str) -> Memor
     def change(s: DBSession, m: Memory) -> None:
         if m.status not in CURRENT:
             raise PersonRefused(f"memory {m.id} is {m.status}: restore it before editing")
-        set_by_hand(s, m, "edit", status="verified", reason="edited by a person", text=new)
+        set_by_hand(s, m, "edit", status="verified", reason="edited by a person", text=new, where=_by(viewer))
 
     return _by_hand(rt, viewer, memory_id, change)
 
@@ -79,7 +130,7 @@ def confirm_memory(rt: Runtime, viewer: Viewer, memory_id: str) -> Memory:
     def change(s: DBSession, m: Memory) -> None:
         if m.status not in CURRENT:
             raise PersonRefused(f"memory {m.id} is {m.status}: only a current memory can be confirmed")
-        set_by_hand(s, m, "confirm", status="verified", reason="confirmed by a person")
+        set_by_hand(s, m, "confirm", status="verified", reason="confirmed by a person", where=_by(viewer))
 
     return _by_hand(rt, viewer, memory_id, change)
 
@@ -91,7 +142,7 @@ def restore_memory(rt: Runtime, viewer: Viewer, memory_id: str) -> Memory:
         if m.status != "forgotten":
             raise PersonRefused(f"memory {m.id} is {m.status}: only a forgotten memory can be restored")
         back = _status_before_forget(s, m.id)
-        data = {"status": ["forgotten", back]}
+        data = {"status": ["forgotten", back], **_by(viewer)}
         m.status, m.valid_to = back, None
         cabinet.record_event(s, m.id, "restore", reason="restored by a person", data=data)
 
@@ -102,9 +153,41 @@ def forget_by_hand(rt: Runtime, viewer: Viewer, memory_id: str, reason: str) -> 
     """A person forgets a memory (kept for history, never served)."""
 
     def change(s: DBSession, m: Memory) -> None:
-        cabinet.forget(s, m.id, reason=reason or "forgotten by a person")
+        cabinet.forget(s, m.id, reason=reason or "forgotten by a person", actor=viewer.actor)
 
     return _by_hand(rt, viewer, memory_id, change)
+
+
+def add_memory(rt: Runtime, viewer: Viewer, user: str, text: str, kind: str) -> Memory:
+    """A person's new memory for `user` (a user's login: their own), consolidated as an agent's
+    write is (a restatement merges, a new value of a one-value slot replaces the old), then theirs:
+    `human`, `verified`, a `confirm` event naming them."""
+    _may_act(viewer)
+    try:
+        written = remember(rt, viewer.scope_of(user), text, kind)
+    except WriteRejected as exc:
+        raise PersonRefused(str(exc)) from exc
+
+    def change(s: DBSession, m: Memory) -> None:
+        if m.status in ("candidate", "verified"):
+            set_by_hand(s, m, "confirm", status="verified", reason="added by a person", vouched=True, where=_by(viewer))
+
+    return _by_hand(rt, viewer, written.memory.id, change)
+
+
+def forget_many(rt: Runtime, viewer: Viewer, memory_ids: list[str], reason: str) -> list[str]:
+    """Forget several memories at once: one transaction and one drain per owner, a `forget`
+    event for each memory. NotFound, and nothing forgotten, if any is not the viewer's."""
+    _may_act(viewer)
+    with session_scope(rt.engine) as s:
+        found = [(m.user_id, m.id) for m in (find_memory(s, viewer, i) for i in memory_ids)]
+    for owner in sorted({user for user, _ in found}):
+        with rt.user_locks.hold(owner), user_lock(owner):
+            with session_scope(rt.engine) as s:
+                for _, mid in (f for f in found if f[0] == owner):
+                    cabinet.forget(s, mid, reason=reason or "forgotten by a person", actor=viewer.actor)
+            outbox.drain(rt, users=[owner])
+    return [mid for _, mid in found]
 
 
 def release_session(rt: Runtime, viewer: Viewer, session_id: int) -> None:
@@ -118,13 +201,15 @@ def release_session(rt: Runtime, viewer: Viewer, session_id: int) -> None:
     reset_cursors(rt.engine, [session_id])
 
 
+def _by(viewer: Viewer) -> dict[str, Any]:
+    return {"actor": viewer.actor}
+
+
 def _by_hand(rt: Runtime, viewer: Viewer, memory_id: str, change: Any) -> Memory:
     _may_act(viewer)
     with session_scope(rt.engine) as s:
-        found = s.get(Memory, memory_id)
-        if found is None or not viewer.sees(found):
-            raise NotFound(f"no memory {memory_id}")
-        owner = found.user_id
+        found = find_memory(s, viewer, memory_id)
+        owner, memory_id = found.user_id, found.id
     with rt.user_locks.hold(owner), user_lock(owner):
         with session_scope(rt.engine) as s:
             m = s.get(Memory, memory_id)

@@ -1,14 +1,17 @@
 """What the inspector's pages read: memories by scope with search and filters, one memory with
-its evidence (the messages it came from) and history, runs with every change and rejection,
-quarantined sessions, the review queue and the settings in effect (secrets masked). Each read
-is narrowed to what the viewer may see: a user their own rows, the admin every user's."""
+its evidence (the messages it came from), its history and the change held for it (old beside
+new), runs with every change and rejection, quarantined sessions, the review queue and the
+settings in effect (secrets masked). Each list is one page with the total it was cut from
+(`paging`); each read is narrowed to what the viewer may see: a user their own rows, the admin
+every user's."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -16,14 +19,14 @@ from dreamer.core.errors import NotFound
 from dreamer.core.models import Cursor, DreamRun, Memory, MemoryEvent, Message, Session
 from dreamer.core.settings import Settings
 from dreamer.engine.records.revert import RunChange, held_runs, run_changes
-from dreamer.engine.records.review import ReviewItem, queue
+from dreamer.engine.records.review import ReviewItem, queue, queued_count
 from dreamer.engine.runtime import Runtime
-from dreamer.online.inspector.person import Viewer
+from dreamer.online.inspector.paging import Paged, Paging, fetch_page
+from dreamer.online.inspector.person import SHORT_ID, Viewer, find_memory
 from dreamer.store.db import session_scope
 
-PAGE = 100
-STATUSES = ("candidate", "verified", "review_required", "pending", "superseded", "forgotten", "reverted", "rejected")
 _SECRET_WORDS = ("token", "key", "password", "secret", "url")  # a URL may carry a password
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,16 @@ class Filters:
     kind: str = ""
     status: str = ""
     user: str = ""
+    how: str = "text"  # text: the words appear in it; meaning: the API's hybrid recall
+
+
+@dataclass
+class Held:
+    """A change that waits for a person, old beside new: what would be replaced (the held
+    memory, or what a pending one would replace) and what would replace it."""
+
+    old: list[Memory]
+    new: Memory | None
 
 
 @dataclass
@@ -39,6 +52,7 @@ class MemoryPage:
     memory: Memory
     history: list[MemoryEvent]
     evidence: list[tuple[int, list[Message]]]  # session id, the messages cited
+    held: Held | None = None
 
 
 @dataclass
@@ -49,36 +63,80 @@ class RunPage:
     held: int = 0
 
 
-def memories(rt: Runtime, viewer: Viewer, f: Filters) -> list[Memory]:
-    """The viewer's memories, newest first, narrowed by `f` (text search is case-insensitive)."""
-    q = select(Memory)
-    q = _owned(q, viewer, Memory, f.user)
-    if f.q.strip():
-        q = q.where(func.lower(col(Memory.text)).contains(f.q.strip().lower()))
+@dataclass(frozen=True)
+class ReviewRow:
+    """An item of the review queue with the texts of the change: now, and what it would become."""
+
+    item: ReviewItem
+    old: list[str]  # the text(s) it would replace (none: a new memory)
+    new: str  # the text it would leave current
+
+
+def memories(rt: Runtime, viewer: Viewer, f: Filters, paging: Paging) -> Paged[Memory]:
+    """The viewer's memories, newest first, narrowed by `f`: the words of `f.q` in the text
+    (case-insensitive), or `f.q` the first characters of the id (as the CLI prints it)."""
+    q = viewer.narrow(select(Memory), Memory, f.user)
+    words = f.q.strip()
+    if words:
+        found = func.lower(col(Memory.text)).contains(words.lower(), autoescape=True)
+        key = words.lower()
+        if len(key) >= SHORT_ID and _HEX.fullmatch(key):
+            found = or_(found, col(Memory.id).startswith(key, autoescape=True))
+        q = q.where(found)
     if f.kind:
         q = q.where(Memory.kind == f.kind)
     if f.status:
         q = q.where(Memory.status == f.status)
-    q = q.order_by(col(Memory.updated_at).desc(), col(Memory.id)).limit(PAGE)
+    q = q.order_by(col(Memory.updated_at).desc(), col(Memory.id))
     with session_scope(rt.engine) as s:
-        return list(s.exec(q).all())
+        return fetch_page(s, q, paging)
+
+
+def users(rt: Runtime, viewer: Viewer) -> list[str]:
+    """The users the viewer may pick: every user with a memory or a session (the admin), else their own."""
+    if not viewer.admin:
+        return [str(viewer.user_id)]
+    with session_scope(rt.engine) as s:
+        found = set(s.exec(select(Memory.user_id).distinct()).all()) | set(s.exec(select(Session.user_id).distinct()))
+    return sorted(found)
 
 
 def kinds(rt: Runtime, viewer: Viewer) -> list[str]:
-    q = _owned(select(Memory.kind).distinct(), viewer, Memory, "")
+    q = viewer.narrow(select(Memory.kind).distinct(), Memory)
     with session_scope(rt.engine) as s:
         return sorted(str(k) for k in s.exec(q).all())
 
 
 def memory_page(rt: Runtime, viewer: Viewer, memory_id: str) -> MemoryPage:
+    """One memory (by its id or its first characters) with its history, evidence and held change."""
     with session_scope(rt.engine) as s:
-        m = s.get(Memory, memory_id)
-        if m is None or not viewer.sees(m):
-            raise NotFound(f"no memory {memory_id}")
-        history = s.exec(
-            select(MemoryEvent).where(MemoryEvent.memory_id == memory_id).order_by(col(MemoryEvent.id))
-        ).all()
-        return MemoryPage(m, list(history), _evidence(s, m))
+        m = find_memory(s, viewer, memory_id)
+        history = s.exec(select(MemoryEvent).where(MemoryEvent.memory_id == m.id).order_by(col(MemoryEvent.id))).all()
+        return MemoryPage(m, list(history), _evidence(s, m), _held(s, m))
+
+
+def _held(s: DBSession, m: Memory) -> Held | None:
+    if m.status == "review_required":
+        hold = s.exec(
+            select(MemoryEvent)
+            .where(MemoryEvent.memory_id == m.id, MemoryEvent.event == "hold")
+            .order_by(col(MemoryEvent.id).desc())
+        ).first()
+        by = (hold.data or {}).get("by") if hold is not None else None
+        return Held([m], s.get(Memory, str(by)) if by else None)
+    if m.status == "pending":
+        return Held(_held_for(s, m), m)
+    return None
+
+
+def _held_for(s: DBSession, successor: Memory) -> list[Memory]:
+    """The held memories a pending one would replace."""
+    q = (
+        select(Memory, MemoryEvent)
+        .join(MemoryEvent, col(Memory.id) == col(MemoryEvent.memory_id))
+        .where(MemoryEvent.event == "hold", Memory.status == "review_required", Memory.user_id == successor.user_id)
+    )
+    return list({m.id: m for m, e in s.exec(q).all() if (e.data or {}).get("by") == successor.id}.values())
 
 
 def _evidence(s: DBSession, m: Memory) -> list[tuple[int, list[Message]]]:
@@ -94,9 +152,9 @@ def _evidence(s: DBSession, m: Memory) -> list[tuple[int, list[Message]]]:
     return out
 
 
-def runs(rt: Runtime, viewer: Viewer) -> list[DreamRun]:
-    """The newest runs; a user sees those that changed their memories."""
-    q = select(DreamRun).order_by(col(DreamRun.id).desc()).limit(PAGE)
+def runs(rt: Runtime, viewer: Viewer, paging: Paging) -> Paged[DreamRun]:
+    """The runs, newest first; a user sees those that changed their memories."""
+    q = select(DreamRun).order_by(col(DreamRun.id).desc())
     if not viewer.admin:
         touched = (
             select(MemoryEvent.run_id)
@@ -105,7 +163,7 @@ def runs(rt: Runtime, viewer: Viewer) -> list[DreamRun]:
         )
         q = q.where(col(DreamRun.id).in_(touched))
     with session_scope(rt.engine) as s:
-        return list(s.exec(q).all())
+        return fetch_page(s, q, paging)
 
 
 def run_page(rt: Runtime, viewer: Viewer, run_id: int) -> RunPage:
@@ -121,27 +179,36 @@ def run_page(rt: Runtime, viewer: Viewer, run_id: int) -> RunPage:
     if not viewer.admin:
         with session_scope(rt.engine) as s:
             ids = {r.get("session_id") for r in rejections}
-            own = set(s.exec(_owned(select(Session.id), viewer, Session, "").where(col(Session.id).in_(ids))).all())
+            own = set(s.exec(viewer.narrow(select(Session.id), Session).where(col(Session.id).in_(ids))).all())
         rejections = [r for r in rejections if r.get("session_id") in own]
     return RunPage(run, changes, rejections, held_runs(rt.engine).get(run_id, 0))
 
 
-def quarantined(rt: Runtime, viewer: Viewer) -> list[tuple[Session, Cursor]]:
+def quarantined(rt: Runtime, viewer: Viewer, paging: Paging) -> Paged[tuple[Session, Cursor]]:
     q = select(Session, Cursor).join(Cursor, col(Cursor.session_id) == col(Session.id))
-    q = _owned(q.where(Cursor.status == "quarantined"), viewer, Session, "").order_by(col(Session.id))
+    q = viewer.narrow(q.where(Cursor.status == "quarantined"), Session).order_by(col(Session.id))
     with session_scope(rt.engine) as s:
-        return [(a, b) for a, b in s.exec(q).all()]
+        found = fetch_page(s, q, paging)
+    return Paged([(a, b) for a, b in found.rows], found.total, paging)
 
 
-def review_queue(rt: Runtime, viewer: Viewer) -> list[ReviewItem]:
-    """What waits for a person: memories pending review and supersessions the guard held."""
-    items = queue(rt.engine, user_id=viewer.user_id, limit=PAGE)
-    return [i for i in items if viewer.agent_id is None or _agent_of(rt, i.memory_id) == viewer.agent_id]
-
-
-def _agent_of(rt: Runtime, memory_id: str) -> str | None:
+def review_queue(rt: Runtime, viewer: Viewer, paging: Paging, user: str = "") -> Paged[ReviewRow]:
+    """What waits for a person, oldest first: memories pending review and supersessions the guard
+    held, each with the text it would replace beside the text it would leave (the admin: of
+    every user, or of `user`)."""
+    who = {"user_id": viewer.user_id or user or None, "agent_id": viewer.agent_id}
+    items = queue(rt.engine, **who, limit=paging.per, offset=paging.offset)
+    total = queued_count(rt.engine, **who)
+    ids = {i for it in items for i in (*it.replaces, it.replaced_by) if i}
     with session_scope(rt.engine) as s:
-        return s.exec(select(Memory.agent_id).where(Memory.id == memory_id)).first()
+        texts = dict(s.exec(select(Memory.id, Memory.text).where(col(Memory.id).in_(ids))).all()) if ids else {}
+    rows = []
+    for it in items:
+        if it.status == "review_required":
+            rows.append(ReviewRow(it, [it.text], texts.get(it.replaced_by or "", "")))
+        else:
+            rows.append(ReviewRow(it, [texts.get(i, "") for i in it.replaces], it.text))
+    return Paged(rows, total, paging)
 
 
 def settings_shown(settings: Settings) -> list[tuple[str, str]]:
@@ -152,12 +219,3 @@ def settings_shown(settings: Settings) -> list[tuple[str, str]]:
         secret = any(word in name for word in _SECRET_WORDS)
         out.append((f"DREAMER_{name.upper()}", "••••••" if secret and value else str(value)))
     return out
-
-
-def _owned(q: Any, viewer: Viewer, table: Any, user: str) -> Any:
-    if viewer.admin:
-        return q.where(table.user_id == user) if user else q
-    q = q.where(table.user_id == viewer.user_id)
-    if viewer.agent_id is not None:
-        q = q.where(table.agent_id == viewer.agent_id)
-    return q
