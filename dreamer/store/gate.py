@@ -163,13 +163,16 @@ def insert_messages(s: DBSession, rows: list[dict[str, Any]], *, raw: bool = Fal
 
 
 def ledger_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A message row with its secrets redacted (its hash, that of the message as said, kept)."""
+    """A message row with its secrets redacted (its hash, that of the message as said, kept);
+    the row itself when it holds none, so a large import keeps one copy of each message."""
     content = admit_ledger(row["content"])
-    out = {**row, "content": content}
-    if content != row["content"]:
-        out["token_count"] = count_tokens(content)
-    if isinstance(row.get("tool_calls"), list):
-        out["tool_calls"] = [_ledger_call(c) for c in row["tool_calls"]]
+    calls = row.get("tool_calls")
+    kept_calls = [_ledger_call(c) for c in calls] if isinstance(calls, list) else calls
+    if content == row["content"] and kept_calls == calls:
+        return row
+    out = {**row, "content": content, "token_count": count_tokens(content)}
+    if calls is not None:
+        out["tool_calls"] = kept_calls
     return out
 
 
