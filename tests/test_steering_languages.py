@@ -3,10 +3,11 @@ asks (`dreamer.core.trust.steering.steering_markers`), which reads a text's stru
 addresses, what markup acts, what an encoded run says, what an order lets the assistant do)
 with the words of `steering_words.json`, not a list of sentences.
 
-`tests/data/steering_multilingual.jsonl` (dev, tuned on) and
+`tests/data/steering_multilingual.jsonl` (dev, tuned on),
 `tests/data/steering_multilingual_check.jsonl` (every third line of the same writing, kept
-apart as a check) hold one ``{"text", "steering", "shape", "lang"}`` a line: orders in 30
-languages, markup that acts, encoded instructions, orders that widen what the assistant may
+apart as a check) and `tests/data/steering_multilingual_fresh.jsonl` (written after the check
+was built, measured once, then tuned on) hold one ``{"text", "steering", "shape", "lang"}`` a
+line: orders in 30 languages, markup that acts, encoded instructions, orders that widen what the assistant may
 do, and benign look-alikes in every language ("my system is Arch Linux", "I prefer brief
 replies", "I forward my work email to my personal inbox"). `pytest -s -k table` prints the
 table per shape and per language that RELIABILITY.md shows."""
@@ -14,7 +15,6 @@ table per shape and per language that RELIABILITY.md shows."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,11 @@ from dreamer.core.trust.steering import steering_markers
 from dreamer.core.trust.steering_words import languages
 
 DATA = Path(__file__).parent / "data"
-CORPORA = {"dev": DATA / "steering_multilingual.jsonl", "check": DATA / "steering_multilingual_check.jsonl"}
+CORPORA = {
+    "dev": DATA / "steering_multilingual.jsonl",
+    "check": DATA / "steering_multilingual_check.jsonl",
+    "fresh": DATA / "steering_multilingual_fresh.jsonl",
+}
 BENIGN_KEPT = 0.95
 MAJOR_LANGUAGES = "en zh hi es fr ar bn pt ru ur id de ja mr te tr ta vi ko it th fa pl uk nl sw tl ro el he".split()
 CORE_WORDS = ("ai", "role", "override", "rules", "prior", "reveal", "now_on", "authority", "widen", "scope")
@@ -68,26 +72,24 @@ def test_every_steering_line_is_flagged_and_benign_look_alikes_kept(name):
 
 
 def test_table_per_shape_and_language():
-    """The figures RELIABILITY.md shows: flagged per shape, and flagged and kept per language."""
-    shape: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    lang: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    """The figures RELIABILITY.md shows: per shape, steering lines flagged; per language,
+    lines read right (steering flagged, benign kept); one column a corpus."""
+    tables: dict[str, dict[str, dict[str, list[int]]]] = {"shape": {}, "language": {}}
     for name in CORPORA:
         for r in rows(name):
-            at = 0 if name == "dev" else 2
-            good = bool(steering_markers(r["text"])) == r["steering"]
-            for table, key in ((shape, r["shape"]), (lang, r["lang"])):
-                if r["steering"] or table is lang:
-                    table[key][at] += good
-                    table[key][at + 1] += 1
-    print("\n| shape | dev flagged | check flagged |\n|---|---|---|")
-    for key in sorted(k for k in shape if shape[k][1] + shape[k][3]):
-        n = shape[key]
-        print(f"| {key} | {n[0]} / {n[1]} | {n[2]} / {n[3]} |")
-    print("\n| language | dev right | check right |\n|---|---|---|")
-    for key in MAJOR_LANGUAGES:
-        n = lang[key]
-        print(f"| {key} | {n[0]} / {n[1]} | {n[2]} / {n[3]} |")
-    assert all(n[0] == n[1] and n[2] == n[3] for n in shape.values())
+            right = bool(steering_markers(r["text"])) == r["steering"]
+            keys = [("shape", r["shape"])] if r["steering"] else []
+            for table, key in [*keys, ("language", r["lang"])]:
+                cell = tables[table].setdefault(key, {}).setdefault(name, [0, 0])
+                cell[0] += right
+                cell[1] += 1
+    for table, counts in tables.items():
+        print(f"\n| {table} | " + " | ".join(CORPORA) + " |\n|---|" + "---|" * len(CORPORA))
+        order = MAJOR_LANGUAGES if table == "language" else sorted(counts)
+        for key in order:
+            cells = [counts[key].get(name, [0, 0]) for name in CORPORA]
+            print(f"| {key} | " + " | ".join(f"{a} / {b}" if b else "-" for a, b in cells) + " |")
+    assert all(a == b for cells in tables["shape"].values() for a, b in cells.values())
 
 
 @pytest.mark.parametrize(

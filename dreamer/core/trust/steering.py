@@ -33,6 +33,12 @@ from dreamer.core.trust.steering_view import flatten, fold_confusables, matching
 
 # A general name left out where a more specific one already says it.
 SUBSUMED = {"markup_tag": "fake_tag"}
+# The order names are reported in, whichever reading found them.
+NAMES = (
+    "ignore_instructions role_override system_prompt chat_markup fake_tag fake_system_line dialogue role_marker"
+    " tool_call fake_role_json addressed_to_ai memory_instruction authority_claim memory_command encoded_instruction"
+    " heading role_heading order widens_permissions markdown_exfiltration html_comment markup_tag front_matter"
+).split()
 
 __all__ = ["fold_confusables", "matching_view", "segments", "steering_markers", "steering_reason"]
 
@@ -69,7 +75,8 @@ def steering_markers(text: str, *, line: bool = False, decode: bool = True) -> l
             if steering_markers(decoded, line=line, decode=False):
                 found.append("encoded_instruction")
                 break
-    return [name for name in dict.fromkeys(found) if SUBSUMED.get(name) not in found]
+    kept = [name for name in dict.fromkeys(found) if SUBSUMED.get(name) not in found]
+    return sorted(kept, key=lambda name: NAMES.index(name) if name in NAMES else len(NAMES))
 
 
 def steering_reason(text: str) -> str | None:

@@ -64,19 +64,23 @@ class Sentence:
                 return True
         return False
 
-    def opening(self) -> list[Hit]:
-        """The words the sentence opens with, past a greeting ("hey", "listen,")."""
-        at = 0
+    def opening(self) -> tuple[list[Hit], bool]:
+        """The words the sentence opens with, past a greeting ("hey", "listen,") or an address
+        ("to the"), and whether a greeting opened it."""
+        at, greeted = 0, False
         for hit in sorted(self.hits, key=lambda h: h.start):
             if hit.start > at + 2:
                 break
-            if hit.category == "hey":
-                at = hit.end + len(self.text[hit.end :]) - len(self.text[hit.end :].lstrip(" ,!"))
-        return [h for h in self.hits if at <= h.start <= at + 1]
+            if hit.category in ("hey", "to"):  # "hey model", or "to the AI:" (then a colon follows)
+                rest = self.text[hit.end :]
+                at, greeted = hit.end + len(rest) - len(rest.lstrip(" ,!")), greeted or hit.category == "hey"
+        return [h for h in self.hits if at <= h.start <= at + 1], greeted
 
 
 def called(s: Sentence) -> bool:
-    return any(h.category == "ai" and _CALL.match(s.text, h.end) for h in s.opening())
+    """The model called by name to open a sentence: "Asistente, ...", "Hey model ..."."""
+    words, greeted = s.opening()
+    return any(h.category == "ai" and (greeted or _CALL.match(s.text, h.end)) for h in words)
 
 
 def labelled(s: Sentence) -> bool:
@@ -84,7 +88,7 @@ def labelled(s: Sentence) -> bool:
 
 
 def told_to(s: Sentence) -> bool:
-    return s.near("ai", "must", 32) and not s.any("first")
+    return (s.near("ai", "must", 32) and not own(s)) or s.near("note_to", "ai", 24)
 
 
 def authority(s: Sentence) -> bool:
@@ -94,8 +98,21 @@ def authority(s: Sentence) -> bool:
     return claimed or said or official or (s.any("order") and s.any("you") and s.any("rules", "safeguard", "ai"))
 
 
+def own(s: Sentence) -> bool:
+    """A statement in the first person about the user's own doings, to no one."""
+    return s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our"))) and not s.any("you")
+
+
 def ignores(s: Sentence) -> bool:
-    return s.near("override", "rules") and s.any("prior", "your", "ai")
+    rules = s.near("override", "rules") and s.any("prior", "your", "ai")
+    told = s.near("override", "told") or (s.near("override", "all_of", 16) and s.any("prior", "you"))
+    return not own(s) and (rules or told or _right_after(s, "override", "prior"))
+
+
+def _right_after(s: Sentence, one: str, other: str) -> bool:
+    """A word of `other` right after one of `one` ("disregard the above", "ignore previous")."""
+    starts = {h.start for h in s.at(other) if s.text[h.start : h.end] not in ("all", "every")}
+    return any(not starts.isdisjoint(range(h.end + 1, h.end + 6)) for h in s.at(one))
 
 
 def asks_prompt(s: Sentence) -> bool:
@@ -113,10 +130,10 @@ def _to_others(s: Sentence) -> bool:
 
 
 def widens(s: Sentence) -> bool:
-    own = s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our"))) and not s.any("you")
     acts = _to_others(s) and (s.any("scope") or bool(_ADDRESS.search(s.text)))
     unguarded = s.any("disable") and s.any("safeguard")
-    return s.any("grant") or (not own and (acts or unguarded))
+    lifted = s.near("disabled", "safeguard") and s.any("your", "you", "ai")
+    return s.any("grant") or lifted or (not own(s) and (acts or unguarded))
 
 
 READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
