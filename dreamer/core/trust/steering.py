@@ -75,8 +75,8 @@ def steering_markers(text: str, *, line: bool = False, decode: bool = True) -> l
             if steering_markers(decoded, line=line, decode=False):
                 found.append("encoded_instruction")
                 break
-    kept = [name for name in dict.fromkeys(found) if SUBSUMED.get(name) not in found]
-    return sorted(kept, key=lambda name: NAMES.index(name) if name in NAMES else len(NAMES))
+    names = [name for name in dict.fromkeys(found) if SUBSUMED.get(name) not in found]
+    return sorted(names, key=lambda name: NAMES.index(name) if name in NAMES else len(NAMES))
 
 
 def steering_reason(text: str) -> str | None:
