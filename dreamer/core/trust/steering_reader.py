@@ -77,10 +77,18 @@ class Sentence:
         return [h for h in self.hits if at <= h.start <= at + 1], greeted
 
 
+ORDERS = frozenset({"override", "reveal", "widen", "disable", "you", "your", "please"})
+
+
 def called(s: Sentence) -> bool:
-    """The model called by name to open a sentence: "Asistente, ...", "Hey model ..."."""
+    """The model called by name to open a sentence: "Asistente, ...", "Hey model, ...", or
+    after a greeting with an order next ("Hey assistant please ...", not "Dear model railway club")."""
     words, greeted = s.opening()
-    return any(h.category == "ai" and (greeted or _CALL.match(s.text, h.end)) for h in words)
+    return any(h.category == "ai" and (_CALL.match(s.text, h.end) or (greeted and _ordered(s, h))) for h in words)
+
+
+def _ordered(s: Sentence, word: Hit) -> bool:
+    return any(h.category in ORDERS and word.end < h.start <= word.end + 2 for h in s.hits)
 
 
 def labelled(s: Sentence) -> bool:
@@ -88,7 +96,13 @@ def labelled(s: Sentence) -> bool:
 
 
 def told_to(s: Sentence) -> bool:
-    return (s.near("ai", "must", 32) and not own(s)) or s.near("note_to", "ai", 24)
+    """The model told what it must do ("l'assistant doit ...", "يجب على المساعد"), not "you
+    must try the model trains"; or a note addressed to it."""
+    musts = [h.start for h in s.at("must")]
+    subject = any(
+        0 < at - h.start <= 32 or (0 < h.start - at <= 32 and not s.any("you")) for h in s.at("ai") for at in musts
+    )
+    return (subject and not own(s)) or s.near("note_to", "ai", 24)
 
 
 def authority(s: Sentence) -> bool:
@@ -130,7 +144,7 @@ def _to_others(s: Sentence) -> bool:
 
 
 def widens(s: Sentence) -> bool:
-    acts = _to_others(s) and (s.any("scope") or bool(_ADDRESS.search(s.text)))
+    acts = _to_others(s) and (s.any("scope") or (bool(_ADDRESS.search(s.text)) and not s.any("task")))
     unguarded = s.any("disable") and s.any("safeguard")
     lifted = s.near("disabled", "safeguard") and s.any("your", "you", "ai")
     return s.any("grant") or lifted or (not own(s) and (acts or unguarded))
