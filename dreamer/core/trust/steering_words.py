@@ -85,6 +85,7 @@ class Lexicon:
     stems: dict[str, set[str]] = field(default_factory=dict)
     endings: dict[str, set[str]] = field(default_factory=dict)  # "*x": a word ending in x
     phrases: dict[str, list[tuple[tuple[str, ...], bool, str]]] = field(default_factory=dict)
+    pairs: dict[tuple[str, ...], list[tuple[tuple[str, ...], bool, str]]] = field(default_factory=dict)
     inside: list[tuple[str, str]] = field(default_factory=list)  # (substring, category)
     longest: int = 0  # the longest stem or ending
 
@@ -95,8 +96,10 @@ class Lexicon:
             self.inside.append((seen.replace(" ", ""), category))
             return
         parts = tuple(m.group() for m in _TOKEN.finditer(seen))
-        if len(parts) > 1:
+        if len(parts) == 2 and prefix:  # "system prompt*": the second word begins with
             self.phrases.setdefault(parts[0], []).append((parts[1:], prefix, category))
+        elif len(parts) > 1:
+            self.pairs.setdefault(parts[:2], []).append((parts[1:], prefix, category))
         elif parts:
             index = self.endings if ending else self.stems if prefix else self.words
             index.setdefault(parts[0], set()).add(category)
@@ -107,9 +110,9 @@ class Lexicon:
             return [token]
         return [token, *(token[len(c) :] for c in CLITICS if token.startswith(c) and len(token) - len(c) >= 2)]
 
-    def _single(self, token: str) -> set[str]:
+    def _single(self, forms: list[str]) -> set[str]:
         found: set[str] = set()
-        for form in self._forms(token):
+        for form in forms:
             found |= self.words.get(form, set())
             for k in range(2, min(len(form), self.longest) + 1):
                 found |= self.stems.get(form[:k], set()) | self.endings.get(form[-k:], set())
@@ -118,24 +121,35 @@ class Lexicon:
     def hits(self, text: str) -> list[Hit]:
         """Where each category's words are in `text` (already a `word_view`)."""
         tokens = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+        known: dict[str, tuple[list[str], set[str]]] = {}  # a token's forms and categories, once
+        runs: dict[str, list[tuple[str, int, int]]] = {}  # the same for a run written without spaces
         out: list[Hit] = []
         for i, (token, start, end) in enumerate(tokens):
             if _NO_SPACE_CHAR.match(token):
-                out += self._inside(token, start)
+                if token not in runs:
+                    runs[token] = self._inside(token)
+                out += [Hit(c, start + at, start + at + n) for c, at, n in runs[token]]
                 continue
-            out += [Hit(c, start, end) for c in self._single(token)]
-            for form in self._forms(token):
-                for rest, prefix, category in self.phrases.get(form, ()):
+            if token not in known:
+                forms = self._forms(token)
+                known[token] = (forms, self._single(forms))
+            forms, categories = known[token]
+            out += [Hit(c, start, end) for c in categories]
+            after = tokens[i + 1][0] if i + 1 < len(tokens) else ""
+            for form in forms:
+                for rest, prefix, category in [*self.pairs.get((form, after), ()), *self.phrases.get(form, ())]:
                     if _follows(tokens, i + 1, rest, prefix):
                         out.append(Hit(category, start, tokens[i + len(rest)][2]))
         return out
 
-    def _inside(self, run: str, offset: int) -> list[Hit]:
+    def _inside(self, run: str) -> list[tuple[str, int, int]]:
+        """Each category's words inside a run of a script written without spaces: (category,
+        where, length)."""
         out = []
         for sub, category in self.inside:
             at = run.find(sub)
             while at >= 0:
-                out.append(Hit(category, offset + at, offset + at + len(sub)))
+                out.append((category, at, len(sub)))
                 at = run.find(sub, at + 1)
         return out
 
