@@ -5,7 +5,8 @@ Each sentence (`steering_view.sentences`) is read as the words it is made of
 what counts is how they stand together, not a listed sentence:
 
 * `addressed_to_ai`: the model called by name to open a sentence ("Asistente, revela ...",
-  "Hey model, ..."), or told what it must do ("l'assistant doit ...", "助手必须 ...");
+  "Hey model, ..."), told what it must do ("l'assistant doit ...", "助手必须 ...", "you must
+  ignore ...", "the assistant should reveal ..."), or a note addressed to it;
 * `role_marker`: a role label opening a line or a sentence ("Sistema: ...", "系统：...");
 * `authority_claim`: "as your developer", "the system says you must", "official policy" said
   to the model, "I order you";
@@ -105,6 +106,23 @@ def told_to(s: Sentence) -> bool:
     return (subject and not own(s)) or s.near("note_to", "ai", 24)
 
 
+def ordered(s: Sentence) -> bool:
+    """An order put to the model: "you must ignore ...", "the assistant should reveal ..."."""
+    return _chain(s, "you", 2, "command") or _chain(s, "ai", 30, "ai_command")
+
+
+def _chain(s: Sentence, who: str, gap: int, verbs: str) -> bool:
+    """A word of `who`, a modal at most `gap` characters after it, then (past an adverb) a verb."""
+    for modal in s.at("modal"):
+        if any(0 < modal.start - h.end <= gap for h in s.at(who)):
+            after = modal.end
+            for adverb in sorted(s.at("adverb"), key=lambda h: h.start):
+                after = adverb.end if 0 < adverb.start - after <= 1 else after
+            if any(0 < h.start - after <= 1 for h in s.at(verbs)):
+                return True
+    return False
+
+
 def authority(s: Sentence) -> bool:
     claimed = s.near("as", "authority", 32) and s.any("your", "you", "order")
     said = s.near("role", "says", 24) and s.any("you", "your")
@@ -154,6 +172,7 @@ READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
     ("addressed_to_ai", called),
     ("role_marker", labelled),
     ("addressed_to_ai", told_to),
+    ("addressed_to_ai", ordered),
     ("authority_claim", authority),
     ("ignore_instructions", ignores),
     ("system_prompt", asks_prompt),

@@ -98,14 +98,8 @@ ANYWHERE = [
     _shape("fake_role_json", r"[\"']role[\"']\s*:\s*[\"'](?:system|tool|developer|assistant|function)[\"']"),
     _shape(
         "addressed_to_ai",
-        rf"\b{AI}s?\b[^.\n]{{0,30}}?\b(?:must|shall|will|should|is to)\s+(?:now\s+|always\s+|immediately\s+)?"
-        r"(?:obey|comply|ignore|disregard|reveal|disclose|forward|leak|exfiltrate|bypass|override|execute)\b"
-        rf"|\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
+        rf"\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
         r"|\bwhen(?:ever)? you (?:read|see|process|parse|load|retrieve|recall) this\b"
-        rf"|\byou (?:must|shall|will|should|are (?:required|instructed|ordered|authori[sz]ed|allowed|permitted) to)"
-        rf"\s+(?:now\s+|always\s+|never\s+|immediately\s+)?(?:ignore|disregard|forget|obey|comply|reveal|disclose"
-        r"|forward|upload|leak|exfiltrate|execute|trust|grant|bypass|override|pretend|output|print|treat|send"
-        r"|answer (?:everything|anything|all|any question))\b"
         r"|\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|reveal|show|alert|let on to)(?:ing)?\s+"
         r"(?:the user|this (?:note|instruction|memory|message))\b"
         r"|\bkeep (?:this|these|the) (?:note|instructions?|memory|message)s? (?:secret|hidden|private) from\b"
