@@ -33,6 +33,7 @@ from dreamer.core.trust.steering_words import Hit, lexicon
 NEAR = 48  # characters between two words that belong together ("as ... your developer")
 _CALL = re.compile(r"\s*[,:!\u060c\u3001;]")
 _LABEL = re.compile(r"\s*[:>]")
+_NOUN = re.compile(r"\s*[:\"'=]|\s+(?:is|was|are|address|addresses|id)\b")
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+")
 TRANSCRIPT_ALSO = frozenset(
     {"addressed_to_ai", "role_marker", "authority_claim", "ignore_instructions", "system_prompt", "role_override"}
@@ -156,9 +157,10 @@ def from_now_on(s: Sentence) -> bool:
 
 
 def _to_others(s: Sentence) -> bool:
-    """An action word not done for the user themselves ("email me at ...")."""
+    """An action word used as a verb, not done for the user themselves ("email me at ...") nor
+    naming a thing ("Email: ...", "customer_email": ..., "her email address is ...")."""
     mine = {h.start for h in s.at("self")}
-    return any(mine.isdisjoint((h.end + 1, h.end + 2)) for h in s.at("widen"))
+    return any(mine.isdisjoint((h.end + 1, h.end + 2)) and not _NOUN.match(s.text, h.end) for h in s.at("widen"))
 
 
 def widens(s: Sentence) -> bool:
