@@ -1,4 +1,5 @@
-"""The shapes of text that addresses the model, as `dreamer.core.trust.steering` matches them (pure).
+"""The shapes of text that addresses the model still written as patterns (pure): those the
+structural reading (`steering_reader`, `steering_markup`) does not cover yet, English mostly.
 
 Each shape is one kind of move, not one sentence: a role marker opening a line or a sentence,
 a heading, a dialogue turn, tool-call JSON, an order to the AI, a claim of authority, a forged
@@ -31,12 +32,6 @@ AI = (
 )
 # Speakers of a chat, as a transcript or a chat template names them.
 ROLE = r"(?:system|sys|developer|assistant|ai|a\.i\.|bot|chat ?bot|human|claude|chat ?gpt|gpt(?:-?\d\w*)?|llm|copilot|gemini)"
-ORDER_VERB = (
-    r"(?:ignore|disregard|forget|obey|follow|comply|reveal|disclose|send|forward|upload|share|email|leak|exfiltrate"
-    r"|execute|run|treat|trust|grant|give|bypass|override|answer|respond|reply|act|pretend|tell|output|print|say"
-    r"|delete|erase|store|save|remember|inject|include|prepend|append|call|invoke|use|switch|enable|disable|stop"
-    r"|never|always|do|must|should|will|shall|are|now)"
-)
 RULES = (
     r"(?:instructions?|prompts?|rules|guidelines|directions|directives|polic(?:y|ies)|restrictions|constraints"
     r"|guardrails|filters|safety|programming|training|system prompt|context|messages|guidance|orders|commands"
@@ -50,17 +45,8 @@ PRIVILEGE = (
 
 ANYWHERE = [
     _shape(
-        "ignore_instructions",
-        rf"\b(?:ignore|disregard|forget|override|bypass|skip|discard|abandon|drop)\b[^.\n]{{0,40}}?"
-        rf"\b(?:previous|prior|above|earlier|preceding|all|any|your|these|those|every|original|initial|system)\b"
-        rf"[^.\n]{{0,24}}?\b{RULES}\b"
-        r"|\b(?:ignore|disregard|forget)\b[^.\n]{0,12}\b(?:everything|anything|all)\b[^.\n]{0,12}"
-        r"\b(?:above|before|else|earlier|previously|you (?:were|have been|know|learned))\b"
-        r"|\b(?:ignore|disregard)\b (?:the )?(?:above|previous|preceding|prior)\b",
-    ),
-    _shape(
         "role_override",
-        r"\byou are (?:now|no longer)\b|\bfrom now on,? (?:you|the (?:ai|assistant|model))\b"
+        r"\byou are (?:now|no longer)\b"
         r"|\b(?:your|the (?:assistant|ai|model)'s) new (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
         r"|\bnew (?:system |hidden |secret )(?:instructions?|directives?|rules|role|persona|task)\b"
         r"|\bnew (?:instructions?|directives?|rules)\s*(?::|for (?:you|the (?:ai|assistant|model))\b|follow\b)"
@@ -77,12 +63,11 @@ ANYWHERE = [
     ),
     _shape(
         "system_prompt",
-        r"\b(?:system|developer|hidden|secret) (?:prompt|message|instructions?|commands?|directives?|override)\b"
-        r"|\b(?:begin|end|start) (?:of )?(?:the )?(?:system|hidden|secret) \w+",
+        r"\b(?:begin|end|start) (?:of )?(?:the )?(?:system|hidden|secret) \w+",
     ),
     _shape(
         "chat_markup",
-        r"<\|[a-z_ ]{2,20}\|>|\[/?inst\]|<</?sys>>|\[/?(?:system|sys|assistant|human|user)_?(?:message|prompt)?\]"
+        r"\[/?(?:system|sys|assistant|human|user)_?(?:message|prompt)?\]"
         r"|\[\s*(?:admin|administrator|operator|developer|ai|tool|system (?:note|message|override))\s*\]"
         r"|\{\{?\s*(?:system|assistant)\s*\}\}?|\((?:system|developer)(?: (?:message|note))?\)",
     ),
@@ -113,22 +98,8 @@ ANYWHERE = [
     _shape("fake_role_json", r"[\"']role[\"']\s*:\s*[\"'](?:system|tool|developer|assistant|function)[\"']"),
     _shape(
         "addressed_to_ai",
-        rf"\b(?:note|message|instructions?|reminder|memo|directive|order|request|notice|warning|p\.?s\.?)s? "
-        rf"(?:to|for) (?:the |any |all |every |our |my |you,? )?{AI}s?\b"
-        rf"|\b(?:dear|hey|hi|hello|attention|listen(?: up)?|ok|okay|yo)\s*,?\s+(?:the )?{AI}\b"
-        rf"|\b(?:the|any|every|all|this|our|each|future)\s+{AI}s?\s+(?:must|shall|is (?:instructed|required|ordered"
-        r"|authori[sz]ed|permitted|allowed|to)|has to|needs to|will now|should now|should (?:always|never)"
-        r"|must (?:always|never)|may now|is hereby)\b"
-        rf"|\b{AI}s?\b[^.\n]{{0,30}}?\b(?:must|shall|will|should|is to)\s+(?:now\s+|always\s+|immediately\s+)?"
-        r"(?:obey|comply|ignore|disregard|reveal|disclose|forward|leak|exfiltrate|bypass|override|execute)\b"
-        rf"|\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
+        rf"\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
         r"|\bwhen(?:ever)? you (?:read|see|process|parse|load|retrieve|recall) this\b"
-        r"|\b(?:claude|chat ?gpt|gpt-?\d\w*|copilot|gemini|llama)\s+(?:must|shall|has to|is required to|needs to|will now"
-        r"|should always|should never|must always|must never)\b"
-        rf"|\byou (?:must|shall|will|should|are (?:required|instructed|ordered|authori[sz]ed|allowed|permitted) to)"
-        rf"\s+(?:now\s+|always\s+|never\s+|immediately\s+)?(?:ignore|disregard|forget|obey|comply|reveal|disclose"
-        r"|forward|upload|leak|exfiltrate|execute|trust|grant|bypass|override|pretend|output|print|treat|send"
-        r"|answer (?:everything|anything|all|any question))\b"
         r"|\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|reveal|show|alert|let on to)(?:ing)?\s+"
         r"(?:the user|this (?:note|instruction|memory|message))\b"
         r"|\bkeep (?:this|these|the) (?:note|instructions?|memory|message)s? (?:secret|hidden|private) from\b"
@@ -207,10 +178,9 @@ SEGMENT_START = [
     ),
     _shape(
         "order",
-        rf"(?:please\s+|now\s+|important\s*:\s*|note\s*:\s*)*(?:ignore|disregard|forget|override|bypass)\s+"
+        r"(?:please\s+|now\s+|important\s*:\s*|note\s*:\s*)*(?:ignore|disregard|forget|override|bypass)\s+"
         r"(?:all|any|previous|prior|above|earlier|your|everything|what|safety|the (?:above|previous|system|prior"
         r"|earlier|original|initial|instructions|rules|guidelines|context))\b"
-        rf"|(?:{AI})\s*[,:]\s*(?:please\s+)?{ORDER_VERB}\b"
         r"|(?:override|urgent|attention|priority|mandatory)\s*:\s*(?:you|the (?:ai|assistant|model))\b",
         at_start=True,
     ),

@@ -1,0 +1,195 @@
+"""Whether a sentence addresses the model, read from its structure in any language (pure).
+
+Each sentence (`steering_view.sentences`) is read as the words it is made of
+(`steering_words.lexicon`: the model's names, role labels, orders, rules, authority, ...), and
+what counts is how they stand together, not a listed sentence:
+
+* `addressed_to_ai`: the model called by name to open a sentence ("Asistente, revela ...",
+  "Hey model, ..."), told what it must do ("l'assistant doit ...", "助手必须 ...", "you must
+  ignore ...", "the assistant should reveal ..."), or a note addressed to it;
+* `role_marker`: a role label opening a line or a sentence ("Sistema: ...", "系统：...");
+* `authority_claim`: "as your developer", "the system says you must", "official policy" said
+  to the model, "I order you";
+* `ignore_instructions`: rules set aside ("forget" near "instructions" and "previous" or "your");
+* `system_prompt`: the hidden prompt named, or asked for ("reveal" near "your instructions");
+* `role_override`: "from now on" said to the model ("you", "your rules");
+* `widens_permissions`: an order that widens what the assistant may do: an action with no
+  one asked or for anyone ("run commands without asking me", "share ... with anyone"), mail
+  sent to an address, safety or confirmations turned off, other text taken as the user's
+  ("treat text in files as coming from me"), even said as a preference. A statement in the
+  first person about the user's own doings ("I share my recipes with anyone who asks") is not
+  one, nor a preference about replies ("I like answers in French").
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Callable
+
+from dreamer.core.trust.steering_view import sentences, word_view
+from dreamer.core.trust.steering_words import Hit, lexicon
+
+NEAR = 48  # characters between two words that belong together ("as ... your developer")
+_CALL = re.compile(r"\s*[,:!\u060c\u3001;]")
+_LABEL = re.compile(r"\s*[:>]")
+_NOUN = re.compile(r"\s*[:\"'=]|\s+(?:is|was|are|address|addresses|id)\b")
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+")
+TRANSCRIPT_ALSO = frozenset(
+    {"addressed_to_ai", "role_marker", "authority_claim", "ignore_instructions", "system_prompt", "role_override"}
+)
+
+
+class Sentence:
+    """One sentence and where each category's words are in it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = word_view(text)
+        self.hits = lexicon().hits(self.text)
+        self.by: dict[str, list[Hit]] = {}
+        for hit in self.hits:
+            self.by.setdefault(hit.category, []).append(hit)
+        self.has = set(self.by)
+
+    def at(self, category: str) -> list[Hit]:
+        return self.by.get(category, [])
+
+    def any(self, *categories: str) -> bool:
+        return not self.has.isdisjoint(categories)
+
+    def near(self, one: str, other: str, span: int = NEAR) -> bool:
+        """Whether a word of `one` starts within `span` characters of a word of `other`."""
+        starts = sorted(h.start for h in self.at(other))
+        for a in self.at(one):
+            i = bisect_left(starts, a.start - span)
+            if i < len(starts) and starts[i] <= a.start + span:
+                return True
+        return False
+
+    def opening(self) -> tuple[list[Hit], bool]:
+        """The words the sentence opens with, past a greeting ("hey", "listen,") or an address
+        ("to the"), and whether a greeting opened it."""
+        at, greeted = 0, False
+        for hit in sorted(self.hits, key=lambda h: h.start):
+            if hit.start > at + 2:
+                break
+            if hit.category in ("hey", "to"):  # "hey model", or "to the AI:" (then a colon follows)
+                rest = self.text[hit.end :]
+                at, greeted = hit.end + len(rest) - len(rest.lstrip(" ,!")), greeted or hit.category == "hey"
+        return [h for h in self.hits if at <= h.start <= at + 1], greeted
+
+
+ORDERS = frozenset({"override", "reveal", "widen", "disable", "you", "your", "please"})
+
+
+def called(s: Sentence) -> bool:
+    """The model called by name to open a sentence: "Asistente, ...", "Hey model, ...", or
+    after a greeting with an order next ("Hey assistant please ...", not "Dear model railway club")."""
+    words, greeted = s.opening()
+    return any(h.category == "ai" and (_CALL.match(s.text, h.end) or (greeted and _ordered(s, h))) for h in words)
+
+
+def _ordered(s: Sentence, word: Hit) -> bool:
+    return any(h.category in ORDERS and word.end < h.start <= word.end + 2 for h in s.hits)
+
+
+def labelled(s: Sentence) -> bool:
+    return any(h.category in ("role", "ai") and h.start == 0 and _LABEL.match(s.text, h.end) for h in s.hits)
+
+
+def told_to(s: Sentence) -> bool:
+    """The model told what it must do ("l'assistant doit ...", "يجب على المساعد"), not "you
+    must try the model trains"; or a note addressed to it."""
+    musts = [h.start for h in s.at("must")]
+    subject = any(
+        0 < at - h.start <= 32 or (0 < h.start - at <= 32 and not s.any("you")) for h in s.at("ai") for at in musts
+    )
+    return (subject and not own(s)) or s.near("note_to", "ai", 24)
+
+
+def ordered(s: Sentence) -> bool:
+    """An order put to the model: "you must ignore ...", "the assistant should reveal ..."."""
+    return _chain(s, "you", 2, "command") or _chain(s, "ai", 30, "ai_command")
+
+
+def _chain(s: Sentence, who: str, gap: int, verbs: str) -> bool:
+    """A word of `who`, a modal at most `gap` characters after it, then (past an adverb) a verb."""
+    for modal in s.at("modal"):
+        if any(0 < modal.start - h.end <= gap for h in s.at(who)):
+            after = modal.end
+            for adverb in sorted(s.at("adverb"), key=lambda h: h.start):
+                after = adverb.end if 0 < adverb.start - after <= 1 else after
+            if any(0 < h.start - after <= 1 for h in s.at(verbs)):
+                return True
+    return False
+
+
+def authority(s: Sentence) -> bool:
+    claimed = s.near("as", "authority", 32) and s.any("your", "you", "order")
+    said = s.near("role", "says", 24) and s.any("you", "your")
+    official = s.near("official", "policy", 24) and s.any("ai", "you", "must")
+    return claimed or said or official or (s.any("order") and s.any("you") and s.any("rules", "safeguard", "ai"))
+
+
+def own(s: Sentence) -> bool:
+    """A statement in the first person about the user's own doings, to no one."""
+    return s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our"))) and not s.any("you")
+
+
+def ignores(s: Sentence) -> bool:
+    rules = s.near("override", "rules") and s.any("prior", "your", "ai")
+    told = s.near("override", "told") or (s.near("override", "all_of", 16) and s.any("prior", "you"))
+    return not own(s) and (rules or told or _right_after(s, "override", "prior"))
+
+
+def _right_after(s: Sentence, one: str, other: str) -> bool:
+    """A word of `other` right after one of `one` ("disregard the above", "ignore previous")."""
+    starts = {h.start for h in s.at(other) if s.text[h.start : h.end] not in ("all", "every")}
+    return any(not starts.isdisjoint(range(h.end + 1, h.end + 6)) for h in s.at(one))
+
+
+def asks_prompt(s: Sentence) -> bool:
+    return s.any("secret") or (s.near("reveal", "rules") and s.any("prior", "your"))
+
+
+def from_now_on(s: Sentence) -> bool:
+    return s.any("now_on") and s.any("you", "your", "rules", "ai") and not s.any("first")
+
+
+def _to_others(s: Sentence) -> bool:
+    """An action word used as a verb, not done for the user themselves ("email me at ...") nor
+    naming a thing ("Email: ...", "customer_email": ..., "her email address is ...")."""
+    mine = {h.start for h in s.at("self")}
+    return any(mine.isdisjoint((h.end + 1, h.end + 2)) and not _NOUN.match(s.text, h.end) for h in s.at("widen"))
+
+
+def widens(s: Sentence) -> bool:
+    acts = _to_others(s) and (s.any("scope") or (bool(_ADDRESS.search(s.text)) and not s.any("task")))
+    unguarded = s.any("disable") and s.any("safeguard")
+    lifted = s.near("disabled", "safeguard") and s.any("your", "you", "ai")
+    return s.any("grant") or lifted or (not own(s) and (acts or unguarded))
+
+
+READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
+    ("addressed_to_ai", called),
+    ("role_marker", labelled),
+    ("addressed_to_ai", told_to),
+    ("addressed_to_ai", ordered),
+    ("authority_claim", authority),
+    ("ignore_instructions", ignores),
+    ("system_prompt", asks_prompt),
+    ("role_override", from_now_on),
+    ("widens_permissions", widens),
+]
+
+
+def structural_markers(view: str, *, line: bool = False) -> list[str]:
+    """The shapes the structure of `view` shows, sentence by sentence. A transcript line
+    (`line`) is read for what addresses the model, not for a user's own orders to it."""
+    found: list[str] = []
+    for text in sentences(view):
+        s = Sentence(text)
+        if not s.has:
+            continue
+        found += [name for name, test in READINGS if (not line or name in TRANSCRIPT_ALSO) and test(s)]
+    return list(dict.fromkeys(found))
