@@ -300,14 +300,16 @@ def check_message(message: ParsedMessage, max_message_bytes: int) -> None:
         raise LineRejected(f"message is {size} bytes, over the {max_message_bytes}-byte limit")
 
 
-def redacted(m: ParsedMessage) -> ParsedMessage:
+def redacted(m: ParsedMessage, asked: ParsedMessage | None = None) -> ParsedMessage:
     """The message as it is stored by default: each secret of its text and of its tool calls'
-    arguments replaced by ``[REDACTED:<kind>]``. Its hash stays that of the message as said, so
-    importing the same transcript again still finds it stored."""
+    arguments replaced by ``[REDACTED:<kind>]``, and (with `asked`, the message before it) the
+    secret it gives when that message asked for one ("What's the PIN?" then "4417"). Its hash
+    stays that of the message as said, so importing the same transcript again still finds it."""
     calls = m.tool_calls and [
         {**c, "arguments": redact(c["arguments"])} if isinstance(c.get("arguments"), str) else c for c in m.tool_calls
     ]
-    return replace(m, content=redact(m.content), tool_calls=calls or m.tool_calls)
+    content = redact(m.content, asked=asked.content if asked is not None else None)
+    return replace(m, content=content, tool_calls=calls or m.tool_calls)
 
 
 def session_start(messages: list[ParsedMessage]) -> datetime | None:

@@ -345,7 +345,7 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     now = utcnow()
     first_seq = row.last_seq + 1
     session_id = _id_of(row)
-    kept = messages if raw else [redacted(m) for m in messages]
+    kept = messages if raw else [redacted(m, messages[i - 1] if i else None) for i, m in enumerate(messages)]
     rows = [_message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(kept, hashes))]
     for batch in _batches(rows):
         s.exec(insert(Message), params=batch)
