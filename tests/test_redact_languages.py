@@ -120,7 +120,7 @@ def test_labels_in_any_script(text, kind):
         ("What's the Wi-Fi password?", "it's Limon.Verde7", "Limon.Verde7"),
         ("Какой PIN у карты?", "4417", "4417"),
         ("wifi密码多少？", "xiaomi8899", "xiaomi8899"),
-        ("What was the name of your first pet? (security question)", "Biscuit", "Biscuit"),
+        ("Security question: what was the name of your first pet?", "Biscuit", "Biscuit"),
     ],
 )
 def test_an_answer_to_a_question_that_asked_for_a_secret(asked, answer, secret):

@@ -123,8 +123,8 @@ def _bounded(folded: str, start: int, end: int) -> int | None:
         stop += 1
     if stop < len(folded) and (folded[stop] == "_" or folded[stop].isdigit()):
         return None  # an identifier: "token_count", "password2"
-    if stop == end:
-        return end
+    if stop == end or folded[end:stop] == "s":  # "PINs"
+        return stop
     indic = 0x0900 <= ord(last) <= 0x0DFF
     return stop if (indic or end - start >= 4) and stop - end <= (8 if indic else 6) else None
 

@@ -20,8 +20,8 @@ from dreamer.core.secrets.meaning import MEANING_RULES
 from dreamer.core.secrets.prose import PROSE_RULES
 from dreamer.core.secrets.rules import MARKER_RE, RULES, Rule
 from dreamer.core.secrets.structure import find_by_structure, secrets_in_answer
-from dreamer.core.secrets.tables import find_laid_out
 from dreamer.core.secrets.values import encoded
+from dreamer.core.secrets.vendors import find_vendor_tokens
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,7 @@ def _candidates(text: str, decode: bool = True) -> list[tuple[int, int, int, str
         for m in rule.matches(text, lowered):
             if rule.check is None or rule.check(m):
                 found.append((*_span(rule, m), priority, rule.kind_of(m)))
-    table_priority = ALL_RULES.index(MEANING_RULES[-1])  # named as a label in prose would be
-    found += [(start, end, table_priority, kind) for start, end, kind in find_laid_out(text)]
+    found += [(start, end, -1, kind) for start, end, kind in find_vendor_tokens(text)]  # formats name the kind
     found += [(start, end, len(ALL_RULES), kind) for start, end, kind in find_by_structure(text)]
     if decode:
         found += [

@@ -28,6 +28,7 @@ _CLAUSE_END = re.compile(r"[.?。？؟।۔;](?=\s|$)|\n")
 _REACH = 90  # how far after a label its value may be
 _SPEAKER = re.compile(r"[ \t]*(?:[-–—•*>]+|[^\s:：]{1,3}[ \t]*[:：]|「|\"|“)?[ \t]*")
 _TABLE_RULE = re.compile(r"[\s|:+\-]*")
+_NAMED = re.compile(r"[ \t]*[,;][ \t]*[^\W\d_][\w'’ \-]{0,24}?[ \t]*(?:=|:|->|→)[ \t]*(?=\S)")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _CODES = {"pin": (4, 8), "door_code": (3, 8), "otp": (4, 8), "cvv": (3, 4), "access": (4, 8)}
 
@@ -64,6 +65,8 @@ def _first(text: str, kind: str, span: Token, most: int = 8, least: int = 5) -> 
     for i, (s, e) in enumerate(tokens(text, *span)):
         if i >= most:
             break
+        if "[REDACTED" in text[s:e]:
+            return None  # the value was found already
         if s == span[0] and s > 0 and (wordish(text[s - 1]) or text[s - 1] == "]"):  # "pw:X", not "url_pw]@"
             if text[s] not in ":=：" or s + 1 >= e:
                 continue
@@ -87,6 +90,8 @@ def _answer_words(text: str, start: int, end: int) -> Token | None:
     if m is None:
         return None
     value = rest[m.end() :].strip()
+    if "[REDACTED" in rest:
+        return None
     words = value.split()
     if not 1 <= len(words) <= 3 or value.endswith(("?", "？", "؟")) or any(c.isdigit() for c in value):
         return None
@@ -96,24 +101,37 @@ def _answer_words(text: str, start: int, end: int) -> Token | None:
     return s, s + len(value.rstrip(".。!"))
 
 
-def _after(text: str, label: Label) -> Token | None:
+def _after(text: str, label: Label) -> list[Token]:
+    """The value after a label in its clause, and the named values that follow it ("PINs: bank
+    = 1234, phone = 5678")."""
     line_end = text.find("\n", label.end)
     line_end = len(text) if line_end < 0 else line_end
     if label.kind == "security_answer":
-        return _answer_words(text, label.end, line_end)
+        return [span] if (span := _answer_words(text, label.end, line_end)) else []
     end = line_end if label.kind == "seed_phrase" else _clause_after(text, label.end)
-    return _first(text, label.kind, (label.end, end))
+    found = [span] if (span := _first(text, label.kind, (label.end, end))) else []
+    while found and (named := _NAMED.match(text, found[-1][1])):
+        if (span := _first(text, label.kind, (named.end(), _clause_after(text, named.end())), 1)) is None:
+            break
+        found.append(span)
+    return found
 
 
 def _before(text: str, label: Label) -> Token | None:
-    """A made-up value just before its label: "Xk9$vLp2 ist mein Passwort"."""
-    if label.kind not in ("password", "api_key"):
-        return None
+    """A value just before its label: made up ("Xk9$vLp2 ist mein Passwort"), or a code that
+    opens the sentence ("2468 is my bank card PIN", "use 2580 to open the door")."""
     line_start = max(text.rfind("\n", 0, label.start) + 1, label.start - 120)
-    before = list(tokens(text, line_start, label.start))[-3:]
-    for s, e in before:
+    before = list(tokens(text, line_start, label.start))[-5:]
+    for i, (s, e) in enumerate(before):
         gap = text[e : label.start]
-        if credential(text[s:e], 6) and gap.strip() != gap and not _CLAUSE_END.search(gap):
+        if gap.strip() == gap or _CLAUSE_END.search(gap):
+            continue
+        opens = not text[line_start:s].strip() or (i == 1 and len(before) == 5 and _shaped(label.kind, text[s:e]))
+        if label.kind in ("password", "api_key", "access") and credential(text[s:e], 6):
+            return s, e
+        if label.kind in _CODES and label.kind != "access" and opens and _shaped(label.kind, text[s:e]):
+            return s, e
+        if label.kind == "access" and i <= 1 and code(text[s:e], 4, 8):
             return s, e
     return None
 
@@ -194,9 +212,8 @@ def find_by_structure(text: str) -> list[Found]:
         if label.start - last < 3 and not any(c.isspace() for c in text[last : label.start]):
             continue  # labels glued into one run ("password=password=...") are read once
         last = label.end
-        span = _after(text, label) or _before(text, label) or _next_line(text, label)
-        if span is not None:
-            found.append((*span, _kind_of(label, text, text[span[0] : span[1]])))
+        spans = _after(text, label) or [span for span in (_before(text, label) or _next_line(text, label),) if span]
+        found += [(*span, _kind_of(label, text, text[span[0] : span[1]])) for span in spans]
         if "|" in text or "\t" in text:
             found += _in_column(text, label)
     return found
@@ -204,8 +221,11 @@ def find_by_structure(text: str) -> list[Found]:
 
 def secrets_in_answer(asked: str, answer: str) -> list[Found]:
     """(start, end, kind) of the secret that `answer` gives to `asked`, a message that asked
-    for one ("What's the Wi-Fi password?" then "it's Limon.Verde7")."""
-    tail = asked[-300:]
+    for one in its last sentence ("What's the Wi-Fi password?" then "it's Limon.Verde7")."""
+    tail = asked.rstrip()[-300:]
+    if not tail.endswith(("?", "？", "؟", ";", ":", "：")) or find_by_structure(tail):
+        return []  # a question or a prompt ("Enter your PIN:") that gives no secret itself
+    tail = tail[max((tail.rfind(mark, 0, -1) for mark in ".!?。！？\n"), default=-1) + 1 :]
     labels = [lab for lab in find_labels(tail) if lab.kind != "access"]
     if not labels or not answer.strip():
         return []

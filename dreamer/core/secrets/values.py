@@ -22,7 +22,7 @@ from dreamer.core.secrets.labels import SPACELESS, not_value, spaceless
 
 Token = tuple[int, int]  # a span in the text
 
-_OPEN = "\"'“‘«「『([{<（【"
+_OPEN = "\"'“‘«「『([{<（【¿¡—–"
 _CLOSE = "\"'”’»」』)]}>）】.,;:，。、；：?？؟।۔"
 _DATE = re.compile(r"\d{1,4}([-/.])\d{1,2}\1\d{1,4}|\d{1,2}[:h]\d{2}(?::\d{2})?|\d{4}年.*")
 _URLISH = re.compile(r"(?i)^(?:[a-z][a-z0-9+.\-]*://|www\.)|^[^@\s]+@[^@\s]+\.[a-z]{2,}$|\.(?:com|org|net|io|html?)$")
@@ -33,7 +33,7 @@ _EXPRESSION = re.compile(
 _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
 _SYMBOL = re.compile(r"[^\w\-'’.]|_")
-_UPPER = re.compile(r"[A-ZÀ-ÞΑ-ΩА-Я]")
+_HUMP = re.compile(r"[a-zß-ÿα-ωа-я][A-ZÀ-ÞΑ-ΩА-Я]")  # a capital inside a word: "fizzB0x"
 _RUN = re.compile(f"[{SPACELESS}]+|[^\\s{SPACELESS}]+")
 
 
@@ -46,7 +46,8 @@ def tokens(text: str, start: int = 0, end: int | None = None) -> Iterator[Token]
 
 
 def _trimmed(text: str, s: int, e: int) -> Iterator[Token]:
-    if text.startswith(_MARKER, s):
+    if _MARKER in text[s:e]:  # a secret already redacted: yielded whole, so a reader stops at it
+        yield s, e
         return
     while s < e and text[s] in _OPEN:
         s += 1
@@ -64,7 +65,7 @@ def shannon(value: str) -> float:
 
 def _classes(value: str) -> tuple[bool, bool, bool, bool]:
     """(a letter, a digit, a symbol, a change of case inside) of `value`."""
-    inner = bool(_UPPER.search(value, 1)) and value.upper() != value
+    inner = bool(_HUMP.search(value))
     return bool(_LETTER.search(value)), bool(_DIGIT.search(value)), bool(_SYMBOL.search(value)), inner
 
 
