@@ -155,3 +155,20 @@ def test_twelve_words_of_the_bip39_list_are_a_recovery_phrase_without_a_label():
     phrase = "legal winner thank year wave sausage worth useful legal winner thank yellow"
     assert redact(f"keep this safe: {phrase}") == "keep this safe: [REDACTED:seed_phrase]"
     assert redact("we agree to meet again in april at the airport") == "we agree to meet again in april at the airport"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pass(1 %) / pass(100 %): {'10000': 0.0149, '100000': 0.02}",
+        "the pass table on 2026-11-30 from a fresh clone",
+        "the mean of the last layer's token states over the mask, L2-normalised.",
+        "--depends-on unit:LegacyTable, the test passed",
+        "readers call `POST /v1/team/recall` with their token",
+        '"tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"',
+        'r"antwort\\s+auf\\s+(?:die|meine)\\s+sicherheitsfrage",',
+        "the password field is validated with [A-Za-z0-9]{8,}",
+    ],
+)
+def test_technical_text_near_a_label_stays(text):
+    assert redact(text) == text

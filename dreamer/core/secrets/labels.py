@@ -20,7 +20,7 @@ from functools import cache
 from importlib.resources import files
 
 KINDS = ("password", "pin", "door_code", "otp", "seed_phrase", "security_answer", "cvv", "api_key", "access")
-_HELPERS = ("door", "code", "card", "not_labels")
+_HELPERS = ("door", "code", "card", "not_labels", "column")
 _MARKER = re.compile(r"\[redacted:[a-z0-9_]+\]")
 _NEAR = 24  # how far a code word and a door or card word may stand apart
 
@@ -126,7 +126,8 @@ def _bounded(folded: str, start: int, end: int) -> int | None:
     if stop == end or folded[end:stop] == "s":  # "PINs"
         return stop
     indic = 0x0900 <= ord(last) <= 0x0DFF
-    return stop if (indic or end - start >= 4) and stop - end <= (8 if indic else 6) else None
+    most = 8 if indic else 2 if folded[start:end].isascii() else 6  # "tokens", not "tokenizer"; "şifresi"
+    return stop if (indic or end - start >= 4) and stop - end <= most else None
 
 
 def _found(folded: str) -> list[tuple[int, int, frozenset[str]]]:
@@ -157,9 +158,16 @@ def find_labels(text: str) -> list[Label]:
     for start, end, roles in found:
         if any(s <= start and end <= e and (s, e) != (start, end) for s, e in blocked) or "not_labels" in roles:
             continue
+        if "column" in roles and not _in_table(folded, start):
+            roles = roles - {"password"}  # "pass", "pwd": a column's name, not a word of prose
         labels += [Label(start, end, kind) for kind in KINDS if kind in roles][:1]
     labels += _composites(found, folded)
     return sorted(labels, key=lambda lab: (lab.start, lab.end))
+
+
+def _in_table(text: str, pos: int) -> bool:
+    line = text[text.rfind("\n", 0, pos) + 1 : (text.find("\n", pos) + 1 or len(text) + 1) - 1]
+    return line.count("|") >= 2 or "\t" in line
 
 
 def _composites(found: list[tuple[int, int, frozenset[str]]], folded: str) -> list[Label]:

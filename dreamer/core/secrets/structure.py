@@ -38,9 +38,9 @@ def _shaped(kind: str, value: str, least: int = 5) -> bool:
     if kind in ("password", "access"):
         return credential(value) or code(value, least if kind == "password" else 4, 12) or hides_credential(value)
     if kind == "api_key":
-        return token_key(value) or credential(value, 12)
-    if kind == "security_answer":
-        return False
+        return token_key(value, 16)
+    if kind not in _CODES:
+        return False  # a security answer, a recovery phrase: read by their own shapes
     low, high = _CODES[kind]
     return code(value, low, high)
 
@@ -83,6 +83,16 @@ def _clause_after(text: str, start: int) -> int:
     return m.start() if m else min(len(text), start + _REACH)
 
 
+def _name(value: str) -> bool:
+    """Words of letters (in any script, with their marks), maybe quoted: an answer, not code."""
+    value = value.strip("「」“”\"'«»")
+    return (
+        bool(value)
+        and value[0].isalpha()
+        and all(c.isalpha() or wordish(c) and not c.isdigit() or c in " '’-" for c in value)
+    )
+
+
 def _answer_words(text: str, start: int, end: int) -> Token | None:
     """A security answer: one to three words after a colon or a short word, ending the line."""
     rest = text[start:end]
@@ -93,7 +103,7 @@ def _answer_words(text: str, start: int, end: int) -> Token | None:
     if "[REDACTED" in rest:
         return None
     words = value.split()
-    if not 1 <= len(words) <= 3 or value.endswith(("?", "？", "؟")) or any(c.isdigit() for c in value):
+    if not 1 <= len(words) <= 3 or not _name(value.rstrip(".。!")):
         return None
     if m.group("said") is not None and (len(words) > 1 or value[0].islower()):
         return None  # without a colon, one name only: "... na Bingo", not "... was wrong"
@@ -127,7 +137,7 @@ def _before(text: str, label: Label) -> Token | None:
         if gap.strip() == gap or _CLAUSE_END.search(gap):
             continue
         opens = not text[line_start:s].strip() or (i == 1 and len(before) == 5 and _shaped(label.kind, text[s:e]))
-        if label.kind in ("password", "api_key", "access") and credential(text[s:e], 6):
+        if label.kind in ("password", "access") and credential(text[s:e], 6) or _shaped("api_key", text[s:e]):
             return s, e
         if label.kind in _CODES and label.kind != "access" and opens and _shaped(label.kind, text[s:e]):
             return s, e
@@ -145,7 +155,7 @@ def answer_span(kind: str, answer: str, base: int = 0) -> Token | None:
         return None
     if kind == "security_answer":
         words = body.split()
-        if len(words) > 3 or body.endswith(("?", "？", "؟")) or any(c.isdigit() for c in body):
+        if len(words) > 3 or not _name(body.rstrip('.。!」"')):
             return None
         s = base + start + answer[start:].index(body[0])
         return s, s + len(body.rstrip('.。!」"'))

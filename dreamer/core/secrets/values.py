@@ -22,10 +22,12 @@ from dreamer.core.secrets.labels import SPACELESS, not_value, spaceless
 
 Token = tuple[int, int]  # a span in the text
 
-_OPEN = "\"'“‘«「『([{<（【¿¡—–"
-_CLOSE = "\"'”’»」』)]}>）】.,;:，。、；：?？؟।۔"
-_DATE = re.compile(r"\d{1,4}([-/.])\d{1,2}\1\d{1,4}|\d{1,2}[:h]\d{2}(?::\d{2})?|\d{4}年.*")
-_URLISH = re.compile(r"(?i)^(?:[a-z][a-z0-9+.\-]*://|www\.)|^[^@\s]+@[^@\s]+\.[a-z]{2,}$|\.(?:com|org|net|io|html?)$")
+_OPEN = "\"'“‘«「『([{<（【¿¡—–`"
+_CLOSE = "\"'”’»」』)]}>）】.,;:，。、；：?？؟।۔`"
+_DATE = re.compile(r"\d{1,4}([-/.])\d{1,2}\1\d{1,4}|(?:19|20)\d\d-[01]\d|\d{1,2}[:h]\d{2}(?::\d{2})?|\d{4}年.*")
+_URLISH = re.compile(
+    r"(?i)^(?:[a-z][a-z0-9+.\-]*://|www\.|\.{0,2}/\w|~/)|^[^@\s]+@[^@\s]+\.[a-z]{2,}$|\.(?:com|org|net|io|html?)$"
+)
 _MARKER = "[REDACTED"
 _EXPRESSION = re.compile(
     r"[A-Za-z_$][\w$.]*[(\[]|[A-Za-z_][\w\-]*=|\$\{|\{\{|<[\w\-]+>$|%\(?\w*\)?s$"
@@ -73,6 +75,8 @@ def plain(value: str) -> bool:
     """Not a date, a time, a URL, an e-mail address, code, a placeholder or a word such as "base64"."""
     if _DATE.fullmatch(value) or _URLISH.search(value) or _EXPRESSION.match(value) or _MARKER in value:
         return False
+    if sum(value.count(c) for c in "\\[]{}()") >= 2:
+        return False  # a pattern or an expression: "[^\\W\\d_]+){2,4}"
     return not not_value(value)
 
 
@@ -92,8 +96,10 @@ def credential(value: str, low: int = 5) -> bool:
 
 def token_key(value: str, low: int = 12) -> bool:
     """A key or token: a long run of letters and digits (or hex) with entropy."""
-    if len(value) < low or not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", value):
+    if len(value) < low or not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", value) or not plain(value):
         return False
+    if sum(value.count(c) for c in "_-.") / len(value) >= 0.1:
+        return False  # words joined: "main-agent-token-0001", "all-MiniLM-L6-v2"
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value) and shannon(value) >= 3.0
 
 
@@ -108,7 +114,7 @@ def digits(value: str) -> str | None:
 
 def code(value: str, low: int, high: int) -> bool:
     """A code of `low` to `high` digits, or a short code of capitals and digits ("B4271")."""
-    d = digits(value)
+    d = digits(value) if not _DATE.fullmatch(value) else None
     if d is not None:
         return low <= len(d) <= high
     return bool(re.fullmatch(r"[A-Z]\d{3,7}[A-Z]?|\d{3,7}[A-Z]", value)) and high >= 6
