@@ -458,3 +458,19 @@ def test_a_message_over_the_size_limit_refuses_the_whole_call(engine, record):
     with session_scope(engine) as s:
         assert s.exec(select(func.count()).select_from(Session)).one() == (0,)
     assert record(engine, "sized", messages, user_id="u", max_message_bytes=12).added == 2
+
+
+def test_an_answer_to_a_question_that_asked_for_a_secret_is_stored_redacted(engine):
+    said = [
+        {"role": "assistant", "content": "What's the PIN for the alarm?"},
+        {"role": "user", "content": "4417"},
+        {"role": "assistant", "content": "How many guests are coming?"},
+        {"role": "user", "content": "12"},
+    ]
+    result = record_messages(engine, "chat-asked", said, user_id="u1")
+    assert [m.content for m in stored(engine, result.session_id)] == [
+        "What's the PIN for the alarm?",
+        "[REDACTED:pin]",
+        "How many guests are coming?",
+        "12",
+    ]

@@ -348,7 +348,7 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     said = [
         _message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(messages, hashes))
     ]
-    rows = said if raw else [gate.ledger_row(r) for r in said]
+    rows = said if raw else [gate.ledger_row(r, said[i - 1]["content"] if i else None) for i, r in enumerate(said)]
     for batch in _batches(rows):
         gate.insert_messages(s, batch, raw=True)  # each row admitted above: the meter counts what is stored
     state = advance(MeterState.of(row), ((r["token_count"], r.get("meta")) for r in rows))

@@ -162,10 +162,11 @@ def insert_messages(s: DBSession, rows: list[dict[str, Any]], *, raw: bool = Fal
     s.exec(insert(Message), params=rows if raw else [ledger_row(r) for r in rows])
 
 
-def ledger_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A message row with its secrets redacted (its hash, that of the message as said, kept);
+def ledger_row(row: dict[str, Any], asked: str | None = None) -> dict[str, Any]:
+    """A message row with its secrets redacted (its hash, that of the message as said, kept), and
+    with `asked`, the message before it, the secret it gives when that one asked for a secret;
     the row itself when it holds none, so a large import keeps one copy of each message."""
-    content = admit_ledger(row["content"])
+    content = admit_ledger(row["content"], asked)
     calls = row.get("tool_calls")
     kept_calls = [_ledger_call(c) for c in calls] if isinstance(calls, list) else calls
     if content == row["content"] and kept_calls == calls:

@@ -7,10 +7,8 @@ the head calls for (`secret_shapes`) are found in any of these frames:
 
 * "X is Y", "X: Y", "X - Y", "X | Y", "X は Y", "X lautet Y", "X, c'est Y"; "X Y" for a made-up
   value ("PIN 7305", "password hunter2"); X alone on its line and Y on the next;
-* "Y is my X" ("Xk9$vLp2 is my password", "2468 ist meine PIN");
-* "use Y for X" / "use Y as X" ("usa Luna.Llena.33 como contraseña"), "use Y to open the door",
-  "to disarm the alarm, enter Y", "the door opens with Y", "if the alarm beeps, type Y";
-* a table whose header names X and whose rows give Y, and "X: a = Y, b = Z" (`secret_tables`);
+* "use Y for X" / "use Y as X" ("usa Luna.Llena.33 como contraseña"), "the door opens with Y",
+  "if the alarm beeps, type Y" ("Y is my X", tables and named values: `structure`);
 * an AWS secret access key beside its ``AKIA`` id.
 """
 
@@ -85,9 +83,6 @@ FORWARD_RE = re.compile(rf"(?i){_B}{_START}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))
 _END = rf"(?=[ \t]*(?:$|[\n.,;:!?)」。]|(?:{PREPOSITIONS}|and|et|und|y|e){_E}))"
 _TOKEN_CHARS = r"[^\s\"“”«»「」`,;]"
 _TOWARDS = rf"(?:(?:{ARTICLES})(?:[ \t]+|(?<=['’]))){{0,2}}(?:[\w\-]+[ \t]+){{0,2}}?"
-REVERSE_RE = re.compile(
-    rf"(?i)(?<![^\s:(\[])(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:{VERBS})[ \t]+{_TOWARDS}{LABEL}{_END}"
-)
 _TARGETS = r"login|log-?in|sign-?in|account|compte|konto|cuenta|conta|vpn"
 _EVERYTHING = r"everything|all[ \t]+(?:my[ \t]+)?accounts|tout|alles|todo|tudo|tutto"
 USE_RE = re.compile(
@@ -95,19 +90,6 @@ USE_RE = re.compile(
     rf"(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:for|as|comme|pour|als|für|como|para|come|per)[ \t]+{_TOWARDS}"
     rf"(?:{LABEL}|(?P<target>{_TARGETS}|{_THING_ALT}){_E}|(?P<all>{_EVERYTHING}){_E}){_END}"
 )
-_ACTIONS = {
-    "door_code": r"open|get[ \t]+in(?:to)?|enter|access",
-    "alarm_code": r"disarm|arm|turn[ \t]+off[ \t]+the[ \t]+alarm",
-    "pin": r"unlock",
-    "password": r"log[ \t]*in(?:to)?|sign[ \t]*in(?:to)?",
-}
-
-
-def _act(n: int) -> str:
-    return "|".join(f"(?P<a{n}_{kind}>{words})" for kind, words in _ACTIONS.items())
-
-
-_KEY_IN = r"enter|type|dial|punch[ \t]+in|key[ \t]+in|press|use"
 _OPEN_VERBS = (
     r"opens|unlocks|disarms|(?:is|gets)[ \t]+(?:opened|unlocked|disarmed|turned[ \t]+off)|s['’]ouvre"
     r"|se[ \t]+(?:d[ée]verrouille|d[ée]sactive)|öffnet(?:[ \t]+sich)?|se[ \t]+(?:abre|desactiva)|abre|desativa"
@@ -123,11 +105,6 @@ OPENS_RE = re.compile(  # "the door opens with 7720", "if the alarm beeps, type 
     rf"{_WHICH}(?P<val>{_TOKEN_CHARS}{{3,80}})"
     rf"|[^\n.;!?]{{0,50}}?[ \t,](?:{_TYPE})[ \t]+{_WHICH}(?P<val2>[#*]?\d[\d \-]{{2,14}}))"
 )
-ACTION_RE = re.compile(
-    rf"(?i){_B}(?:(?:{_KEY_IN})[ \t]+(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+to[ \t]+(?:{_act(1)}){_E}"
-    rf"|to[ \t]+(?:{_act(2)}){_E}[^\n.;]{{0,40}}?,?[ \t]+(?:{_KEY_IN})[ \t]+(?P<val2>{_TOKEN_CHARS}{{3,80}}))"
-)
-
 _AWS_VALUE = (
     r"(?<![A-Za-z0-9/+])(?P<val>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])"
     r"[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
@@ -300,20 +277,6 @@ def _target_kind(m: re.Match[str]) -> str:
     return _thing(m.group("target") or "") or "password"
 
 
-def _action(m: re.Match[str]) -> tuple[int, int, str] | None:
-    group = "val" if m.group("val") is not None else "val2"
-    span = token(m.group(group))
-    if span is None:
-        return None
-    value = m.group(group)[span[0] : span[1]]
-    kind = next(k for k in _ACTIONS for n in (1, 2) if m.group(f"a{n}_{k}") is not None)
-    if not (secretish(value) or code(value, "verb") == (0, len(value))):
-        return None
-    if kind != "password" and code(value, "verb") != (0, len(value)):
-        kind = "password"
-    return m.start(group) + span[0], m.start(group) + span[1], kind
-
-
 def _opens(m: re.Match[str]) -> tuple[int, int, str] | None:
     """What a door, an alarm, a safe opens with: "the door opens with 7720"; the code typed at it."""
     group = "val" if m.group("val") is not None else "val2"
@@ -361,8 +324,6 @@ MEANING_RULES: tuple[Rule, ...] = (
     Rule("aws_secret_key", AWS_AFTER_ID_RE, "val"),
     Rule("aws_secret_key", AWS_BEFORE_ID_RE, "val"),
     FORWARD_RULE,
-    _rule(REVERSE_RE, _backward),
     _rule(USE_RE, _backward),
-    _rule(ACTION_RE, _action),
     _rule(OPENS_RE, _opens),
 )

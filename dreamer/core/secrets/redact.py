@@ -19,7 +19,9 @@ import secrets
 from dreamer.core.secrets.meaning import MEANING_RULES
 from dreamer.core.secrets.prose import PROSE_RULES
 from dreamer.core.secrets.rules import MARKER_RE, RULES, Rule
-from dreamer.core.secrets.tables import find_laid_out
+from dreamer.core.secrets.structure import find_by_structure, secrets_in_answer
+from dreamer.core.secrets.values import encoded
+from dreamer.core.secrets.vendors import find_vendor_tokens
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,9 @@ def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int]:
     return m.span()
 
 
-def _candidates(text: str) -> list[tuple[int, int, int, str]]:
-    """Every rule match, and every secret in a table column, as (start, end, priority, kind)."""
+def _candidates(text: str, decode: bool = True) -> list[tuple[int, int, int, str]]:
+    """Every rule match, every secret in a table column, every secret a label names by
+    structure, and every encoded run hiding one (`decode`), as (start, end, priority, kind)."""
     markers = [mm.span() for mm in MARKER_RE.finditer(text)]
     lowered = text.lower()
     found: list[tuple[int, int, int, str]] = []
@@ -63,8 +66,12 @@ def _candidates(text: str) -> list[tuple[int, int, int, str]]:
         for m in rule.matches(text, lowered):
             if rule.check is None or rule.check(m):
                 found.append((*_span(rule, m), priority, rule.kind_of(m)))
-    table_priority = ALL_RULES.index(MEANING_RULES[-1])  # named as a label in prose would be
-    found += [(start, end, table_priority, kind) for start, end, kind in find_laid_out(text)]
+    found += [(start, end, -1, kind) for start, end, kind in find_vendor_tokens(text)]  # formats name the kind
+    found += [(start, end, len(ALL_RULES), kind) for start, end, kind in find_by_structure(text)]
+    if decode:
+        found += [
+            (s, e, len(ALL_RULES), kinds[0][3]) for s, e, out in encoded(text) if (kinds := _candidates(out, False))
+        ]
     return [c for c in found if c[0] < c[1] and not any(a <= c[0] and c[1] <= b for a, b in markers)]
 
 
@@ -73,8 +80,12 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
 
     Overlapping matches merge into one span, named after the most specific rule.
     """
+    return _merged(_candidates(text))
+
+
+def _merged(candidates: list[tuple[int, int, int, str]]) -> list[tuple[str, int, int]]:
     merged: list[tuple[int, int, int, str]] = []  # (start, end, priority, kind)
-    for start, end, priority, kind in sorted(_candidates(text)):
+    for start, end, priority, kind in sorted(candidates):
         if merged and start < merged[-1][1]:
             first, last_end, best, best_kind = merged[-1]
             if priority < best:
@@ -85,11 +96,16 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
     return [(kind, start, end) for start, end, _, kind in merged]
 
 
-def redact(text: str) -> str:
-    """The text with each secret replaced by ``[REDACTED:<kind>]``."""
+def redact(text: str, asked: str | None = None) -> str:
+    """The text with each secret replaced by ``[REDACTED:<kind>]``; with `asked`, the message
+    it answers, also the secret that message asked for ("What's the PIN?" then "4417")."""
     if not text:
         return text
     spans = find_secrets(text)
+    if asked:
+        spans = _merged(
+            [(s, e, 0, k) for k, s, e in spans] + [(s, e, 1, k) for s, e, k in secrets_in_answer(asked, text)]
+        )
     if not spans:
         return text
     parts: list[str] = []

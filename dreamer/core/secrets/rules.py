@@ -230,7 +230,7 @@ def _not_marker(group: str) -> Callable[[re.Match[str]], bool]:
 
 # --- the rules, most specific first ----------------------------------------------------
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = (  # the formats `vendors` (detect-secrets) does not know, or knows less of
     Rule(
         "private_key",
         _rx(
@@ -246,7 +246,6 @@ RULES: tuple[Rule, ...] = (
             rf"(?=[{_B64URL}]*[0-9])[{_B64URL}]{{20,}}"
         ),
     ),
-    Rule("aws_access_key_id", _rx(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
     Rule(
         "aws_secret_key",
         _rx(
@@ -255,24 +254,12 @@ RULES: tuple[Rule, ...] = (
         ),
         "val",
     ),
-    Rule("github_token", _rx(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9_])")),
     Rule("github_token", _rx(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,255}(?![A-Za-z0-9_])")),
-    Rule("gitlab_token", _rx(rf"{_NOT_TOKEN_BEFORE}gl(?:pat|dt|rt|ptt|cbt)-[{_B64URL}]{{20,}}")),
-    Rule("slack_token", _rx(r"(?<![A-Za-z0-9_])xox[abposr]-[A-Za-z0-9\-]{10,}")),
     Rule("slack_token", _rx(r"(?<![A-Za-z0-9_])xapp-[0-9]-[A-Za-z0-9\-]{10,}")),
-    Rule(
-        "slack_webhook",
-        _rx(r"hooks\.slack\.com/(?:services|workflows)/(?P<val>[A-Za-z0-9_/]{16,})"),
-        "val",
-    ),
-    Rule("stripe_key", _rx(r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    Rule("stripe_key", _rx(r"(?<![A-Za-z0-9_])whsec_[A-Za-z0-9]{24,}")),
+    Rule("stripe_key", _rx(r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_test_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})")),
     Rule("google_api_key", _rx(rf"{_NOT_TOKEN_BEFORE}AIza[{_B64URL}]{{35}}{_NOT_TOKEN_AFTER}")),
     Rule("google_oauth_secret", _rx(rf"{_NOT_TOKEN_BEFORE}GOCSPX-[{_B64URL}]{{20,}}")),
-    Rule("twilio_key", _rx(r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])")),
-    Rule("sendgrid_key", _rx(rf"{_NOT_TOKEN_BEFORE}SG\.[{_B64URL}]{{16,32}}\.[{_B64URL}]{{16,64}}")),
     Rule("npm_token", _rx(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9_])")),
-    Rule("pypi_token", _rx(rf"{_NOT_TOKEN_BEFORE}pypi-AgE[{_B64URL}]{{40,}}")),
     Rule("huggingface_token", _rx(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9_])")),
     Rule("digitalocean_token", _rx(r"(?<![A-Za-z0-9_])do[opr]_v1_[a-f0-9]{64}(?![A-Za-z0-9_])")),
     Rule("vault_token", _rx(rf"{_NOT_TOKEN_BEFORE}hv[sbr]\.[{_B64URL}]{{24,}}")),
@@ -281,15 +268,10 @@ RULES: tuple[Rule, ...] = (
     Rule("linear_key", _rx(r"(?<![A-Za-z0-9_])lin_(?:api|oauth)_[A-Za-z0-9]{32,}(?![A-Za-z0-9_])")),
     Rule("postman_key", _rx(r"(?<![A-Za-z0-9_])PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?![A-Za-z0-9_])")),
     Rule("databricks_token", _rx(r"(?<![A-Za-z0-9_])dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9_])")),
-    Rule("telegram_bot_token", _rx(rf"(?<![0-9])\d{{8,10}}:AA[{_B64URL}]{{32,}}{_NOT_TOKEN_AFTER}")),
     Rule(
         "discord_webhook",
         _rx(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<val>[A-Za-z0-9_\-]{30,})"),
         "val",
-    ),
-    Rule(
-        "jwt",
-        _rx(rf"{_NOT_TOKEN_BEFORE}eyJ[{_B64URL}]{{10,}}\.eyJ[{_B64URL}]{{10,}}\.[{_B64URL}]*"),
     ),
     Rule(
         "azure_storage_key",

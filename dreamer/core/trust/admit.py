@@ -80,9 +80,10 @@ def _admit(text: str, writer: Writer) -> Admitted:
     return Admitted(kept)
 
 
-def admit_ledger(text: str) -> str:
-    """A ledger text (a message, offloaded output) as stored: its secrets redacted, its wording kept."""
-    return redact(text)
+def admit_ledger(text: str, asked: str | None = None) -> str:
+    """A ledger text (a message, offloaded output) as stored: its secrets redacted, its wording
+    kept; with `asked` (the message before it), the secret it gives when that one asked for one."""
+    return redact(text, asked=asked)
 
 
 def admit_value(value: Any, *, writer: Writer) -> tuple[Any, list[str]]:
