@@ -346,12 +346,11 @@ def test_clean_for_model_strips_then_redacts():
     assert clean_for_model(text) == "Now use [REDACTED:github_token] please"
 
 
-def test_large_input_is_fast():
-    import time
-
+def test_large_input_is_read_to_its_end():
+    """Half a megabyte of runs that would make a backtracking pattern explode is read whole (its
+    speed is a benchmark's, never a test's: `dreamer bench`)."""
     blob = "".join(random.Random(1).choice(B64) for _ in range(200_000))
     text = ("-" * 50_000) + blob + ("a-" * 50_000) + ("password=" * 10_000)
-    t0 = time.perf_counter()
-    redact(text)
-    strip_injected("<memory-context>" * 5_000 + text)
-    assert time.perf_counter() - t0 < 10
+    out = redact(text)
+    assert out.startswith("-" * 50_000) and out.endswith("a-password=[REDACTED:password]")
+    assert strip_injected("<memory-context>" * 5_000 + text) == ""  # an unclosed block is cut to the end
