@@ -7,7 +7,7 @@ import httpx
 import pytest
 from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, bearer
 from sqlmodel import col, select
-from uikit import ADMIN, HTML_TEXT, csrf_of, live_inspector, login
+from uikit import ADMIN, HTML_TEXT, SCRIPT_TEXT, csrf_of, live_inspector, login
 
 from dreamer.core.models import Cursor, MemoryEvent, Session
 from dreamer.store.db import session_scope
@@ -96,6 +96,11 @@ def test_an_edit_is_a_human_record_with_the_old_text_in_history(ui):
 
 
 def test_html_in_a_memory_is_shown_escaped(ui):
+    refused = httpx.post(
+        f"{ui.url}/v1/memories", json={"text": SCRIPT_TEXT, "kind": "preference"}, headers=bearer(ALICE_WRITER)
+    )
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == "not stored: the text tries to steer the memory system (markup_tag)"
     r = httpx.post(
         f"{ui.url}/v1/memories", json={"text": HTML_TEXT, "kind": "preference"}, headers=bearer(ALICE_WRITER)
     )
@@ -103,8 +108,8 @@ def test_html_in_a_memory_is_shown_escaped(ui):
     mid = r.json()["memory_id"]
     alice = login(ui.url, ALICE_WRITER)
     for page in (alice.get("/ui").text, alice.get(f"/ui/memories/{mid}").text):
-        assert "<script>alert" not in page and "<b>bold</b>" not in page
-        assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+        assert "<b>bold" not in page and "<i>notes" not in page
+        assert "&lt;b&gt;bold headings &amp; &#34;quotes&#34; in &lt;i&gt;notes." in page
 
 
 def test_forget_then_restore_brings_back_the_status_it_had(ui):

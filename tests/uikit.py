@@ -27,7 +27,10 @@ from dreamer.store import cabinet, db, gate
 from dreamer.store.db import session_scope
 
 ADMIN = "inspector-admin-token-0123456789"
-HTML_TEXT = 'The user prefers <script>alert("x")</script> and <b>bold</b> & "quotes".'
+# markup the gate lets through (a lone opening tag is text), so the pages must escape it
+HTML_TEXT = 'The user prefers <b>bold headings & "quotes" in <i>notes.'
+# a closing tag is markup that acts: the gate refuses it on every path
+SCRIPT_TEXT = 'The user prefers <script>alert("x")</script> and <b>bold</b>.'
 
 
 @dataclass
