@@ -189,5 +189,5 @@ def _composites(found: list[tuple[int, int, frozenset[str]]], folded: str) -> li
 
 def not_value(token: str) -> bool:
     """A word that reads like a value and names a format or a thing ("base64", "Wi-Fi")."""
-    low = token.lower()
+    low = re.sub(r"['’][a-z]{1,2}$", "", token.lower())  # "base64'd"
     return low in table()[3] or (len(low) < 40 and _key(low) in table()[0])

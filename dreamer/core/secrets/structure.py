@@ -15,7 +15,9 @@ from dreamer.core.secrets.values import (
     Token,
     code,
     credential,
+    grouped,
     hides_credential,
+    made_up,
     seed_runs,
     token_key,
     tokens,
@@ -29,7 +31,7 @@ _REACH = 90  # how far after a label its value may be
 _SPEAKER = re.compile(r"[ \t]*(?:[-–—•*>]+|[^\s:：]{1,3}[ \t]*[:：]|「|\"|“)?[ \t]*")
 _TABLE_RULE = re.compile(r"[\s|:+\-]*")
 _NAMED = re.compile(r"[ \t]*[,;][ \t]*[^\W\d_][\w'’ \-]{0,24}?[ \t]*(?:=|:|->|→)[ \t]*(?=\S)")
-_YEAR = re.compile(r"(?:19|20)\d\d")
+_YEAR = re.compile(r"19[5-9]\d|20[0-3]\d")  # a year near ours
 _CODES = {"pin": (4, 8), "door_code": (3, 8), "otp": (4, 8), "cvv": (3, 4), "access": (4, 8)}
 
 
@@ -73,6 +75,8 @@ def _first(text: str, kind: str, span: Token, most: int = 8, least: int = 5) -> 
             s += 1
         if _YEAR.fullmatch(text[s:e]) and i > 1:
             continue  # "the alarm code was changed in 2023"
+        if kind in _CODES and _shaped(kind, text[s : (g := grouped(text, s, e))], least):
+            return s, g  # "817 455"
         if _shaped(kind, text[s:e], least):
             return s, e
     return None
@@ -136,14 +140,32 @@ def _before(text: str, label: Label) -> Token | None:
         gap = text[e : label.start]
         if gap.strip() == gap or _CLAUSE_END.search(gap):
             continue
-        opens = not text[line_start:s].strip() or (i == 1 and len(before) == 5 and _shaped(label.kind, text[s:e]))
+        words = gap.split()
+        close = i == len(before) - 1 - len(words) and len(words) <= 2 and all(len(w) <= 4 for w in words)
+        opens = (
+            not text[line_start:s].strip()
+            or (i == 1 and len(before) == 5 and _shaped(label.kind, text[s:e]))
+            or close  # "552 913 is the login code"
+        )
         if label.kind in ("password", "access") and credential(text[s:e], 6) or _shaped("api_key", text[s:e]):
             return s, e
-        if label.kind in _CODES and label.kind != "access" and opens and _shaped(label.kind, text[s:e]):
-            return s, e
+        if label.kind in _CODES and label.kind != "access" and opens:
+            first = _group_start(text, line_start, s)
+            if _shaped(label.kind, text[first:e]):
+                return first, e
         if label.kind == "access" and i <= 1 and code(text[s:e], 4, 8):
             return s, e
     return None
+
+
+def _group_start(text: str, line_start: int, s: int) -> int:
+    """Where a code of digit groups that ends with the digits at `s` begins ("552 913")."""
+    while (m := _GROUP_BEFORE.search(text, line_start, s)) is not None and grouped(text, m.start(), m.end()) >= s:
+        s = m.start()
+    return s
+
+
+_GROUP_BEFORE = re.compile(r"(?<![\w\-])\d{2,4}[ \u00a0]$")
 
 
 def answer_span(kind: str, answer: str, base: int = 0) -> Token | None:
@@ -217,6 +239,7 @@ def _in_column(text: str, label: Label) -> list[Found]:
 def find_by_structure(text: str) -> list[Found]:
     """(start, end, kind) of each secret a label names, and of each recovery phrase."""
     found: list[Found] = [(s, e, "seed_phrase") for s, e in seed_runs(text)]
+    found += [(s, e, "password") for s, e in tokens(text) if made_up(text[s:e])]
     last = -9
     for label in find_labels(text):
         if label.start - last < 3 and not any(c.isspace() for c in text[last : label.start]):

@@ -30,8 +30,8 @@ _URLISH = re.compile(
 )
 _MARKER = "[REDACTED"
 _EXPRESSION = re.compile(
-    r"[A-Za-z_$][\w$.]*[(\[]|[A-Za-z_][\w\-]*=|\$\{|\{\{|<[\w\-]+>$|%\(?\w*\)?s$"
-)  # code, a placeholder
+    r"[A-Za-z_$][\w$.]*[(\[]|[A-Za-z_][\w\-]*=(?!=*$)|\$\{|\{\{|<[\w\-]+>$|%\(?\w*\)?s$"
+)  # code, a placeholder (not base64's closing "=")
 _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
 _SYMBOL = re.compile(r"[^\w\-'’.]|_")
@@ -94,6 +94,20 @@ def credential(value: str, low: int = 5) -> bool:
     return (digit and (symbol or inner or len(value) >= 6)) or (symbol and (inner or digit))
 
 
+_HARD_SYMBOL = re.compile(r"[!#$%&*+=?@^~|§€£¥]")
+_NOT_MADE_UP = re.compile(r"[@#$]|[A-Za-z0-9+/]+=*$")  # a mention, a tag, a variable; base64 (decoded instead)
+
+
+def made_up(value: str) -> bool:
+    """A password by shape alone, in any alphabet: eight characters or more mixing lower and upper
+    case letters, digits and a symbol that joins no words ("Brume#Lac71", not "Python3.11",
+    "iPhone15-Pro" or "@Sam2024")."""
+    if not 8 <= len(value) <= 64 or _NOT_MADE_UP.match(value) or not _HARD_SYMBOL.search(value):
+        return False
+    cased = any(c.islower() for c in value) and any(c.isupper() for c in value)
+    return cased and any(c.isdigit() for c in value) and plain(value) and not spaceless(value[0])
+
+
 def token_key(value: str, low: int = 12) -> bool:
     """A key or token: a long run of letters and digits (or hex) with entropy."""
     if len(value) < low or not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", value) or not plain(value):
@@ -137,6 +151,18 @@ def word_run(text: str, start: int, least: int) -> Token | None:
         end = pos = m.end()
         count += 1
     return (start, end) if count >= least else None
+
+
+def grouped(text: str, start: int, end: int) -> int:
+    """Where a code of digit groups that begins with the digits at `start`..`end` ends ("817 455")."""
+    if not text[start:end].isdecimal():
+        return end
+    while (m := _GROUP.match(text, end)) is not None:
+        end = m.end()
+    return end
+
+
+_GROUP = re.compile(r"[ \u00a0]\d{2,4}(?![\w\-])")
 
 
 def seed_runs(text: str, least: int = 12) -> list[Token]:
