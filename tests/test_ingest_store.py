@@ -460,6 +460,20 @@ def test_a_message_over_the_size_limit_refuses_the_whole_call(engine, record):
     assert record(engine, "sized", messages, user_id="u", max_message_bytes=12).added == 2
 
 
+def test_an_answer_in_a_later_batch_to_a_question_that_asked_for_a_secret_is_stored_redacted(engine):
+    """The question closes one recorded batch, the answer opens the next: the answer is read
+    against the session's last stored message."""
+    asked = [{"role": "assistant", "content": "¿Cuál es la clave del portátil?"}]
+    first = record_messages(engine, "chat-asked-later", asked, user_id="u1")
+    later = asked + [{"role": "user", "content": "Nube.Gris-204"}, {"role": "user", "content": "Nube.Gris-204"}]
+    record_messages(engine, "chat-asked-later", later, user_id="u1")
+    assert [m.content for m in stored(engine, first.session_id)] == [
+        "¿Cuál es la clave del portátil?",
+        "[REDACTED:password]",
+        "Nube.Gris-204",
+    ]
+
+
 def test_an_answer_to_a_question_that_asked_for_a_secret_is_stored_redacted(engine):
     said = [
         {"role": "assistant", "content": "What's the PIN for the alarm?"},
