@@ -348,8 +348,7 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     said = [
         _message_row(session_id, first_seq + i, m, digest, now) for i, (m, digest) in enumerate(zip(messages, hashes))
     ]
-    before = _last_content(s, session_id, row.last_seq) if not raw and said else None
-    rows = said if raw else [gate.ledger_row(r, said[i - 1]["content"] if i else before) for i, r in enumerate(said)]
+    rows = said if raw else gate.ledger_batch(s, said)
     for batch in _batches(rows):
         gate.insert_messages(s, batch, raw=True)  # each row admitted above: the meter counts what is stored
     state = advance(MeterState.of(row), ((r["token_count"], r.get("meta")) for r in rows))
@@ -360,15 +359,6 @@ def _append(s: DBSession, row: Session, messages: list[ParsedMessage], hashes: l
     row.updated_at = now
     s.add(row)
     s.flush()
-
-
-def _last_content(s: DBSession, session_id: int, seq: int) -> str | None:
-    """The text of the session's last stored message (a question a new batch may answer), or None."""
-    if seq < 1:
-        return None
-    query = select(col(Message.content)).where(col(Message.session_id) == session_id, col(Message.seq) == seq)
-    content: str | None = s.exec(query).one_or_none()
-    return content
 
 
 def _message_row(session_id: int, seq: int, m: ParsedMessage, digest: str, now: datetime) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import insert
 from sqlmodel import Session as DBSession
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, col, select
 
 from dreamer.core.consolidate import Evidence, content_hash, promoted_status
 from dreamer.core.expiry import resolve_time
@@ -159,7 +159,34 @@ def set_memory_text(m: Memory, text: str, *, writer: Writer = "person") -> str |
 def insert_messages(s: DBSession, rows: list[dict[str, Any]], *, raw: bool = False) -> None:
     """Messages of one batch as the ledger keeps them: each text and tool call's arguments
     redacted unless the store keeps raw messages (`store_raw_messages`)."""
-    s.exec(insert(Message), params=rows if raw else [ledger_row(r) for r in rows])
+    s.exec(insert(Message), params=rows if raw else ledger_batch(s, rows))
+
+
+def ledger_batch(s: DBSession, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as the ledger keeps them (`ledger_row`), each read against the message just
+    before it in its session: in the batch, or for the batch's first, the one stored before it,
+    so an answer recorded in a later batch than its question ("What's the PIN?", "4417") loses
+    its secret too."""
+    out: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        prev = rows[i - 1] if i else None
+        follows = prev is not None and (prev.get("session_id"), prev.get("seq")) == (
+            row.get("session_id"),
+            (row.get("seq") or 0) - 1,
+        )
+        asked = prev["content"] if prev is not None and follows else _stored_before(s, row) if i == 0 else None
+        out.append(ledger_row(row, asked))
+    return out
+
+
+def _stored_before(s: DBSession, row: dict[str, Any]) -> str | None:
+    """The text of the message stored just before `row` in its session, or None."""
+    session_id, seq = row.get("session_id"), row.get("seq") or 0
+    if session_id is None or seq <= 1:
+        return None
+    query = select(col(Message.content)).where(col(Message.session_id) == session_id, col(Message.seq) == seq - 1)
+    found: str | None = s.exec(query).one_or_none()
+    return found
 
 
 def ledger_row(row: dict[str, Any], asked: str | None = None) -> dict[str, Any]:
