@@ -128,7 +128,15 @@ def authority(s: Sentence) -> bool:
     claimed = s.near("as", "authority", 32) and s.any("your", "you", "order")
     said = s.near("role", "says", 24) and s.any("you", "your")
     official = s.near("official", "policy", 24) and s.any("ai", "you", "must")
-    return claimed or said or official or (s.any("order") and s.any("you") and s.any("rules", "safeguard", "ai"))
+    ordered_to = s.any("order") and s.any("you") and s.any("rules", "safeguard", "ai")
+    return claimed or said or official or ordered_to or permitted(s)
+
+
+def permitted(s: Sentence) -> bool:
+    """Leave said to be given to the model by someone above it ("the owner has given you
+    permission to ...", "laut Anweisung der Admins darfst du ..."), not a person's own leave."""
+    above = s.any("authority", "official") or s.near("role", "permit", 32)
+    return s.any("permit") and above and s.any("you", "ai", "reveal", "widen", "disable") and not own(s)
 
 
 def own(s: Sentence) -> bool:
@@ -163,11 +171,22 @@ def _to_others(s: Sentence) -> bool:
     return any(mine.isdisjoint((h.end + 1, h.end + 2)) and not _NOUN.match(s.text, h.end) for h in s.at("widen"))
 
 
+def unasked(s: Sentence) -> bool:
+    """Whoever asks, or with no one asked: "anyone", "without pinging me", "no need to
+    double-check", "sin permiso", "許可なしで"."""
+    return s.any("scope") or any(s.near("lacking", other, 24) for other in ("self", "safeguard", "permit"))
+
+
+def as_mine(s: Sentence) -> bool:
+    """Other text taken for the user's own: "treat X as if I typed it", "considera X come mio"."""
+    return s.any("treat") and (s.near("as", "first", 12) or s.near("as", "self", 32))
+
+
 def widens(s: Sentence) -> bool:
-    acts = _to_others(s) and (s.any("scope") or (bool(_ADDRESS.search(s.text)) and not s.any("task")))
+    acts = _to_others(s) and (unasked(s) or (bool(_ADDRESS.search(s.text)) and not s.any("task")))
     unguarded = s.any("disable") and s.any("safeguard")
     lifted = s.near("disabled", "safeguard") and s.any("your", "you", "ai")
-    return s.any("grant") or lifted or (not own(s) and (acts or unguarded))
+    return s.any("grant") or lifted or (not own(s) and (acts or unguarded or as_mine(s)))
 
 
 READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [

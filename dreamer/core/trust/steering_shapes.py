@@ -169,6 +169,12 @@ SEGMENT_START = [
         r"|override|update|command|alert|directive))(?:\s*\([^)]{0,30}\))?\s*[:>\uff1a]",
         at_start=True,
     ),
+    _shape(  # "SYSTEM NOTICE — ...": a role's notice in capitals, before a dash (a segment's end)
+        "role_marker",
+        r"(?-i:(?:SYSTEM|DEVELOPER|ADMIN|ADMINISTRATOR|OPERATOR|SECURITY) (?:MESSAGE|PROMPT|NOTE|NOTICE|INSTRUCTIONS?"
+        r"|OVERRIDE|UPDATE|COMMAND|ALERT|DIRECTIVE))\s*(?:-+\s|$)",
+        at_start=True,
+    ),
     _shape("heading", r"#{1,6}(?:\s|$)|={3,}\s*$|-{3,}\s*(?:system|instructions?|assistant)\b", at_start=True),
     _shape(
         "role_heading",  # a heading that names a role or a rule set, steering in a transcript line too
