@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from dreamer.core.secrets.rules import Rule, is_code, is_placeholder
-from dreamer.core.secrets.words import DESCRIBING, NOT_A_VALUE
+from dreamer.core.secrets.words import DESCRIBING, FUNCTION_WORDS, NOT_A_VALUE
 
 # --- passwords, passphrases and PINs ---------------------------------------------------
 
@@ -21,11 +21,6 @@ from dreamer.core.secrets.words import DESCRIBING, NOT_A_VALUE
 # with the rules by meaning, in every language they read).
 _NOT_A_VALUE = NOT_A_VALUE
 _DESCRIBING_RE = re.compile(DESCRIBING)
-# Words a sentence about a passphrase has, and a passphrase of plain words seldom does.
-_FUNCTION_WORDS = frozenset(
-    "a an the in on at to for of from with by as is was be are and or but not it this that my your his her"
-    " our their into than then so very too also just no".split()
-)
 _KEYWORD = r"(?P<word>pass(?:word|phrase|code)|pass[ \-]code|pin(?:[ \-]?(?:code|number))?|(?:cvv|cvc)2?)"
 # What may stand between the word and the verb: "for the router", "of my bank account" (a few words).
 _QUALIFIER = r"(?:[ \t]+(?:for|of|to|on|at)[ \t]+[\w.@\-']+(?:[ \t]+[\w.@\-']+){0,3}?)?"
@@ -68,7 +63,7 @@ def _value_span(m: re.Match[str]) -> tuple[str, int, int] | None:
         return None
     if _kind(m) == "passphrase" and (words := _WORDS.match(m.string, start)) is not None:
         phrase = words.group(0)
-        if not any(w.lower() in _FUNCTION_WORDS for w in phrase.split()):  # words, not a sentence
+        if not any(w.lower() in FUNCTION_WORDS for w in phrase.split()):  # words, not a sentence
             return phrase, start, start + len(phrase)
     return token, start, start + len(token)
 

@@ -273,11 +273,6 @@ RULES: tuple[Rule, ...] = (  # the formats `vendors` (detect-secrets) does not k
         _rx(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<val>[A-Za-z0-9_\-]{30,})"),
         "val",
     ),
-    Rule(
-        "azure_storage_key",
-        _rx(r"(?i)(?:AccountKey|SharedAccessKey)[ \t]*=[ \t]*(?P<val>[A-Za-z0-9+/]{40,}={0,2})"),
-        "val",
-    ),
     Rule("azure_sas", _rx(r"[?&]sig=(?P<val>[A-Za-z0-9%+/=]{16,})"), "val"),
     Rule(
         "url_password",
