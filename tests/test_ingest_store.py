@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from dreamer.core.models import Cursor, Message, Session
 from dreamer.core.tokens import count_tokens
 from dreamer.ingest import ParsedMessage, files, ingest_file, record_messages, store
 from dreamer.ingest.claude_code import FORMAT as CLAUDE
+from dreamer.store import gate
 from dreamer.store.db import session_scope
 
 
@@ -472,6 +473,24 @@ def test_an_answer_in_a_later_batch_to_a_question_that_asked_for_a_secret_is_sto
         "[REDACTED:password]",
         "Nube.Gris-204",
     ]
+
+
+def test_a_batch_of_several_sessions_reads_each_message_against_its_own_sessions(engine):
+    asked = record_messages(
+        engine, "mix-a", [{"role": "assistant", "content": "What's the PIN for the safe?"}], user_id="u1"
+    )
+    other = record_messages(engine, "mix-b", [{"role": "user", "content": "How was the match?"}], user_id="u1")
+    now = datetime.now(UTC)
+
+    def row(session_id: int, text: str) -> dict:
+        return dict(
+            session_id=session_id, seq=2, role="user", content=text, content_hash=text, created_at=now, token_count=1
+        )
+
+    with session_scope(engine) as s:
+        gate.insert_messages(s, [row(other.session_id, "7391"), row(asked.session_id, "2580")])
+    assert [m.content for m in stored(engine, other.session_id)] == ["How was the match?", "7391"]
+    assert [m.content for m in stored(engine, asked.session_id)] == ["What's the PIN for the safe?", "[REDACTED:pin]"]
 
 
 def test_an_answer_to_a_question_that_asked_for_a_secret_is_stored_redacted(engine):

@@ -19,6 +19,7 @@ import pytest
 from dreamer.core.secrets.labels import KINDS, find_labels
 from dreamer.core.secrets.redact import redact
 from dreamer.core.secrets.structure import secrets_in_answer
+from dreamer.core.secrets.values import made_up
 
 DATA = Path(__file__).parent / "data"
 LABELS = Path(__file__).parent.parent / "dreamer" / "core" / "secrets" / "labels.json"
@@ -172,3 +173,39 @@ def test_twelve_words_of_the_bip39_list_are_a_recovery_phrase_without_a_label():
 )
 def test_technical_text_near_a_label_stays(text):
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "made"),
+    [
+        ("Ostra$Pedra19", True),
+        ("Жёлудь#42Лес", True),
+        ("Python3.11", False),  # a version: its symbol joins
+        ("iPhone15-Pro", False),
+        ("@Marta2024!", False),  # a mention
+        ("#LaunchDay2025!", False),  # a tag
+        ("aGVsbG8gV29ybGQ5OQ==", False),  # base64 ("hello World99"): read decoded instead
+        ("kettle#lamp42", False),  # one case only
+    ],
+)
+def test_a_password_by_shape_alone(value, made):
+    assert made_up(value) is made
+    assert (value not in redact(f"notes: {value} ok")) is made
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("código de verificação: 204 771", "204 771"),
+        ("the app shows 318 006 as the sign-in code", None),
+        ("308 115 is the verification code", "308 115"),
+        ("PIN kartu saya 2047", "2047"),  # a PIN shaped like a far year
+        ("kode kartu diganti tahun 2019", None),
+    ],
+)
+def test_digit_groups_and_years_near_a_label(text, secret):
+    out = redact(text)
+    if secret:
+        assert secret not in out and "[REDACTED:" in out
+    else:
+        assert out == text

@@ -164,18 +164,13 @@ def insert_messages(s: DBSession, rows: list[dict[str, Any]], *, raw: bool = Fal
 
 def ledger_batch(s: DBSession, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as the ledger keeps them (`ledger_row`), each read against the message just
-    before it in its session: in the batch, or for the batch's first, the one stored before it,
-    so an answer recorded in a later batch than its question ("What's the PIN?", "4417") loses
-    its secret too."""
+    before it in its session: in the batch, or else the one stored, so an answer recorded in a
+    later batch than its question ("What's the PIN?", "4417") loses its secret too."""
+    said = {(r.get("session_id"), r.get("seq")): r["content"] for r in rows}
     out: list[dict[str, Any]] = []
-    for i, row in enumerate(rows):
-        prev = rows[i - 1] if i else None
-        follows = prev is not None and (prev.get("session_id"), prev.get("seq")) == (
-            row.get("session_id"),
-            (row.get("seq") or 0) - 1,
-        )
-        asked = prev["content"] if prev is not None and follows else _stored_before(s, row) if i == 0 else None
-        out.append(ledger_row(row, asked))
+    for row in rows:
+        key = (row.get("session_id"), (row.get("seq") or 0) - 1)
+        out.append(ledger_row(row, said[key] if key in said else _stored_before(s, row)))
     return out
 
 
