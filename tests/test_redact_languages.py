@@ -209,3 +209,16 @@ def test_digit_groups_and_years_near_a_label(text, secret):
         assert secret not in out and "[REDACTED:" in out
     else:
         assert out == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "we renamed the sheet R&D-Budget2025 last week",
+        "the branch is feature/Login#42-fix",
+        "tag v2.3.1-RC!Final broke the build",
+        "T-Shirt#Size12 sold out",
+    ],
+)
+def test_technical_names_are_no_password_by_shape(text):
+    assert redact(text) == text

@@ -94,14 +94,15 @@ def credential(value: str, low: int = 5) -> bool:
     return (digit and (symbol or inner or len(value) >= 6)) or (symbol and (inner or digit))
 
 
-_HARD_SYMBOL = re.compile(r"[!#$%&*+=?@^~|§€£¥]")
-_NOT_MADE_UP = re.compile(r"[@#$]|[A-Za-z0-9+/]+=*$")  # a mention, a tag, a variable; base64 (decoded instead)
+_HARD_SYMBOL = re.compile(r"[!#$%*+=?@^~|§€£¥]")  # not "&": "R&D", "AT&T"
+# A mention, a tag, a variable; base64 (read decoded instead); a path, a branch, a version, a slug.
+_NOT_MADE_UP = re.compile(r"[@#$]|[A-Za-z0-9+/]+=*$|.*[\-./_\\:]")
 
 
 def made_up(value: str) -> bool:
     """A password by shape alone, in any alphabet: eight characters or more mixing lower and upper
-    case letters, digits and a symbol that joins no words ("Brume#Lac71", not "Python3.11",
-    "iPhone15-Pro" or "@Sam2024")."""
+    case letters, digits and a symbol that joins no words, with no joiner ("Brume#Lac71", not
+    "Python3.11", "iPhone15-Pro", "feature/Login#42", "R&D2025Plan" or "@Sam2024")."""
     if not 8 <= len(value) <= 64 or _NOT_MADE_UP.match(value) or not _HARD_SYMBOL.search(value):
         return False
     cased = any(c.islower() for c in value) and any(c.isupper() for c in value)
