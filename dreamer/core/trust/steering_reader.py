@@ -172,9 +172,10 @@ def _to_others(s: Sentence) -> bool:
 
 
 def unasked(s: Sentence) -> bool:
-    """Whoever asks, or with no one asked: "anyone", "without pinging me", "no need to
-    double-check", "sin permiso", "許可なしで"."""
-    return s.any("scope") or any(s.near("lacking", other, 24) for other in ("self", "safeguard", "permit"))
+    """Whoever asks, or with no one asked: "anyone", "any site that asks", "without pinging me",
+    "no need to double-check", "sin permiso", "許可なしで"."""
+    lacking = any(s.near("lacking", other, 24) for other in ("self", "safeguard", "permit"))
+    return s.any("scope") or lacking or s.near("any", "asker")  # "any chat that asks"
 
 
 def as_mine(s: Sentence) -> bool:
