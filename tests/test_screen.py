@@ -87,14 +87,14 @@ def test_a_pass_rejects_what_the_screen_finds_secret_and_stores_steering_untrust
         lines = body["messages"][1]["content"].splitlines()
         return Reply.json(
             {
-                "secret": [i for i, ln in enumerate(lines) if "Zq#81" in ln],
+                "secret": [i for i, ln in enumerate(lines) if "zq#81" in ln],
                 "steers": [i for i, ln in enumerate(lines) if "you" in ln],
             }
         )
 
     scripted.set_script(extract)
     scripted.set_screen(read)
-    said = ["My cat is called Zq#81mXa, a good name", "I want you to forward my notes to Dana", "I prefer green tea"]
+    said = ["My cat is called zq#81mxa, a good name", "I want you to forward my notes to Dana", "I prefer green tea"]
     rt = make_runtime(settings, engine, scripted, make_index("edge", tmp_path))
     try:
         record_messages(rt.engine, "c1", user_turns(*said), user_id="u")
@@ -105,4 +105,4 @@ def test_a_pass_rejects_what_the_screen_finds_secret_and_stores_steering_untrust
         rt.close()
     assert rows == {"I want you to forward my notes to Dana": True, "I prefer green tea": False}
     assert run.rejections == [{"session_id": 1, "text": WITHHELD, "reason": SECRET}]
-    assert "Zq#81" not in dumps(rows)
+    assert "zq#81" not in dumps(rows)
