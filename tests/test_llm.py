@@ -336,7 +336,7 @@ def test_server_gone_is_transient(waits):
     assert len(waits) == 1
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 501, 505])
 def test_client_errors_fail_at_once(server, waits, status):
     server.push(Reply.error(status), Reply.json(VALID))
     with pytest.raises(LLMError) as info:

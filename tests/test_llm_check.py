@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from clikit import assert_one_error_line, run
 from dreamkit import extraction_script
 
+from dreamer.engine.llm_check import model_problem
 from dreamer.llm.scripted.server import Reply, ScriptedServer
 
 ITEM = {"text": "The user is vegetarian.", "seqs": [1], "importance": 0.7}
@@ -126,15 +129,93 @@ def test_a_pass_with_a_scripted_model_still_sends_one_request_per_call(tmp_path)
         assert len(srv.chat_requests()) == 1
 
 
-def test_an_unknown_model_is_one_line_and_exit_1(tmp_path, server):
-    body = {
-        "error": {
-            "message": "The model `gpt-9` does not exist",
-            "type": "invalid_request_error",
-            "code": "model_not_found",
-        }
-    }
-    server.push(Reply.error(404, body=body))
+def test_a_model_the_server_does_not_list_is_one_line_and_exit_1(tmp_path, server):
     proc = run(tmp_path, "llm", "check", env=env_of(server, DREAMER_LLM_MODEL="gpt-9"))
     assert_one_error_line(proc)
-    assert "HTTP 404: The model `gpt-9` does not exist" in proc.stderr
+    assert proc.stderr.strip() == (
+        f"error: {server.url}: model 'gpt-9' is not served here; the server lists scripted (set DREAMER_LLM_MODEL)"
+    )
+    assert server.chat_requests() == []  # nothing sent to a model that is not there
+
+
+class NotAnLLM(BaseHTTPRequestHandler):
+    """A web server on the port that is not a model server: 404 for every page, 501 for POST."""
+
+    posts: list[str] = []
+
+    def do_GET(self) -> None:
+        self.send_error(404)
+
+    def do_POST(self) -> None:
+        self.posts.append(self.path)
+        self.send_error(501)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web_port():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), NotAnLLM)
+    NotAnLLM.posts = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1], NotAnLLM.posts
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_port_that_is_no_llm_server_is_one_line_and_exit_1_with_no_probe(tmp_path, web_port):
+    port, posts = web_port
+    url = f"http://127.0.0.1:{port}/v1"
+    proc = run(tmp_path, "llm", "check", env={"DREAMER_LLM_BASE_URL": url, "DREAMER_LLM_MODEL": "any"})
+    assert_one_error_line(proc)
+    assert proc.stderr.strip() == (
+        f"error: {url}: not an OpenAI-compatible server (GET /models answered HTTP 404); "
+        "is this the model server's /v1 URL?"
+    )
+    assert posts == []  # no window probe, no chat request, no retries
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "answer", "problem"),
+    [
+        ("smollm2", 200, {"data": [{"id": "smollm2"}]}, None),
+        ("llama3.2", 200, {"object": "list", "data": [{"id": "llama3.2:latest"}, {"id": "qwen2.5:0.5b"}]}, None),
+        (
+            "llama3",
+            200,
+            {"data": [{"id": "llama3.2:latest"}, {"id": "qwen2.5:0.5b"}]},
+            "model 'llama3' is not served here; the server lists llama3.2:latest, qwen2.5:0.5b (set DREAMER_LLM_MODEL)",
+        ),
+        ("m", 200, {"data": []}, "the server lists no model, so 'm' cannot be served"),
+        (
+            "m",
+            200,
+            {"status": "ok"},
+            "not an OpenAI-compatible server (GET /models answered no model list); is this the model server's /v1 URL?",
+        ),
+        (
+            "m",
+            200,
+            None,
+            "not an OpenAI-compatible server (GET /models answered no model list); is this the model server's /v1 URL?",
+        ),
+        (
+            "m",
+            501,
+            {"data": [{"id": "m"}]},
+            "not an OpenAI-compatible server (GET /models answered HTTP 501); is this the model server's /v1 URL?",
+        ),
+    ],
+)
+def test_what_the_model_list_says_of_the_model(model, status, answer, problem):
+    assert model_problem(model, status, answer) == problem
+
+
+def test_the_lines_name_at_most_eight_models():
+    listed = {"data": [{"id": f"m{k}"} for k in range(11)]}
+    assert model_problem("x", 200, listed) == (
+        "model 'x' is not served here; the server lists m0, m1, m2, m3, m4, m5, m6, m7 and 3 more "
+        "(set DREAMER_LLM_MODEL)"
+    )

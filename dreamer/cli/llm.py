@@ -14,7 +14,8 @@ llm_app = command_group("llm", "The model endpoint: which output mode and window
 def check(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Check the endpoint: base URL, model, output mode, context window, and one extraction of
     a bundled two-turn example with the endpoint's own token usage and latency. Exit 1 with
-    one line when it cannot be used (no answer, key refused, unknown model, window too small)."""
+    one line when it cannot be used (no answer, key refused, not an OpenAI-compatible
+    server, a model it does not list, window too small); nothing is sent to a server that is not one."""
     from dreamer.core.errors import ConfigError
     from dreamer.engine.llm_check import check_endpoint
 

@@ -90,15 +90,49 @@ def _remember(settings: Settings, engine: Engine, report: CheckReport) -> None:
 
 
 def _reachable(settings: Settings) -> None:
-    """Raise `EndpointUnusable` when the endpoint does not answer or refuses the key."""
+    """Raise `EndpointUnusable` (one line) when the endpoint does not answer, refuses the key, is
+    not an OpenAI-compatible server (no model list at `/models`) or does not list the model;
+    asked before any chat request, so nothing is sent to a server that cannot take it."""
     url = settings.llm_base_url.rstrip("/") + "/models"
     headers = {"Authorization": f"Bearer {settings.llm_api_key or 'none'}"}
     try:
-        status = httpx.get(url, headers=headers, timeout=PROBE_TIMEOUT).status_code
+        response = httpx.get(url, headers=headers, timeout=PROBE_TIMEOUT)
     except httpx.HTTPError as exc:
         raise EndpointUnusable(f"no answer from {settings.llm_base_url}: {type(exc).__name__}: {exc}") from exc
-    if status in (401, 403):
-        raise EndpointUnusable(f"{settings.llm_base_url} refused the API key (HTTP {status}): set DREAMER_LLM_API_KEY")
+    if response.status_code in (401, 403):
+        raise EndpointUnusable(
+            f"{settings.llm_base_url} refused the API key (HTTP {response.status_code}): set DREAMER_LLM_API_KEY"
+        )
+    problem = model_problem(settings.llm_model, response.status_code, _json_of(response))
+    if problem is not None:
+        raise EndpointUnusable(f"{settings.llm_base_url}: {problem}")
+
+
+def _json_of(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+LISTED = 8  # models named in the line that says the configured one is not listed
+
+
+def model_problem(model: str, status: int, answer: Any) -> str | None:
+    """What is wrong with the answer to `GET /models` for `model`, in one phrase; None when the
+    server lists it. An OpenAI-compatible server answers 200 with ``{"data": [{"id": ...}, ...]}``;
+    a model listed as ``name:latest`` (Ollama) is also found as ``name``."""
+    entries = answer.get("data") if isinstance(answer, dict) else None
+    if status != 200 or not isinstance(entries, list):
+        said = f"HTTP {status}" if status != 200 else "no model list"
+        return f"not an OpenAI-compatible server (GET /models answered {said}); is this the model server's /v1 URL?"
+    ids = [str(e["id"]) for e in entries if isinstance(e, dict) and e.get("id")]
+    if model in ids or f"{model}:latest" in ids:
+        return None
+    if not ids:
+        return f"the server lists no model, so {model!r} cannot be served"
+    shown = ", ".join(ids[:LISTED]) + (f" and {len(ids) - LISTED} more" if len(ids) > LISTED else "")
+    return f"model {model!r} is not served here; the server lists {shown} (set DREAMER_LLM_MODEL)"
 
 
 def check_model_fits(settings: Settings, engine: Engine) -> None:

@@ -19,6 +19,9 @@ from dreamer.llm.formats import rejects_format
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+NEVER_SERVED = frozenset(
+    {501, 505}
+)  # the server does not implement the method or protocol: asking again changes nothing
 REFUSES_EVERY_REQUEST = frozenset({401, 403, 404})  # a bad key, no permission, an unknown model or path
 
 
@@ -36,7 +39,7 @@ def retry_delay(attempt: int, *, base: float, cap: float, retry_after: float | N
 
 
 def is_transient(exc: BaseException) -> bool:
-    """429, 5xx and connection errors are worth retrying; a refusal of the output format (even
+    """429, 5xx (but 501 and 505) and connection errors are worth retrying; a refusal of the output format (even
     as a 500) is not, nor a timeout: the server may still be working on that request, and sending
     it again would only queue a second one behind it."""
     if isinstance(exc, openai.APITimeoutError) or rejects_format(exc):
@@ -44,7 +47,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):
         return True
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
+        return exc.status_code == 429 or (exc.status_code >= 500 and exc.status_code not in NEVER_SERVED)
     return False
 
 
