@@ -52,7 +52,7 @@ def test_ingest_dream_and_json_listings(tmp_path):
     shown = json.loads(run(tmp_path, "memories", "show", mems[0]["id"], "--json").stdout)
     assert [e["event"] for e in shown["history"]] == ["add"]
     status = json.loads(run(tmp_path, "status", "--json").stdout)
-    assert (status["sessions"], status["messages"], status["memories"], status["schema_revision"]) == (1, 8, 2, "0014")
+    assert (status["sessions"], status["messages"], status["memories"], status["schema_revision"]) == (1, 8, 2, "0016")
 
 
 def test_forget_removes_from_listing_and_markdown(tmp_path):

@@ -15,9 +15,8 @@ from dreamer.cli.records import open_store, prepare, require_sessions
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from dreamer.core.models import DreamRun, Session
+    from dreamer.core.models import DreamRun
     from dreamer.core.settings import Settings
-    from dreamer.engine.due import Hold
 
 
 HELD_LINES = 10  # sessions `dream` names as held back; the rest are counted
@@ -49,7 +48,7 @@ def dream(
         run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
     print_run(run, as_json)
     if not as_json:
-        _print_held(held_lines(settings, engine, session or None, user, forced=force))
+        _print_held(held_lines(settings, engine, session or None, user, forced=force, run=run))
     if run.failed_sessions:
         err.print(
             f"error: the pass failed on {run.failed_sessions} session(s): see `dreamer checkpoints ls --status failed`",
@@ -59,24 +58,34 @@ def dream(
 
 
 def held_lines(
-    settings: Settings, engine: Engine, session_ids: list[int] | None, user: str | None, *, forced: bool = False
+    settings: Settings,
+    engine: Engine,
+    session_ids: list[int] | None,
+    user: str | None,
+    *,
+    forced: bool = False,
+    run: DreamRun | None = None,
 ) -> list[str]:
-    """One line for each session that still has new messages: what holds it back, or that it is due."""
+    """One line for each session that still has new messages: what holds it back, or why `run`
+    (the pass just run) did not take it though it is due."""
     from dreamer.core.models import utcnow
     from dreamer.engine.due import DueRules, held_sessions
+    from dreamer.engine.runs import not_taken
+    from dreamer.store import leases
     from dreamer.store.db import session_scope
 
-    rules = DueRules.from_settings(settings)
+    rules, now = DueRules.from_settings(settings), utcnow()
     with session_scope(engine) as s:
-        held = held_sessions(s, rules, utcnow(), session_ids=session_ids, user_id=user, forced=forced)
-        return [_held_line(sess, hold, rules.limit) for sess, hold in held]
-
-
-def _held_line(sess: Session, hold: Hold | None, limit: int) -> str:
-    who = f"  session {sess.id} ({sess.external_id}, user {sess.user_id})"
-    if hold is None:
-        return f"{who} is due, not reached by this pass (a pass takes at most {limit}: DREAMER_MAX_SESSIONS_PER_PASS)"
-    return f"{who} held by {hold}"
+        held = held_sessions(s, rules, now, session_ids=session_ids, user_id=user, forced=forced)
+    lines = []
+    for sess, hold in held:
+        who = f"  session {sess.id} ({sess.external_id}, user {sess.user_id})"
+        if hold is not None:
+            lines.append(f"{who} held by {hold}")
+        else:
+            holder = leases.holder(engine, leases.session_lease(sess.id or 0))
+            lines.append(f"{who} {not_taken(run, holder, rules.limit, now)}")
+    return lines
 
 
 def _print_held(lines: list[str]) -> None:
@@ -99,11 +108,21 @@ def print_run(run: DreamRun, as_json: bool) -> None:
         f"{run.messages} message(s), {run.candidates} candidate(s) -> {run.added} added, {run.merged} merged, "
         f"{run.superseded} superseded, {run.held} held for review, {run.rejected} rejected; "
         f"{run.failed_sessions} failed; "
-        f"LLM {run.llm_calls} call(s), {run.prompt_tokens}+{run.completion_tokens} tokens",
+        f"LLM {run.llm_calls} call(s), {bill_text(run.prompt_tokens, run.completion_tokens, run.unbilled_calls)}",
         markup=False,
     )
     if run.error:
         out.print(f"  note: {run.error}", markup=False)
+
+
+def bill_text(prompt: int, completion: int, unbilled: int) -> str:
+    """A pass's tokens, said to be a floor when calls timed out and the server never told their usage."""
+    if not unbilled:
+        return f"{prompt}+{completion} tokens"
+    return (
+        f"at least {prompt}+{completion} tokens ({unbilled} timed-out call(s) never reported their usage: "
+        "each is billed its prompt as counted)"
+    )
 
 
 @app.command()

@@ -183,6 +183,7 @@ class DreamRun(SQLModel, table=True):
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    unbilled_calls: int = 0  # calls (timed out) the server never reported the usage of: the bill is a floor
     rejections: Any = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     error: str | None = Field(default=None, sa_column=Column(Text))
 
@@ -204,6 +205,7 @@ class Lease(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=255)
     owner: str = Field(max_length=255)
     expires_at: datetime
+    heartbeat_at: datetime | None = None  # set by a holder that beats while it works (a pass); None: it does not
 
 
 class Activity(SQLModel, table=True):

@@ -90,6 +90,23 @@ def run_pass(
     judging = (LLMJudge(llm) if llm is not None else None) if judge is UNSET else judge
     run = start_run(rt, trigger, extractor.name)
     p = Pass(run, llm, Pace(_never, leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)))
+    with leases.Heartbeat(rt.engine, p.owner):
+        _run(rt, p, (session_ids, user_id, force), (at, started), (extractor, judging), stop)
+    return p
+
+
+def _run(
+    rt: Runtime,
+    p: Pass,
+    which: tuple[list[int] | None, str | None, bool],
+    times: tuple[datetime, datetime],
+    readers: tuple[Extractor, Judge | None],
+    stop: Callable[[], bool] | None,
+) -> None:
+    """The pass's sessions dreamed, its timeouts counted, its row saved (failed, if it raised)."""
+    session_ids, user_id, force = which
+    at, started = times
+    run, llm = p.run, p.llm
     try:
         outbox.drain(rt)
         with session_scope(rt.engine) as s:
@@ -97,7 +114,7 @@ def run_pass(
             due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
         watch = _Watch(rt, p, stop, None if force else lambda: at + (utcnow() - started))
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
-        _dream_groups(rt, groups, (extractor, judging), p, watch)
+        _dream_groups(rt, groups, readers, p, watch)
         p.pace.run_lease.keep_alive()
         count_timeouts(rt, llm, p.tally.timed_out, may_probe=p.stopped_by is None)
         outbox.drain(rt)  # and every due view rendered, once per user
@@ -107,7 +124,6 @@ def run_pass(
         raise
     _close(p)
     p.save(rt)
-    return p
 
 
 def _never() -> bool:
@@ -122,6 +138,8 @@ def _close(p: Pass) -> None:
         run.error = "; ".join(filter(None, [run.error, f"{tally.busy_left} session(s) {LEFT_BUSY} ({tally.busy_why})"]))
     if tally.locked_out:
         run.error = "; ".join(filter(None, [run.error, f"{tally.locked_out} session(s) {LOCKED_OUT}"]))
+    if tally.leased_out:
+        run.error = "; ".join(filter(None, [run.error, f"{'; '.join(tally.leased_out)}: left to that worker"]))
     if run.status == RunStatus.RUNNING:
         run.status = RunStatus.PARTIAL if run.failed_sessions or tally.locked_out or tally.busy_left else RunStatus.OK
 

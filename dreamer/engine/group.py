@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from dreamer.core.models import Session
+from dreamer.core.models import Session, utcnow
 from dreamer.engine import outbox
 from dreamer.engine.code_work.dream import propose_entries
 from dreamer.engine.consolidation.apply import apply_session
@@ -76,7 +76,10 @@ def dream_apart(rt: Runtime, group: list[Session], readers: tuple[Extractor, Jud
 
 def _lease_and_load(rt: Runtime, sess: Session, p: Pass) -> Work | None:
     if not p.lease(rt, sess):
-        log.info("session %s is leased by another worker; skipped", sess.id)
+        held = leases.holder(rt.engine, leases.session_lease(session_id(sess)))
+        who = leases.holder_text(held, utcnow()) if held is not None else "a worker that has let it go since"
+        p.tally.leased_out.append(f"session {sess.id} leased by {who}")
+        log.info("session %s is leased by %s; skipped", sess.id, who)
         return None
     try:
         return load_work(rt, sess)

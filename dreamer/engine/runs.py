@@ -9,7 +9,7 @@ import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypedDict
 
@@ -60,6 +60,7 @@ class Tally:
     busy_left: int = 0  # sessions left due: their user or agent was busy
     busy_why: str | None = None  # why the last of them was
     timed_out: list[TimedOut] = field(default_factory=list)  # counted at the end if the endpoint answered after them
+    leased_out: list[str] = field(default_factory=list)  # sessions another live worker holds: who holds each
     guard: PassGuard | None = None  # made from the settings when the pass first applies a session
 
 
@@ -107,12 +108,13 @@ class Pass:
         return self.run.status == RunStatus.PARTIAL and self.tally.busy_left > 0
 
     def lease(self, rt: Runtime, sess: Session) -> bool:
-        """Lease `sess` for the group under way; False when another worker has it."""
+        """Lease `sess` for the group under way; False when another worker has it (one that runs,
+        and beats)."""
         sid = session_id(sess)
         name, ttl = leases.session_lease(sid), rt.settings.lease_seconds
-        if not leases.acquire(rt.engine, name, self.owner, ttl):
+        if not leases.acquire(rt.engine, name, self.owner, ttl, beat=True):
             return False
-        self.held[sid] = leases.HeldLease(rt.engine, name, self.owner, ttl)
+        self.held[sid] = leases.HeldLease(rt.engine, name, self.owner, ttl, beat=True)
         return True
 
     def release(self) -> None:
@@ -170,8 +172,9 @@ def start_run(rt: Runtime, trigger: str, extractor: str) -> DreamRun:
         run = DreamRun(trigger=trigger, status=RunStatus.RUNNING, extractor=extractor)
         s.add(run)
         s.flush()
-        expires = utcnow() + timedelta(seconds=rt.settings.lease_seconds)
-        s.add(Lease(name=leases.run_lease(run_id(run)), owner=run_owner(run), expires_at=expires))
+        now = utcnow()
+        expires = now + timedelta(seconds=rt.settings.lease_seconds)
+        s.add(Lease(name=leases.run_lease(run_id(run)), owner=run_owner(run), expires_at=expires, heartbeat_at=now))
     return run
 
 
@@ -191,7 +194,8 @@ def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -
     run.superseded, run.rejected, run.rejections = tally.superseded, len(tally.rejected), tally.rejected
     run.held = tally.held
     if llm is not None:
-        run.llm_calls = llm.calls
+        settle(llm, wait=run.status != RunStatus.FAILED)
+        run.llm_calls, run.unbilled_calls = llm.calls, llm.usage.unbilled
         run.prompt_tokens, run.completion_tokens = llm.usage.prompt_tokens, llm.usage.completion_tokens
     run.finished_at = utcnow()
     with session_scope(rt.engine) as s:
@@ -200,7 +204,27 @@ def save_run(rt: Runtime, run: DreamRun, tally: Tally, llm: GuardedLLM | None) -
     return run
 
 
+def settle(llm: GuardedLLM, *, wait: bool) -> None:
+    """The pass's bill made the server's for the calls that timed out and answered since; with
+    `wait`, each still out is waited for until it is given up (the server is at work on it: a
+    call after it would wait as long)."""
+    if wait and llm.usage.late:
+        log.info("waiting for the usage of %d timed-out call(s) the server may still answer", len(llm.usage.late))
+    llm.usage.settle(wait=wait)
+
+
 FAILED_STATUSES = frozenset({RunStatus.STOPPED, RunStatus.FAILED})  # the pass ended before its sessions were done
+
+
+def not_taken(run: DreamRun | None, held: leases.Holder | None, limit: int, now: datetime) -> str:
+    """Why a due session was not dreamed by `run` (None: no pass ran), in words: another worker
+    holds it (named, with its heartbeat), the pass stopped or failed before it (its reason), or it
+    is past what a pass takes."""
+    if held is not None and leases.as_aware(held.expires_at) >= now:
+        return f"is due, leased by {leases.holder_text(held, now)}"
+    if run is not None and run.status in FAILED_STATUSES:
+        return f"is due, not reached: the pass {run.status} before it ({run.error or 'no reason recorded'})"
+    return f"is due, not reached by this pass (a pass takes at most {limit}: DREAMER_MAX_SESSIONS_PER_PASS)"
 
 
 def pass_failure(run: DreamRun, session_errors: Sequence[str]) -> str | None:

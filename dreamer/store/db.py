@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HEAD = "0014"
+HEAD = "0016"
 SQLITE_BUSY_SECONDS = 30.0  # how long a SQLite statement waits on another process's lock
 MIGRATION_LOCK_SUFFIX = ".migrate.lock"  # beside a SQLite database file
 MIGRATION_LOCK_KEY = int.from_bytes(b"dreamer", "big")  # PostgreSQL's advisory lock of the migrations
