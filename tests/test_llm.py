@@ -17,6 +17,7 @@ from dreamer.core.errors import (
     LLMTimeout,
     TransientLLMError,
 )
+from dreamer.llm.bill import billed_prompt
 from dreamer.llm.client import (
     LLM,
     OpenAILLM,
@@ -298,6 +299,25 @@ def test_a_timed_out_request_is_not_sent_again(server, waits):
     assert info.value.usage.requests == 1
     assert waits == []
     assert server.pending == 1
+
+
+def test_a_timed_out_call_is_billed_its_counted_prompt_then_what_the_server_reported(server, waits):
+    server.push(Reply.delay(1.4, Reply.json(VALID)), Reply.delay(3.0, Reply.json(VALID)))
+    guarded = GuardedLLM(make_llm(server, waits, timeout=1.0), token_budget=10**6, breaker_threshold=5)
+    for _ in range(2):
+        with pytest.raises(LLMTimeout, match="timed out after 1s"):
+            ask(guarded)
+    counted = billed_prompt(SYSTEM, USER, Facts, "facts")
+    assert (guarded.usage.prompt_tokens, guarded.usage.completion_tokens, guarded.usage.unbilled) == (2 * counted, 0, 2)
+    guarded.usage.settle()  # the first answers within twice its timeout; the second is given up
+    [first, _second] = [r.get("usage") for r in server.requests]
+    assert first["prompt_tokens"] == counted
+    assert (guarded.usage.prompt_tokens, guarded.usage.completion_tokens, guarded.usage.unbilled) == (
+        2 * counted,
+        first["completion_tokens"],
+        1,
+    )
+    assert guarded.calls == 2
 
 
 def test_a_dropped_connection_through_every_retry_is_transient(server, waits):

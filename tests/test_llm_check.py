@@ -219,3 +219,15 @@ def test_the_lines_name_at_most_eight_models():
         "model 'x' is not served here; the server lists m0, m1, m2, m3, m4, m5, m6, m7 and 3 more "
         "(set DREAMER_LLM_MODEL)"
     )
+
+
+def test_each_check_times_a_prompt_no_cache_holds(tmp_path, server):
+    """A server that reuses the prefix it read last (llama.cpp) would answer a second check from
+    its cache; the timeout learnt from that would be far too short."""
+    for _ in range(2):
+        assert run(tmp_path, "llm", "check", env=env_of(server)).returncode == 0
+    systems = [b["messages"][0]["content"] for b in server.chat_requests()]
+    heads = [text.split("\n", 1) for text in systems]
+    assert len(heads) == 2 and heads[0][0] != heads[1][0]  # each starts with a line of its own
+    assert [head[0].startswith("Check ") for head in heads] == [True, True]
+    assert heads[0][1] == heads[1][1]  # and then the card, as a pass sends it

@@ -1,11 +1,14 @@
 """A recording reverse proxy in front of a real model server: every request is passed on as it
 came, every answer back as it came, and the `usage` of each chat completion is kept, so a test
-can hold a run's bill against what the server itself reported."""
+can hold a run's bill against what the server itself reported. `delays` holds chat answers back
+(the n-th for the n-th number of seconds) after the server gave them: a reply past the client's
+timeout that the server has billed all the same."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,8 +19,9 @@ class UsageProxy:
     """Forwards `/v1/...` (and the server root's `/props`, `/api/show`) to `target` (a base URL
     ending in /v1); `usages` lists the usage of every chat completion answered with 200."""
 
-    def __init__(self, target: str, *, timeout: float = 600.0) -> None:
+    def __init__(self, target: str, *, timeout: float = 600.0, delays: list[float] | None = None) -> None:
         self.target_root = target.rstrip("/").removesuffix("/v1")
+        self.delays = list(delays or [])
         self.usages: list[dict[str, int]] = []
         self.statuses: list[int] = []
         self._lock = threading.Lock()
@@ -69,13 +73,19 @@ class UsageProxy:
             handler.connection.close()  # the server is gone: so is the answer
             return
         payload = answer.content
+        delay = 0.0
         if handler.path.rstrip("/").endswith("/chat/completions"):
             with self._lock:
                 self.statuses.append(answer.status_code)
                 if answer.status_code == 200:
                     self.usages.append(json.loads(payload)["usage"])
-        handler.send_response(answer.status_code)
-        handler.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
-        handler.send_header("Content-Length", str(len(payload)))
-        handler.end_headers()
-        handler.wfile.write(payload)
+                delay = self.delays.pop(0) if self.delays else 0.0
+        time.sleep(delay)
+        try:
+            handler.send_response(answer.status_code)
+            handler.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+        except OSError:  # the client stopped waiting: the server billed it all the same
+            handler.close_connection = True

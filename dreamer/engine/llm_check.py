@@ -1,14 +1,17 @@
 """`dreamer llm check`: is the endpoint usable, in which structured-output mode, with which
-window; then one extraction of a bundled two-turn example, timed, with the endpoint's own usage.
-What it measures is remembered for the endpoint (the request timeout is learnt from it)."""
+window; then one extraction of a bundled two-turn example, timed, with the endpoint's own usage,
+sent so that no prompt cache can answer it (`Uncached`). What it measures is remembered for the
+endpoint (the request timeout is learnt from it)."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 
 from dreamer.core.errors import EndpointUnusable, LLMInvalidOutput
@@ -16,7 +19,7 @@ from dreamer.core.settings import Settings
 from dreamer.engine.endpoint import PROBE_TIMEOUT, known_endpoint, learnt_timeout, open_llm
 from dreamer.engine.extraction.extract import LLMExtractor, check_fits
 from dreamer.engine.extraction.transcript import Chunk, Line
-from dreamer.llm.client import request_timeout
+from dreamer.llm.client import LLM, M, Usage, request_timeout
 from dreamer.llm.formats import as_mode
 from dreamer.store import endpoints
 
@@ -57,7 +60,7 @@ def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
     llm = open_llm(settings, engine, known)
     if llm is None:
         raise EndpointUnusable("no LLM endpoint: set DREAMER_LLM_BASE_URL")
-    extractor = LLMExtractor(llm, limit=settings.entries_per_session)
+    extractor = LLMExtractor(Uncached(llm), limit=settings.entries_per_session)
     check_fits(extractor)
     started = time.perf_counter()
     try:
@@ -74,6 +77,35 @@ def check_endpoint(settings: Settings, engine: Engine) -> CheckReport:
     report.output_mode = llm.output_mode
     _remember(settings, engine, report)
     return report
+
+
+class Uncached:
+    """The endpoint's client with a line of its own at the head of each system prompt, so that no
+    prompt cache can serve the timed extraction from what the server read before (llama.cpp
+    reuses the longest prefix it holds: a second check then reads almost nothing and the timeout
+    learnt from it is far too short)."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm, self.name = llm, llm.name
+        self.mark = f"Check {secrets.token_hex(4)}."
+
+    def complete_json(
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: type[M],
+        name: str = "result",
+        attempts: int | None = None,
+        reply_tokens: int | None = None,
+    ) -> tuple[M, Usage]:
+        marked = f"{self.mark}\n{system}"
+        return self.llm.complete_json(
+            system=marked, user=user, schema=schema, name=name, attempts=attempts, reply_tokens=reply_tokens
+        )
+
+    def room(self, system: str, schema: type[BaseModel], reply_tokens: int) -> int:
+        return self.llm.room(f"{self.mark}\n{system}", schema, reply_tokens)
 
 
 def _remember(settings: Settings, engine: Engine, report: CheckReport) -> None:

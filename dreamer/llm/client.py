@@ -20,7 +20,7 @@ import tenacity
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from pydantic import BaseModel
 
-from dreamer.core.errors import LLMError, LLMInvalidOutput, LLMTimeout, WindowTooSmall, json_reason
+from dreamer.core.errors import LLMError, LLMInvalidOutput, WindowTooSmall, json_reason
 from dreamer.llm.answers import Answer, add_usage, answer_of, read_answer, repair_messages
 from dreamer.llm.bill import prompt_tokens_of
 from dreamer.llm.formats import (
@@ -35,6 +35,7 @@ from dreamer.llm.formats import (
     system_prompt,
     wire_schema,
 )
+from dreamer.llm.late import seconds_of, send_within
 from dreamer.llm.retry import give_up, is_transient, log_retry, rejected, retry_after_of, retry_delay
 from dreamer.llm.usage import Usage
 from dreamer.llm.window import window_from_error
@@ -201,11 +202,6 @@ class OpenAILLM:
                 )
             try:
                 answer = self._send_with_retries(body, budget, usage, call.tries)
-            except openai.APITimeoutError as exc:
-                raise LLMTimeout(
-                    f"LLM request timed out after {self.client.timeout}s (APITimeoutError); not sent again "
-                    "while the server may still be working on it (DREAMER_LLM_TIMEOUT sets the limit)"
-                ) from exc
             except openai.APIStatusError as exc:
                 if self._switched(exc, tried) or self._shrunk(exc):
                     continue
@@ -287,13 +283,15 @@ class OpenAILLM:
 
     def _send_once(self, body: _Body, budget: int, usage: Usage) -> Answer:
         usage.requests += 1
-        try:
-            completion = self.client.chat.completions.create(
-                model=self.model,
-                temperature=self.temperature,
-                max_tokens=budget,
-                **body,
+
+        def create(limit: float) -> Any:
+            return self.client.chat.completions.create(
+                model=self.model, temperature=self.temperature, max_tokens=budget, timeout=limit, **body
             )
+
+        try:
+            timeout = seconds_of(self.client.timeout, REMOTE_TIMEOUT)
+            completion = send_within(create, timeout, prompt_tokens_of(body), usage)
         except json.JSONDecodeError as exc:
             return Answer(None, f"response body is not JSON ({json_reason(exc, f'character {exc.pos}')})")
         except openai.APIResponseValidationError as exc:
