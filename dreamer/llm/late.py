@@ -35,7 +35,7 @@ def send_within(send: Callable[[float], Any], timeout: float, counted: int, usag
     if not late.done.wait(timeout):
         usage.timed_out(late)
         raise LLMTimeout(
-            f"LLM request timed out after {timeout:g}s; not sent again while the server may still be "
+            f"LLM request timed out after {timeout:g}s (APITimeoutError); not sent again while the server may still be "
             "working on it (DREAMER_LLM_TIMEOUT sets the limit)"
         )
     if "error" in box:
