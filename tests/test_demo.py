@@ -86,3 +86,18 @@ def test_the_demo_against_a_failing_endpoint_exits_1_saying_why(tmp_path):
 )
 def test_pass_failure_names_the_runs_reason_then_the_sessions_new_ones(run, errors, why):
     assert pass_failure(run, errors) == why
+
+
+def test_the_demo_prints_each_rejection_with_its_reason(tmp_path):
+    yacht = {"text": "The user owns a yacht moored in Monaco.", "seqs": [1], "importance": 0.6, "tags": []}
+
+    def script(body: dict) -> Reply:
+        return Reply.json({"preference": [yacht], "profile": [yacht]})
+
+    with ScriptedServer(script, embed_dim=64) as llm:
+        proc = demo(tmp_path, llm.url)
+    assert proc.returncode == 0, proc.stderr
+    rejected = [line for line in proc.stdout.splitlines() if line.startswith("  rejected (")]
+    assert rejected, proc.stdout
+    assert all(": 'The user owns a yacht moored in Monaco.': ungrounded" in line for line in rejected), rejected
+    assert "The user owns a yacht moored in Monaco." not in memories(proc.stdout)

@@ -312,25 +312,19 @@ def eval_model_cmd(
     session, the share of the items it wrote that were valid and grounded, LLM tokens per
     dialogue token (the endpoint's own usage) and seconds per session. Nothing of your store is
     touched: the file is imported into a data dir of its own."""
+    from dreamer.cli.progress import pass_step, progress_bar
     from dreamer.eval.model_eval import eval_model
 
     check_json_target(json_out)
     settings = settings_of(ctx)
-    if not err.is_terminal:
-        result = eval_model(settings, path, fmt=fmt, sessions=sessions)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = (TextColumn("sessions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err, transient=True) as bar:
-            task = bar.add_task("sessions", total=sessions)
-            result = eval_model(
-                settings,
-                path,
-                fmt=fmt,
-                sessions=sessions,
-                on_session=lambda n, total: bar.update(task, completed=n, total=total),
-            )
+    with progress_bar("sessions", sessions) as update:
+        result = eval_model(
+            settings,
+            path,
+            fmt=fmt,
+            sessions=sessions,
+            on_step=pass_step(update),
+        )
     write_json(result, json_out)
     err.print(
         f"eval model {result['model']}: {result['sessions']} session(s) ({result['failed_sessions']} failed), "

@@ -37,6 +37,7 @@ def dream(
     as_json: bool = typer.Option(False, "--json", help="The run's row as JSON."),
 ) -> None:
     """Run one dream pass now (no warm-up); then say which sessions with new messages it left, and why."""
+    from dreamer.cli.progress import pass_step, progress_bar
     from dreamer.core.private import check_free_space
     from dreamer.engine.dream import dream_pass
 
@@ -44,8 +45,10 @@ def dream(
     check_free_space(settings.data_dir, settings.min_free_mb)  # before the store or index is opened: nothing written
     engine = open_store(settings)
     require_sessions(engine, session or [], user)
-    with runtime(ctx, engine) as rt:
-        run = dream_pass(rt, trigger="cli", session_ids=session or None, user_id=user, force=force)
+    with runtime(ctx, engine) as rt, progress_bar("sessions") as update:
+        run = dream_pass(
+            rt, trigger="cli", session_ids=session or None, user_id=user, force=force, on_step=pass_step(update)
+        )
     print_run(run, as_json)
     if not as_json:
         _print_held(held_lines(settings, engine, session or None, user, forced=force, run=run))
@@ -115,6 +118,13 @@ def print_run(run: DreamRun, as_json: bool) -> None:
         out.print(f"  note: {run.error}", markup=False)
 
 
+def print_rejections(run: DreamRun) -> None:
+    """Each candidate the pass did not store, with why."""
+    for r in run.rejections or []:
+        where = f"session {r['session_id']}" if r.get("session_id") is not None else "the model's reply"
+        out.print(f"  rejected ({where}): {r['text']!r}: {r['reason']}", markup=False)
+
+
 def bill_text(prompt: int, completion: int, unbilled: int) -> str:
     """A pass's tokens, said to be a floor when calls timed out and the server never told their usage."""
     if not unbilled:
@@ -151,6 +161,7 @@ def demo(ctx: typer.Context) -> None:
         else:
             out.print(f"extractor: {run.extractor}", markup=False)
         print_run(run, False)
+        print_rejections(run)
         with session_scope(engine) as s:
             print_memories(cab.current_memories(s, "demo"))
         failed = pass_failure(run, session_errors(rt, ids))

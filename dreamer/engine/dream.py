@@ -21,7 +21,7 @@ from dreamer.engine.failures import count_timeouts
 from dreamer.engine.group import dream_apart
 from dreamer.engine.pace import Pace
 from dreamer.engine.rules.extractor import RulesExtractor
-from dreamer.engine.runs import Pass, StopCause, finish_skipped, run_id, run_owner, start_run
+from dreamer.engine.runs import OnStep, Pass, StopCause, finish_skipped, run_id, run_owner, start_run
 from dreamer.engine.runtime import UNSET, Runtime, Unset
 from dreamer.llm.guard import GuardedLLM
 from dreamer.store import leases
@@ -44,12 +44,13 @@ def dream_pass(
     stop: Callable[[], bool] | None = None,
     extractor: Extractor | None = None,
     judge: Judge | None | Unset = UNSET,
+    on_step: OnStep | None = None,
 ) -> DreamRun:
     """Run one pass and return its `dream_runs` row (`NoSpace` first when the disk is short). `force`
     takes quiet-pending and short sessions at once, busy or not; else a busy owner's sessions are
     left due (`_Watch`), and unless `busy_checked` a pass whose due sessions' owners are all busy
-    is skipped. `extractor`/`judge` default to the model's, else rules and no judge. `run_pass`
-    runs one and gives the whole `Pass`."""
+    is skipped. `extractor`/`judge` default to the model's, else rules and no judge; `on_step` is
+    told after each session and model call (`PassStep`). `run_pass` runs one and gives the whole `Pass`."""
     if not (force or busy_checked):
         check_free_space(rt.settings.data_dir, rt.settings.min_free_mb)  # before the skipped pass's row too
         if reason := all_due_busy(rt, now or utcnow(), session_ids=session_ids, user_id=user_id):
@@ -64,6 +65,7 @@ def dream_pass(
         stop=stop,
         extractor=extractor,
         judge=judge,
+        on_step=on_step,
     ).run
 
 
@@ -78,6 +80,7 @@ def run_pass(
     stop: Callable[[], bool] | None = None,
     extractor: Extractor | None = None,
     judge: Judge | None | Unset = UNSET,
+    on_step: OnStep | None = None,
 ) -> Pass:
     """`dream_pass` for a caller that found the owners idle or `force`s it: the `Pass`, saved,
     whose fields say why it stopped early or left sessions due (`Pass.stopped_busy`, `Pass.left_locked`)."""
@@ -90,6 +93,9 @@ def run_pass(
     judging = (LLMJudge(llm) if llm is not None else None) if judge is UNSET else judge
     run = start_run(rt, trigger, extractor.name)
     p = Pass(run, llm, Pace(_never, leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)))
+    p.on_step = on_step
+    if llm is not None:
+        llm.on_call = p.step
     with leases.Heartbeat(rt.engine, p.owner):
         _run(rt, p, (session_ids, user_id, force), (at, started), (extractor, judging), stop)
     return p
@@ -112,6 +118,8 @@ def _run(
         with session_scope(rt.engine) as s:
             rules = DueRules.from_settings(rt.settings)
             due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
+        p.total = len(due)
+        p.step()
         watch = _Watch(rt, p, stop, None if force else lambda: at + (utcnow() - started))
         groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
         _dream_groups(rt, groups, readers, p, watch)
@@ -199,6 +207,7 @@ def _dream_groups(
         except (CircuitOpen, BudgetExceeded) as exc:
             p.stop(StopCause.GUARD, str(exc))
             break
+        p.step()
         if halted and watch.ended:
             break
         if halted:  # its owner became busy between two of its sessions

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -72,6 +72,20 @@ class StopCause(StrEnum):
     GUARD = "guard"  # the model's circuit breaker opened or the token budget is spent (the run is stopped)
 
 
+@dataclass(frozen=True)
+class PassStep:
+    """How far a pass has come, as a progress bar shows it: sessions done (dreamed or failed) of
+    those it took, and the model's calls and tokens so far."""
+
+    sessions: int
+    total: int
+    calls: int
+    tokens: int
+
+
+OnStep = Callable[[PassStep], None]
+
+
 @dataclass
 class Pass:
     """One pass under way: its run row, its counts, the model behind its budget and breaker (None:
@@ -85,6 +99,14 @@ class Pass:
     tally: Tally = field(default_factory=Tally)
     held: dict[int, leases.HeldLease] = field(default_factory=dict)  # by session id
     stopped_by: StopCause | None = None
+    on_step: OnStep | None = None  # told after each session and each model call
+    total: int = 0  # the sessions the pass took
+
+    def step(self) -> None:
+        """Tell `on_step` how far the pass has come."""
+        if self.on_step is not None:
+            calls, tokens = (self.llm.calls, self.llm.usage.total_tokens) if self.llm is not None else (0, 0)
+            self.on_step(PassStep(self.run.sessions + self.run.failed_sessions, self.total, calls, tokens))
 
     @property
     def owner(self) -> str:

@@ -20,7 +20,7 @@ from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Ses
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
 from dreamer.engine.dream import dream_pass
-from dreamer.engine.runs import DROPPED, OVER_CAP
+from dreamer.engine.runs import DROPPED, OVER_CAP, OnStep, PassStep
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.harness import UNLIMITED
 from dreamer.ingest.files import ingest_file
@@ -71,9 +71,11 @@ def eval_model(
     user: str = "eval",
     sessions: int | None = None,
     on_session: Callable[[int, int], None] | None = None,
+    on_step: OnStep | None = None,
 ) -> dict[str, Any]:
     """Import `path` into a fresh data dir, dream its first `sessions` sessions one pass each
-    with the configured model, and return the figures (`ModelFigures.as_json`)."""
+    with the configured model, and return the figures (`ModelFigures.as_json`). `on_session` is
+    told after each session, `on_step` after each session and model call, counting the whole run."""
     if not settings.llm_base_url:
         raise ConfigError("eval model needs a model: set DREAMER_LLM_BASE_URL (and DREAMER_LLM_MODEL)")
     work = Path(tempfile.mkdtemp(prefix="dreamer-eval-model-"))
@@ -87,7 +89,8 @@ def eval_model(
         with Runtime.open(st, engine=engine, busy=AlwaysIdle()) as rt:
             for n, sid in enumerate(ids, start=1):
                 started = time.perf_counter()
-                _add(figures, dream_pass(rt, trigger="eval", session_ids=[sid], force=True))
+                step = None if on_step is None else _whole(on_step, figures, n - 1, len(ids))
+                _add(figures, dream_pass(rt, trigger="eval", session_ids=[sid], force=True, on_step=step))
                 figures.seconds += time.perf_counter() - started
                 if on_session is not None:
                     on_session(n, len(ids))
@@ -131,6 +134,16 @@ def _dialogue_tokens(engine: Any, ids: list[int]) -> int:
 def _memories(engine: Any) -> int:
     with session_scope(engine) as s:
         return len(s.exec(select(Memory.id).where(col(Memory.status).in_(CURRENT_STATUSES))).all())
+
+
+def _whole(on_step: OnStep, figures: ModelFigures, before: int, total: int) -> OnStep:
+    """A pass's steps told as the whole run's: the sessions, calls and tokens of the passes before it added."""
+
+    def step(at: PassStep) -> None:
+        spent = figures.prompt_tokens + figures.completion_tokens
+        on_step(PassStep(before + at.sessions, total, figures.llm_calls + at.calls, spent + at.tokens))
+
+    return step
 
 
 def _add(figures: ModelFigures, run: DreamRun) -> None:

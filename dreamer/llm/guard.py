@@ -3,6 +3,8 @@ that asks whether an endpoint answers at all."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel, ConfigDict
 
 from dreamer.core.errors import (
@@ -34,6 +36,7 @@ class GuardedLLM:
         self.calls = 0
         self.answered = 0
         self.usage = Usage()
+        self.on_call: Callable[[], None] | None = None  # told after each call, answered or not (a progress bar)
 
     def complete_json(
         self,
@@ -82,6 +85,8 @@ class GuardedLLM:
         usage = usage if usage is not None else Usage()
         self.usage.add(usage)
         self.calls += max(usage.requests, 1)
+        if self.on_call is not None:
+            self.on_call()
 
 
 class Probe(BaseModel):
