@@ -185,21 +185,17 @@ def eval_profiles(
 
 def _run_profiles(settings: Any, opts: Any) -> dict[str, Any]:
     """The run, with a progress bar on stderr when it is a terminal."""
+    from dreamer.cli.progress import progress_bar
     from dreamer.eval.profiles.format import load_profiles
     from dreamer.eval.profiles.run import check_options, run_profiles, sessions_in
 
     check_options(settings, opts)
     if not err.is_terminal:
         return run_profiles(settings, opts)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    total = sessions_in(load_profiles(opts.path))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task("profiles", total=total)
+    with progress_bar("profiles", sessions_in(load_profiles(opts.path))) as update:
 
         def step(user_id: str, _session: int) -> None:
-            bar.update(task, advance=1, description=user_id)
+            update(advance=1, description=user_id)
 
         return run_profiles(settings, opts, on_session=step)
 
@@ -214,21 +210,15 @@ def eval_compaction(
 ) -> None:
     """Facts kept and tokens saved by compacting long tool-heavy tasks, against truncation and a
     summary of everything (the scripted summariser when no endpoint is configured)."""
+    from dreamer.cli.progress import progress_bar
     from dreamer.eval.compaction import compaction_summary, run_compaction_eval
     from dreamer.eval.compaction_cases import load_cases
 
     settings = settings_of(ctx)
     cases = load_cases(path)
     check_json_target(json_out)
-    if err.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err, transient=True) as bar:
-            task = bar.add_task("compaction", total=len(cases))
-            result = run_compaction_eval(settings, cases, lambda name: bar.update(task, advance=1, description=name))
-    else:
-        result = run_compaction_eval(settings, cases)
+    with progress_bar("compaction", len(cases)) as update:
+        result = run_compaction_eval(settings, cases, lambda name: update(advance=1, description=name))
     (err if json_out == "-" else out).print(compaction_summary(result), markup=False)
     write_json(result, json_out)
 

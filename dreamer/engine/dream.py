@@ -92,36 +92,37 @@ def run_pass(
     extractor = _fitted(extractor or _extractor(rt, llm))
     judging = (LLMJudge(llm) if llm is not None else None) if judge is UNSET else judge
     run = start_run(rt, trigger, extractor.name)
-    p = Pass(run, llm, Pace(_never, leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)))
-    p.on_step = on_step
+    run_lease = leases.RunLease(rt.engine, run_id(run), run_owner(run), rt.settings.lease_seconds)
+    p = Pass(run, llm, Pace(_never, run_lease), on_step=on_step)
     if llm is not None:
         llm.on_call = p.step
+    watch = _Watch(rt, p, stop, None if force else lambda: at + (utcnow() - started))
+    due = partial(_due, rt, at, session_ids, user_id, force)
     with leases.Heartbeat(rt.engine, p.owner):
-        _run(rt, p, (session_ids, user_id, force), (at, started), (extractor, judging), stop)
+        _run(rt, p, due, (extractor, judging), watch)
     return p
 
 
+def _due(rt: Runtime, at: datetime, session_ids: list[int] | None, user_id: str | None, force: bool) -> list[Session]:
+    """The sessions the pass takes (`due_sessions`), oldest first."""
+    with session_scope(rt.engine) as s:
+        rules = DueRules.from_settings(rt.settings)
+        return [
+            sess for sess, _cursor in due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
+        ]
+
+
 def _run(
-    rt: Runtime,
-    p: Pass,
-    which: tuple[list[int] | None, str | None, bool],
-    times: tuple[datetime, datetime],
-    readers: tuple[Extractor, Judge | None],
-    stop: Callable[[], bool] | None,
+    rt: Runtime, p: Pass, due: Callable[[], list[Session]], readers: tuple[Extractor, Judge | None], watch: _Watch
 ) -> None:
-    """The pass's sessions dreamed, its timeouts counted, its row saved (failed, if it raised)."""
-    session_ids, user_id, force = which
-    at, started = times
+    """The pass's due sessions dreamed, its timeouts counted, its row saved (failed, if it raised)."""
     run, llm = p.run, p.llm
     try:
         outbox.drain(rt)
-        with session_scope(rt.engine) as s:
-            rules = DueRules.from_settings(rt.settings)
-            due = due_sessions(s, rules, at, session_ids=session_ids, user_id=user_id, forced=force)
-        p.total = len(due)
+        sessions = due()
+        p.total = len(sessions)
         p.step()
-        watch = _Watch(rt, p, stop, None if force else lambda: at + (utcnow() - started))
-        groups = session_groups([sess for sess, _cursor in due], rt.settings.sessions_per_call)
+        groups = session_groups(sessions, rt.settings.sessions_per_call)
         _dream_groups(rt, groups, readers, p, watch)
         p.pace.run_lease.keep_alive()
         count_timeouts(rt, llm, p.tally.timed_out, may_probe=p.stopped_by is None)
