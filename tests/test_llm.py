@@ -531,3 +531,10 @@ def test_build_llm_end_to_end(settings, server):
     body = server.chat_requests()[0]
     assert body["model"] == "m-x" and body["response_format"] == {"type": "json_object"}
     assert server.requests[0]["headers"]["authorization"] == "Bearer none"
+
+
+def test_a_set_timeout_wins_over_the_one_learnt_for_the_endpoint(settings):
+    local = settings.model_copy(update={"llm_base_url": "http://127.0.0.1:8080/v1"})
+    assert build_openai_client(local, 99.0).timeout == 99.0  # what llm check learnt
+    assert build_openai_client(local).timeout == 300.0  # nothing learnt: a local model's default
+    assert build_openai_client(local.model_copy(update={"llm_timeout": 7.0}), 99.0).timeout == 7.0

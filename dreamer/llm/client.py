@@ -341,7 +341,8 @@ def is_local(base_url: str) -> bool:
 
 
 def build_openai_client(settings: Settings, timeout: float | None = None) -> openai.OpenAI:
-    """The openai client for `settings`, with its own retries off (``max_retries=0``).
+    """The openai client for `settings`, with its own retries off (``max_retries=0``); its timeout
+    `request_timeout` (a set `llm_timeout` wins over the `timeout` learnt for the endpoint).
 
     `OpenAILLM` owns the retry policy (backoff, Retry-After, error mapping); leaving the
     client's built-in retries on would multiply attempts and hide them from the counts.
@@ -349,7 +350,7 @@ def build_openai_client(settings: Settings, timeout: float | None = None) -> ope
     return openai.OpenAI(
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key or "none",
-        timeout=timeout or request_timeout(settings),
+        timeout=request_timeout(settings, timeout),
         max_retries=0,
     )
 
