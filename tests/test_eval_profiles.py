@@ -116,6 +116,7 @@ def _tiny(tmp_path, extractor: str, judge: str) -> dict:
 HITS = {c: None for c in CATEGORIES} | {"overall": 1.0, "simple_recall": 1.0, "contradiction_update": 1.0}
 TESTS = {"n": 3, "hit_at_5": HITS, "hit_at_5_any": HITS, "stale_current": 0.0, "stale_n": 2, "must_not_n": 0}
 NO_FALSE = {"false_supersessions": 0, "false_supersession_rate": 0.0, "false_supersession_pairs": []}
+NONE_HELD = {"may_have_changed": 0, "may_have_changed_queued": 0}
 NOTEPAD = {
     "user_id": "otto",
     "session": 2,
@@ -131,7 +132,9 @@ def test_replay_with_the_oracle_on_the_tiny_file(tmp_path):
     r = _tiny(tmp_path, "replay", "oracle")
     assert (r["extractor"], r["profiles"], r["sessions"], r["memories"]) == ("replay", 2, 5, 5)
     # Lyon -> Grenoble by its slot; Notepad++ -> Kate as a switch, whose band starts at 0.3
-    assert r["updates"] == {"annotated": 2, "routed": 1.0, "resolved": 1.0} | NO_FALSE | {"supersessions": 2}
+    assert (
+        r["updates"] == {"annotated": 2, "routed": 1.0, "resolved": 1.0} | NO_FALSE | {"supersessions": 2} | NONE_HELD
+    )
     assert r["judge"] == {"name": "oracle", "pairs": 2, "pairs_per_memory": 0.4}
     assert r["tests"] == TESTS
     assert r["unrouted"] == []
@@ -149,9 +152,11 @@ def test_rules_without_a_model_on_the_tiny_file(tmp_path):
         4,
         {"name": "none", "pairs": 0, "pairs_per_memory": 0.0},
     )
-    # the newer city supersedes without a judge: a place for where one lives, said by the user
-    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.5} | NO_FALSE | {"supersessions": 1}
-    assert r["tests"] == TESTS
+    # without a judge the newer city is only proposed: both current, the pair in the review queue
+    no_false = NO_FALSE | {"false_supersession_rate": None}
+    held = {"may_have_changed": 1, "may_have_changed_queued": 1}
+    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.0} | no_false | {"supersessions": 0} | held
+    assert r["tests"] == TESTS | {"stale_current": 0.5}  # Lyon, still current beside Grenoble
     assert r["noise"] == {"stored": 0, "share": 0.0}  # the supposed bakery is not stored
     assert r["heard"] == {"facts": 5, "share": 0.8}  # all but the switch to Kate
     assert r["unrouted"] == [NOTEPAD | {"old_stored": []}]  # "at the moment" is no rule's phrasing

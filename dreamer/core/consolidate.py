@@ -66,6 +66,7 @@ class Decision:
     routed: tuple[str, ...] = ()  # the memories sent to the judge with it, in pair order
     also: tuple[str, ...] = ()  # further memories it supersedes (a slot left with two current values)
     fallback: Decision | None = None  # for judge: what stands when no verdict comes back
+    proposed: bool = False  # a supersession nobody judged: held for a person, both facts kept current
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def decide(
 
     Only a true restatement merges unjudged: the same content, or a near-duplicate with no
     material difference. The rest of what it may replace (`route`) goes to the judge; without
-    one, a newer value of a single-valued slot supersedes the older ones, else both are kept."""
+    one, a newer value of a single-valued slot is only proposed to supersede the older ones
+    (`Decision.proposed`: both stay current, "may have changed", for a person), else both are kept."""
     if len(normalise(text)) < 3:
         return Decision("reject", reason="empty after normalisation")
     digest = content_hash(text)
@@ -165,9 +167,10 @@ def _why(n: Neighbour, topic: Topic | None) -> str:
 
 
 def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic: Topic | None) -> Decision:
-    """Without a verdict: a single-valued slot takes the newer value, unless the statement is no
-    change of the user's own (`not_own_change`: another person's, an event that moved, a look-alike
-    word), anything else is kept beside. A deadline said in fewer words ("the exam", "the
+    """Without a verdict nothing is retired: a newer value of a single-valued slot is proposed as
+    a change (`proposed`: held for a person, both current, the newer first) unless the statement is
+    no change of the user's own (`not_own_change`: another person's, a hypothetical, a plan called
+    off, an event that moved, a look-alike word); anything else is kept beside. A deadline said in fewer words ("the exam", "the
     deadline") takes the one routed deadline it may name (`same_deadline`), when there is one."""
     slot = [n.memory_id for n in routed if topic is not None and n.topic == topic.key]
     if not slot and topic is not None:
@@ -176,8 +179,9 @@ def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic:
     if topic is not None and topic.cardinality == "one" and slot and (why := not_own_change(text, topic.key)):
         return Decision("add", reason=f"kept beside {topic.key}: {why} (no judgement)")
     if topic is not None and topic.cardinality == "one" and slot:
-        reason = f"newer value of {topic.key} (single-valued, no judgement)"
-        return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=tuple(slot[1:]))
+        reason = f"may have changed: newer value of {topic.key} (no judgement, held for review)"
+        also = tuple(slot[1:])
+        return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=also, proposed=True)
     if best is None:
         return Decision("add", reason="no neighbour")
     return Decision("add", reason=f"nearest {best.similarity:.2f}")

@@ -31,6 +31,7 @@ from dreamer.engine.consolidation.judge import Judge, LLMJudge
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.extraction.extract import Extractor
+from dreamer.engine.records import review
 from dreamer.engine.rules.extractor import RulesExtractor
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.harness import UNLIMITED, Tokens, fresh_dir, prepare_work_dir
@@ -51,12 +52,13 @@ from dreamer.online.recall import recall
 from dreamer.store import db
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
+from dreamer.store.held import held_changes
 
 ExtractorName = Literal["replay", "rules", "llm"]
 JudgeName = Literal["oracle", "llm", "none"]
 EXTRACTORS: tuple[ExtractorName, ...] = ("replay", "rules", "llm")
 JUDGES: tuple[JudgeName, ...] = ("oracle", "llm", "none")
-ROUTED_EVENTS = ("add", "merge", "supersede")
+ROUTED_EVENTS = ("add", "merge", "supersede", "hold")
 
 
 @dataclass
@@ -120,6 +122,8 @@ def run_profiles(
                     on_session(profile.user_id, session.number)
             stored = _stored(rt.engine, profile.user_id)
             score_supersessions(profile, stored, scores)
+            held, queued = changes_queued(rt.engine, profile.user_id)
+            scores.changing, scores.changing_queued = scores.changing + held, scores.changing_queued + queued
             scores.stored += len(stored)
             scores.noise += count_noise(profile, stored)
             facts, heard = count_heard(profile, stored)
@@ -266,6 +270,14 @@ def _stored(engine: Engine, user_id: str) -> list[StoredMemory]:
     return [
         StoredMemory(m.id, m.text, m.status, frozenset(routed.get(m.id, set())), m.topic, m.superseded_by) for m in rows
     ]
+
+
+def changes_queued(engine: Engine, user_id: str) -> tuple[int, int]:
+    """(changes of the user nobody judged, of them those the review queue holds as the pair)."""
+    with session_scope(engine) as s:
+        held = held_changes(s, user_id)
+    items = {(i.memory_id, i.replaced_by) for i in review.queue(engine, user_id=user_id, limit=100_000)}
+    return len(held), sum((m, by) in items for m, by in held.items())
 
 
 def similarity(rt: Runtime, a: str, b: str) -> float:

@@ -48,6 +48,8 @@ class Scores:
     facts: int = 0
     heard: int = 0
     pairs: int = 0
+    changing: int = 0  # "may have changed" pairs left for a person (a change nobody judged)
+    changing_queued: int = 0  # of them, those the review queue holds
 
     def as_json(self) -> dict[str, Any]:
         everything = [h for values in self.hits.values() for h in values]
@@ -60,6 +62,8 @@ class Scores:
                 "false_supersessions": len(self.false_pairs),
                 "false_supersession_rate": _share(len(self.false_pairs), self.supersessions),
                 "false_supersession_pairs": self.false_pairs,
+                "may_have_changed": self.changing,
+                "may_have_changed_queued": self.changing_queued,
             },
             "judge": {"pairs": self.pairs, "pairs_per_memory": _share(self.pairs, self.stored)},
             "tests": {
@@ -124,17 +128,18 @@ def score_updates(profile: Profile, session: int, memories: Sequence[StoredMemor
 
 def score_supersessions(profile: Profile, memories: Sequence[StoredMemory], scores: Scores) -> None:
     """Every supersession in the profile's store; false when the retired memory stands for a
-    fact no annotation replaces and its successor does not restate that fact."""
+    fact its successor neither restates nor replaces by an annotation (directly or through
+    earlier updates): a fact retired by the wrong successor is falsely retired too, though
+    another annotation replaces it."""
     match = profile.matcher.match
     by_id = {m.memory_id: m for m in memories}
-    replaced = profile.ever_replaced()
     for old in memories:
         new = by_id.get(old.superseded_by or "")
         if old.status != "superseded" or new is None:
             continue
         scores.supersessions += 1
-        fact = match(old.text)
-        if fact is None or fact in replaced or match(new.text) == fact:
+        fact, successor = match(old.text), match(new.text)
+        if fact is None or successor == fact or (successor is not None and fact in profile.replaced(successor)):
             continue
         scores.false_pairs.append({"user_id": profile.user_id, "old": old.text, "new": new.text})
 
