@@ -133,7 +133,9 @@ def test_the_judge_is_shown_the_grounds_the_store_read_without_it():
     assert pair_grounds("The user moved the staff meeting to Thursday.", "home_city") == (
         "an event that moved, not a move of the user's"
     )
-    assert pair_grounds("The user's dad switched to an iPhone.", "hobbies") is None  # many-valued: nothing to guard
+    assert pair_grounds("The user's dad took up golf.", "hobbies") == "someone else's, not the user's"
+    assert pair_grounds("If I moved to Tokyo I'd learn Japanese.", None) == "a hypothetical, not a change"
+    assert pair_grounds("The user took up golf.", "hobbies") is None
     assert pair_grounds("The user moved to Lyon.", "home_city") is None
     pair = JudgePair(
         Statement("m1", "The user uses a Pixel 7.", "profile", "phone", date(2024, 5, 8)),

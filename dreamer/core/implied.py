@@ -25,7 +25,7 @@ import re
 from datetime import UTC, datetime
 
 from dreamer.core.expiry import resolve_time
-from dreamer.core.own_change import not_own_change
+from dreamer.core.own_change import not_own_change, whose_change
 from dreamer.core.topics import announces_change, cardinality_of
 
 _WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
@@ -212,7 +212,9 @@ def implied_query(text: str) -> str | None:
 
 def pair_grounds(new: str, old_topic: str | None) -> str | None:
     """What the store reads between a routed pair without a model, for the judge to weigh: why
-    NEW is no change of the user's own value of OLD's single-valued slot (`not_own_change`)."""
+    NEW is no change of the user's own (`whose_change`: someone else's, a hypothetical, a plan
+    called off ...), and for OLD's single-valued slot also an event that moved, a look-alike word
+    or no value of the slot's kind (`not_own_change`)."""
     if old_topic is not None and cardinality_of(old_topic) == "one":
         return not_own_change(new, old_topic)
-    return None
+    return whose_change(new)
