@@ -8,10 +8,16 @@ from datetime import date
 import pytest
 
 from dreamer.core.consolidate import Neighbour, Thresholds, decide, route
-from dreamer.core.implied import counts, implied_query, implied_reason, implied_slots, pair_grounds
+from dreamer.core.implied import change_sides, counts, implied_query, implied_reason, implied_slots, pair_grounds
 from dreamer.engine.consolidation.judge import JudgePair, Statement, render_pairs
 
 ROUTED = [
+    ("Team grew to 11 people.", "Team of 8 engineers, all remote.", None, "another count of team"),
+    ("Book club went from six to nine members.", "Book club has six members.", None, "another count of book"),
+    ("The choir is now twelve singers.", "The choir has eight singers.", None, "another count of choir"),
+    ("Runs 20-25 km a week now.", "Runs 10 km a week.", None, "another count of km"),
+    ("Migrating to GCP from AWS.", "Hosts everything on AWS.", None, "another cloud"),
+    ("Switched the backend from Django to FastAPI.", "The backend is written in Django.", None, "another framework"),
     (
         "The user is done with TAing this term.",
         "The user TAs the intro to statistics course.",
@@ -146,3 +152,16 @@ def test_the_judge_is_shown_the_grounds_the_store_read_without_it():
         "0. (profile, topic phone, 2024-05-08) The user uses a Pixel 7.\n"
         "-> (profile, topic phone, 2024-06-01; read: someone else's, not the user's) The user's dad switched to an iPhone."
     )
+
+
+def test_number_words_and_ranges_are_numbers():
+    assert counts("went from six to nine, then a dozen") == {6.0, 9.0, 12.0}
+    assert counts("runs 20-25 km") == {20.0, 25.0}
+    assert counts("between eight and ten people") == {8.0, 10.0}
+
+
+def test_from_x_to_y_names_the_old_and_the_new_value():
+    assert change_sides("Migrating to GCP from AWS.") == ("AWS", "GCP")
+    assert change_sides("Switched from VS Code to Neovim") == ("VS Code", "Neovim")
+    assert change_sides("Moved to Lisbon.") is None
+    assert implied_reason("Migrating to GCP from AWS.", "Uses GCP for the data team.") is None
