@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from dreamer.core.implied import implied_reason
+from dreamer.core.implied import counts, implied_reason
 from dreamer.core.own_change import not_own_change
 from dreamer.core.topics import Topic, announces_change, change_words, same_deadline
 
@@ -258,19 +258,43 @@ def material_difference(a: str, b: str) -> bool:
     1234" and "the code is 9876" are two claims, however alike their words. So is a pair one of
     which announces a change in other words ("now runs full marathons" against "runs half
     marathons")."""
-    a, b = (
-        unicodedata.normalize("NFKC", a).replace("\u2019", "'"),
-        unicodedata.normalize("NFKC", b).replace("\u2019", "'"),
-    )
-    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+    return claims_differ(a, b) or _changed_words(_plain(a), _plain(b))
+
+
+def claims_differ(a: str, b: str, *, detail: bool = False) -> bool:
+    """Whether two statements differ in a number (in digits or words), a date, a negation or a
+    name, however alike their other words. With `detail`, one saying a name or a time the other
+    leaves out is a detail, not another claim ("a Tesla Model 3" says "a Model 3"), and a
+    sentence's capitalised first word is no name."""
+    a, b = _plain(a), _plain(b)
+    if _numbers(a) != _numbers(b):
         return True
     if len(_NEGATION.findall(a)) != len(_NEGATION.findall(b)):
         return True
-    if _words(_DATE_WORDS, a) != _words(_DATE_WORDS, b):
-        return True
-    if _names(a) != _names(b):
-        return True
-    return _changed_words(a, b)
+    dates, names = (_words(_DATE_WORDS, a), _words(_DATE_WORDS, b)), (_names(a), _names(b))
+    if detail:
+        names = (_names(_tail(a)), _names(_tail(b)))
+        return not (_nested(*dates) and _nested(*names))
+    return dates[0] != dates[1] or names[0] != names[1]
+
+
+def _nested(x: set[str], y: set[str]) -> bool:
+    return x <= y or y <= x
+
+
+def _tail(text: str) -> str:
+    """A statement without its first word."""
+    return text.strip().partition(" ")[2]
+
+
+def _plain(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+
+
+def _numbers(text: str) -> set[float | str]:
+    """The numbers a text says, in digits or words alike ("2" and "two", "six" and "nine"), and its
+    times and fractions as written ("9:30", "1/2")."""
+    return {*counts(text), *(n for n in _NUMBER.findall(text) if ":" in n or "/" in n)}
 
 
 def _changed_words(a: str, b: str) -> bool:

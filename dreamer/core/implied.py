@@ -184,7 +184,8 @@ def implied_reason(text: str, stored: str, stored_topic: str | None = None) -> s
     if stored_topic is not None and stored_topic in implied_slots(text):
         return f"a job elsewhere reaches {stored_topic}"
     thing, words = ended_thing(text), content_words(stored)
-    if thing and (thing & words or ("job" in thing and _JOB_WORDS.search(stored))):
+    job = stored_topic in ("employer", "job_title") or _JOB_WORDS.search(stored)
+    if thing and (thing & words or ("job" in thing and job)):
         return "an ending of what it mentions"
     sides = change_sides(text)
     new, old = counts(sides[1] if sides else text), counts(stored)
