@@ -157,7 +157,8 @@ def test_a_near_duplicate_that_differs_materially_is_never_merged_unjudged(old, 
     assert material_difference(old, new)
     neighbours = [n("m1", old, 0.97)]
     assert decide(new, "profile", neighbours, T, can_judge=True).action == "judge"
-    assert decide(new, "profile", neighbours, T).action == "add"
+    unjudged = decide(new, "profile", neighbours, T)  # never merged, never retired: beside, or held for a person
+    assert unjudged.action == "add" or (unjudged.action, unjudged.proposed) == ("supersede", True)
 
 
 @pytest.mark.parametrize(

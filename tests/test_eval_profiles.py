@@ -189,7 +189,7 @@ def test_without_a_judge_no_trap_retires_a_fact_and_every_unjudged_change_is_que
     r = _run(tmp_path, "profiles-traps.json", "replay", "none")
     up = r["updates"]
     assert (up["supersessions"], up["false_supersessions"]) == (0, 0)
-    assert (up["may_have_changed"], up["may_have_changed_queued"]) == (7, 7)
+    assert (up["may_have_changed"], up["may_have_changed_queued"]) == (13, 13)
 
 
 def test_the_oracle_resolves_every_true_change_of_the_trap_set_and_serves_nothing_stale(tmp_path):

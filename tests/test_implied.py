@@ -121,7 +121,7 @@ def _n(memory_id: str, text: str, similarity: float, topic: str | None = None) -
 THRESHOLDS = Thresholds(0.9, 0.6, 3, 0.45, 0.05)
 
 
-def test_an_implied_change_is_routed_whatever_its_similarity_and_supersedes_nothing_unjudged():
+def test_an_implied_change_is_routed_whatever_its_similarity_and_only_proposed_unjudged():
     related = [
         _n("ta", "The user TAs the intro to statistics course.", 0.12),
         _n("city", "The user lives in Lyon.", 0.1),
@@ -131,7 +131,10 @@ def test_an_implied_change_is_routed_whatever_its_similarity_and_supersedes_noth
     judged = decide(text, "profile", related, THRESHOLDS, can_judge=True)
     assert (judged.action, judged.routed) == ("judge", ("ta",))
     unjudged = decide(text, "profile", related, THRESHOLDS, can_judge=False)
-    assert unjudged.action == "add"  # without a judge both stay current
+    assert (unjudged.action, unjudged.target, unjudged.proposed) == ("supersede", "ta", True)  # held: both current
+    assert unjudged.reason == "may have changed: an ending of what it mentions (no judgement, held for review)"
+    other = decide("My brother is done with TAing.", "profile", related, THRESHOLDS, can_judge=False)
+    assert other.action == "add"  # someone else's: not proposed
 
 
 def test_the_judge_is_shown_the_grounds_the_store_read_without_it():

@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from dreamer.core.implied import counts, implied_reason
-from dreamer.core.own_change import not_own_change
+from dreamer.core.own_change import not_own_change, whose_change
 from dreamer.core.topics import Topic, announces_change, change_words, same_deadline
 
 Action = Literal["add", "merge", "supersede", "reject", "judge"]
@@ -99,6 +99,7 @@ def decide(
     topic: Topic | None = None,
     forgotten_hashes: frozenset[str] = frozenset(),
     can_judge: bool = False,
+    user_name: str | None = None,
 ) -> Decision:
     """The fate of one candidate, given its current neighbours in scope: its nearest ones and
     every one filling the same slot (`topic`).
@@ -120,7 +121,7 @@ def decide(
     if best is not None and best.similarity >= thresholds.dup and not material_difference(text, best.text):
         return Decision("merge", best.memory_id, f"restates it, similarity {best.similarity:.2f}", best.similarity)
     routed = route(text, related, thresholds, topic)
-    unjudged = _unjudged(text, routed, best, topic)
+    unjudged = _unjudged(text, routed, best, topic, user_name)
     if routed and can_judge:
         ids = tuple(n.memory_id for n in routed)
         reason = f"routed with {len(ids)} ({_why(routed[0], topic)})"
@@ -166,22 +167,37 @@ def _why(n: Neighbour, topic: Topic | None) -> str:
     return f"topic {topic.key}" if topic is not None and n.topic == topic.key else f"similarity {n.similarity:.2f}"
 
 
-def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic: Topic | None) -> Decision:
+def _unjudged(
+    text: str, routed: list[Neighbour], best: Neighbour | None, topic: Topic | None, user_name: str | None = None
+) -> Decision:
     """Without a verdict nothing is retired: a newer value of a single-valued slot is proposed as
     a change (`proposed`: held for a person, both current, the newer first) unless the statement is
     no change of the user's own (`not_own_change`: another person's, a hypothetical, a plan called
-    off, an event that moved, a look-alike word); anything else is kept beside. A deadline said in fewer words ("the exam", "the
+    off, an event that moved, a look-alike word); so is a change said without the old words
+    (`implied_reason`: an ending, another count, another value of one kind); anything else is kept beside. A deadline said in fewer words ("the exam", "the
     deadline") takes the one routed deadline it may name (`same_deadline`), when there is one."""
     slot = [n.memory_id for n in routed if topic is not None and n.topic == topic.key]
     if not slot and topic is not None:
         kin = [n.memory_id for n in routed if n.topic is not None and same_deadline(n.topic, topic.key)]
         slot = kin if len(kin) == 1 else []
-    if topic is not None and topic.cardinality == "one" and slot and (why := not_own_change(text, topic.key)):
+    if (
+        topic is not None
+        and topic.cardinality == "one"
+        and slot
+        and (why := not_own_change(text, topic.key, user_name))
+    ):
         return Decision("add", reason=f"kept beside {topic.key}: {why} (no judgement)")
     if topic is not None and topic.cardinality == "one" and slot:
         reason = f"may have changed: newer value of {topic.key} (no judgement, held for review)"
         also = tuple(slot[1:])
         return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=also, proposed=True)
+    implied = [(n, why) for n in routed if (why := implied_reason(text, n.text, n.topic))]
+    if (
+        len(implied) == 1 and whose_change(text, user_name) is None
+    ):  # a change said without the old words, of one memory
+        n, why = implied[0]
+        reason = f"may have changed: {why} (no judgement, held for review)"
+        return Decision("supersede", n.memory_id, reason, n.similarity, routed=(), proposed=True)
     if best is None:
         return Decision("add", reason="no neighbour")
     return Decision("add", reason=f"nearest {best.similarity:.2f}")

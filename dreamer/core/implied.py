@@ -251,11 +251,11 @@ def implied_query(text: str) -> str | None:
     return " ".join(dict.fromkeys(words)) or None
 
 
-def pair_grounds(new: str, old_topic: str | None) -> str | None:
+def pair_grounds(new: str, old_topic: str | None, user_name: str | None = None) -> str | None:
     """What the store reads between a routed pair without a model, for the judge to weigh: why
     NEW is no change of the user's own (`whose_change`: someone else's, a hypothetical, a plan
     called off ...), and for OLD's single-valued slot also an event that moved, a look-alike word
     or no value of the slot's kind (`not_own_change`)."""
     if old_topic is not None and cardinality_of(old_topic) == "one":
-        return not_own_change(new, old_topic)
-    return whose_change(new)
+        return not_own_change(new, old_topic, user_name)
+    return whose_change(new, user_name)

@@ -39,7 +39,7 @@ from dreamer.index.contract import SearchFilter
 from dreamer.ingest.base import as_utc
 from dreamer.online.ranking import rank
 from dreamer.store.db import session_scope
-from dreamer.store.held import MAY_HAVE_CHANGED, beside_successor, changing
+from dreamer.store.held import MAY_HAVE_CHANGED, beside_successor, changing, newer_first
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound="Slotted")
@@ -282,8 +282,8 @@ def _load_best(
     if sum(not (past_last and h.past) for h in hits) < k and len(ranked) > window:
         hits += _load(rt, ranked[window:], seen, now)
     if not past_last:
-        return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
-    best = present_first(newest_in_slot(present_first(hits, now)[:k]), now)
+        return [replace(h, rank=i) for i, h in enumerate(newer_first(newest_in_slot(hits[:k])), start=1)]
+    best = newer_first(present_first(newest_in_slot(present_first(hits, now)[:k]), now))
     return [replace(h, rank=i) for i, h in enumerate(best, start=1)]
 
 

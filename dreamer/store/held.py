@@ -5,6 +5,8 @@ the pair until a person accepts or rejects the change."""
 
 from __future__ import annotations
 
+from typing import Protocol, TypeVar
+
 from sqlalchemy.engine import Connection
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
@@ -12,6 +14,31 @@ from sqlmodel import col, select
 from dreamer.core.models import Memory, MemoryEvent
 
 MAY_HAVE_CHANGED = "may have changed"
+
+
+class Paired(Protocol):
+    """What `newer_first` reads of a hit."""
+
+    memory_id: str
+    status: str
+    changed_with: str | None
+
+
+P = TypeVar("P", bound=Paired)
+
+
+def newer_first(hits: list[P]) -> list[P]:
+    """`hits` in order, but a held memory ranked above the newer value that may replace it
+    trades places with it: of a change waiting for a person, the newer side is read first."""
+    out = list(hits)
+    place = {h.memory_id: i for i, h in enumerate(out)}
+    for h in hits:
+        j = place.get(h.changed_with or "")
+        if h.status == "review_required" and j is not None and j > place[h.memory_id]:
+            k = place[h.memory_id]
+            out[k], out[j] = out[j], out[k]
+            place[out[k].memory_id], place[out[j].memory_id] = k, j
+    return out
 
 
 def held_changes(s: DBSession | Connection, user_id: str) -> dict[str, str]:
