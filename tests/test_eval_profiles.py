@@ -3,6 +3,7 @@ figures on a tiny profile file through the real pass."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -114,8 +115,10 @@ def _tiny(tmp_path, extractor: str, judge: str) -> dict:
 
 
 HITS = {c: None for c in CATEGORIES} | {"overall": 1.0, "simple_recall": 1.0, "contradiction_update": 1.0}
-TESTS = {"n": 3, "hit_at_5": HITS, "hit_at_5_any": HITS, "stale_current": 0.0, "stale_n": 2, "must_not_n": 0}
+# every test asked after an update is read for stale answers: all three here
+TESTS = {"n": 3, "hit_at_5": HITS, "hit_at_5_any": HITS, "stale_current": 0.0, "stale_n": 3, "must_not_n": 0}
 NO_FALSE = {"false_supersessions": 0, "false_supersession_rate": 0.0, "false_supersession_pairs": []}
+NONE_HELD = {"may_have_changed": 0, "may_have_changed_queued": 0}
 NOTEPAD = {
     "user_id": "otto",
     "session": 2,
@@ -131,7 +134,9 @@ def test_replay_with_the_oracle_on_the_tiny_file(tmp_path):
     r = _tiny(tmp_path, "replay", "oracle")
     assert (r["extractor"], r["profiles"], r["sessions"], r["memories"]) == ("replay", 2, 5, 5)
     # Lyon -> Grenoble by its slot; Notepad++ -> Kate as a switch, whose band starts at 0.3
-    assert r["updates"] == {"annotated": 2, "routed": 1.0, "resolved": 1.0} | NO_FALSE | {"supersessions": 2}
+    assert (
+        r["updates"] == {"annotated": 2, "routed": 1.0, "resolved": 1.0} | NO_FALSE | {"supersessions": 2} | NONE_HELD
+    )
     assert r["judge"] == {"name": "oracle", "pairs": 2, "pairs_per_memory": 0.4}
     assert r["tests"] == TESTS
     assert r["unrouted"] == []
@@ -149,9 +154,11 @@ def test_rules_without_a_model_on_the_tiny_file(tmp_path):
         4,
         {"name": "none", "pairs": 0, "pairs_per_memory": 0.0},
     )
-    # the newer city supersedes without a judge: a place for where one lives, said by the user
-    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.5} | NO_FALSE | {"supersessions": 1}
-    assert r["tests"] == TESTS
+    # without a judge the newer city is only proposed: both current, the pair in the review queue
+    no_false = NO_FALSE | {"false_supersession_rate": None}
+    held = {"may_have_changed": 1, "may_have_changed_queued": 1}
+    assert r["updates"] == {"annotated": 2, "routed": 0.5, "resolved": 0.0} | no_false | {"supersessions": 0} | held
+    assert r["tests"] == TESTS | {"stale_current": 0.6667}  # Lyon, still current beside Grenoble
     assert r["noise"] == {"stored": 0, "share": 0.0}  # the supposed bakery is not stored
     assert r["heard"] == {"facts": 5, "share": 0.8}  # all but the switch to Kate
     assert r["unrouted"] == [NOTEPAD | {"old_stored": []}]  # "at the moment" is no rule's phrasing
@@ -171,5 +178,30 @@ def test_without_a_judge_no_true_fact_is_retired_on_the_dev_sets(tmp_path, name)
 def test_the_oracle_routes_and_resolves_every_update_of_the_third_dev_set(tmp_path):
     r = _run(tmp_path, "profiles-dev3.json", "replay", "oracle")
     assert (r["updates"]["annotated"], r["updates"]["routed"], r["updates"]["resolved"]) == (25, 1.0, 1.0)
-    assert (r["tests"]["stale_current"], r["tests"]["stale_n"], r["tests"]["must_not_n"]) == (0.0, 33, 33)
+    assert (r["tests"]["stale_current"], r["tests"]["stale_n"], r["tests"]["must_not_n"]) == (0.0, 51, 33)
     assert r["judge"]["pairs_per_memory"] <= 1.0
+
+
+def test_without_a_judge_no_trap_retires_a_fact_and_every_unjudged_change_is_queued(tmp_path):
+    """Other people's changes, hypotheticals, plans called off, moved events, look-alike words and
+    true changes, each profile dated: nothing is retired without a judge, and each newer value of
+    a slot waits in the review queue beside the value it may replace."""
+    r = _run(tmp_path, "profiles-traps.json", "replay", "none")
+    up = r["updates"]
+    assert (up["supersessions"], up["false_supersessions"]) == (0, 0)
+    assert (up["may_have_changed"], up["may_have_changed_queued"]) == (13, 13)
+
+
+def test_the_oracle_resolves_every_true_change_of_the_trap_set_and_serves_nothing_stale(tmp_path):
+    r = _run(tmp_path, "profiles-traps.json", "replay", "oracle")
+    up, tests = r["updates"], r["tests"]
+    assert (up["annotated"], up["routed"], up["resolved"], up["false_supersessions"]) == (13, 1.0, 1.0, 0)
+    assert (tests["n"], tests["hit_at_5"]["overall"], tests["stale_current"], tests["stale_n"]) == (34, 1.0, 0.0, 14)
+
+
+def test_a_profile_time_that_is_no_date_is_refused_with_its_place(tmp_path):
+    bad = [{"user_id": "u", "sessions": [{"session_id": 1, "time": "last Tuesday", "turns": []}]}]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(IngestError, match="session 1: time must be an ISO 8601 date or time"):
+        load_profiles(path)

@@ -1,4 +1,6 @@
+import json
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +169,18 @@ def test_a_fact_said_again_keeps_the_later_end():
     assert later_end(None, again) == again
     assert later_end(first, None) == first
     assert later_end(None, None) is None
+
+
+def _expiry_set() -> tuple[datetime, list[dict]]:
+    data = json.loads((Path(__file__).parent / "data" / "expiry-dev.json").read_text())
+    return datetime.fromisoformat(data["said"]).replace(hour=12, tzinfo=UTC), data["phrases"]
+
+
+@pytest.mark.parametrize("phrase", _expiry_set()[1], ids=lambda p: p["text"])
+def test_durations_recurring_times_and_event_days_read_right(phrase):
+    """The dev set of durations ("for the next two weeks", "until Friday", "through March", "this
+    semester"), recurring times ("on Thursday nights", "every morning": never), event days ("died
+    on Tuesday": no end; "moved to April 15th": that day) and durations that have run."""
+    found = resolve_time(phrase["text"], _expiry_set()[0])
+    day = found.day() if found is not None and found.until is not None else None
+    assert (day.isoformat() if day else None) == phrase["until"]

@@ -221,3 +221,21 @@ def test_the_http_answers_say_when_a_fact_is_past(settings, sqlite_engine, tmp_p
     ]
     assert hits[-1]["text"] == INTERVIEW and [x["rank"] for x in hits] == [1, 2, 3]
     assert block.splitlines()[-2] == f"- {INTERVIEW} (past: 2026-02-17)"
+
+
+def test_a_question_asked_after_a_duration_ends_gets_the_past_label(rt):
+    """ "A gluten-free diet for the next two weeks", said on 10 February: current until the 24th;
+    asked 33 days on, the diet is labelled past and no longer the first answer."""
+    diet = "The user is on a gluten-free diet for the next two weeks."
+    with session_scope(rt.engine) as s:
+        rows = [
+            gate.memory_row(user_id="alice", kind="profile", text=t, source="agent", evidence=[], now=SAID)
+            for t in (diet, "The user avoids peanuts.")
+        ]
+        gate.insert_memories(s, rows, [])
+    row = rows[0]
+    outbox.drain(rt, users=["alice"])
+    assert as_utc(row["valid_until"]) == end_of_day(date(2027, 2, 24))
+    later = SAID + timedelta(days=33)
+    found = recall(rt, "do I need to avoid any food right now? gluten-free diet", ALICE, k=2, now=later)
+    assert [(h.text, h.past) for h in found.hits] == [("The user avoids peanuts.", False), (diet, True)]

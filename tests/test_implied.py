@@ -8,10 +8,16 @@ from datetime import date
 import pytest
 
 from dreamer.core.consolidate import Neighbour, Thresholds, decide, route
-from dreamer.core.implied import counts, implied_query, implied_reason, implied_slots, pair_grounds
+from dreamer.core.implied import change_sides, counts, implied_query, implied_reason, implied_slots, pair_grounds
 from dreamer.engine.consolidation.judge import JudgePair, Statement, render_pairs
 
 ROUTED = [
+    ("Team grew to 11 people.", "Team of 8 engineers, all remote.", None, "another count of team"),
+    ("Book club went from six to nine members.", "Book club has six members.", None, "another count of book"),
+    ("The choir is now twelve singers.", "The choir has eight singers.", None, "another count of choir"),
+    ("Runs 20-25 km a week now.", "Runs 10 km a week.", None, "another count of km"),
+    ("Migrating to GCP from AWS.", "Hosts everything on AWS.", None, "another cloud"),
+    ("Switched the backend from Django to FastAPI.", "The backend is written in Django.", None, "another framework"),
     (
         "The user is done with TAing this term.",
         "The user TAs the intro to statistics course.",
@@ -115,7 +121,7 @@ def _n(memory_id: str, text: str, similarity: float, topic: str | None = None) -
 THRESHOLDS = Thresholds(0.9, 0.6, 3, 0.45, 0.05)
 
 
-def test_an_implied_change_is_routed_whatever_its_similarity_and_supersedes_nothing_unjudged():
+def test_an_implied_change_is_routed_whatever_its_similarity_and_only_proposed_unjudged():
     related = [
         _n("ta", "The user TAs the intro to statistics course.", 0.12),
         _n("city", "The user lives in Lyon.", 0.1),
@@ -125,7 +131,10 @@ def test_an_implied_change_is_routed_whatever_its_similarity_and_supersedes_noth
     judged = decide(text, "profile", related, THRESHOLDS, can_judge=True)
     assert (judged.action, judged.routed) == ("judge", ("ta",))
     unjudged = decide(text, "profile", related, THRESHOLDS, can_judge=False)
-    assert unjudged.action == "add"  # without a judge both stay current
+    assert (unjudged.action, unjudged.target, unjudged.proposed) == ("supersede", "ta", True)  # held: both current
+    assert unjudged.reason == "may have changed: an ending of what it mentions (no judgement, held for review)"
+    other = decide("My brother is done with TAing.", "profile", related, THRESHOLDS, can_judge=False)
+    assert other.action == "add"  # someone else's: not proposed
 
 
 def test_the_judge_is_shown_the_grounds_the_store_read_without_it():
@@ -133,7 +142,9 @@ def test_the_judge_is_shown_the_grounds_the_store_read_without_it():
     assert pair_grounds("The user moved the staff meeting to Thursday.", "home_city") == (
         "an event that moved, not a move of the user's"
     )
-    assert pair_grounds("The user's dad switched to an iPhone.", "hobbies") is None  # many-valued: nothing to guard
+    assert pair_grounds("The user's dad took up golf.", "hobbies") == "someone else's, not the user's"
+    assert pair_grounds("If I moved to Tokyo I'd learn Japanese.", None) == "a hypothetical, not a change"
+    assert pair_grounds("The user took up golf.", "hobbies") is None
     assert pair_grounds("The user moved to Lyon.", "home_city") is None
     pair = JudgePair(
         Statement("m1", "The user uses a Pixel 7.", "profile", "phone", date(2024, 5, 8)),
@@ -144,3 +155,16 @@ def test_the_judge_is_shown_the_grounds_the_store_read_without_it():
         "0. (profile, topic phone, 2024-05-08) The user uses a Pixel 7.\n"
         "-> (profile, topic phone, 2024-06-01; read: someone else's, not the user's) The user's dad switched to an iPhone."
     )
+
+
+def test_number_words_and_ranges_are_numbers():
+    assert counts("went from six to nine, then a dozen") == {6.0, 9.0, 12.0}
+    assert counts("runs 20-25 km") == {20.0, 25.0}
+    assert counts("between eight and ten people") == {8.0, 10.0}
+
+
+def test_from_x_to_y_names_the_old_and_the_new_value():
+    assert change_sides("Migrating to GCP from AWS.") == ("AWS", "GCP")
+    assert change_sides("Switched from VS Code to Neovim") == ("VS Code", "Neovim")
+    assert change_sides("Moved to Lisbon.") is None
+    assert implied_reason("Migrating to GCP from AWS.", "Uses GCP for the data team.") is None

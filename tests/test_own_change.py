@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dreamer.core.consolidate import Neighbour, Thresholds, content_hash, decide
-from dreamer.core.own_change import not_own_change
+from dreamer.core.own_change import not_own_change, whose_change
 from dreamer.core.topics import Topic
 
 OTHERS = "someone else's, not the user's"
@@ -97,3 +97,84 @@ def test_with_a_judge_the_pair_is_judged_and_its_fallback_keeps_both():
     )
     assert decision.action == "judge"
     assert decision.fallback is not None and decision.fallback.action == "add"
+
+
+# --------------------------------------------------------------------------- whose change it is
+
+SOMEONE = "someone else's, not the user's"
+HYPO = "a hypothetical, not a change"
+ASKED = "a question, not a change"
+OFF = "a plan called off, not a change"
+NOT_YET = "a negated future, not a change"
+
+
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("Luca moved to Milan last spring.", SOMEONE),
+        ("Brother Karim switched to a Pixel.", SOMEONE),
+        ("Colleague Priya went vegan.", SOMEONE),
+        ("My flatmate went vegan.", SOMEONE),
+        ("the user's cousin relocated to Perth", SOMEONE),
+        ("She quit her job at the bank.", SOMEONE),
+        ("Marta Silva joined Stripe.", SOMEONE),
+        ("Neighbour Tom bought a Tesla.", SOMEONE),
+        ("If I moved to Tokyo I would learn Japanese.", HYPO),
+        ("I might move to Lisbon next year.", HYPO),
+        ("Thinking about switching to a Pixel.", HYPO),
+        ("I'd love to live by the sea someday.", HYPO),
+        ("Should I move to Berlin?", ASKED),
+        ("Is it worth switching to Neovim", ASKED),
+        ("Not moving to Bristol after all.", OFF),
+        ("We decided against the move to Leeds.", OFF),
+        ("The job offer in Austin fell through.", OFF),
+        ("I won't be switching to Linux.", NOT_YET),
+        ("The user is not going to take the Denver job.", NOT_YET),
+        # German
+        ("Mein Bruder ist nach Hamburg gezogen.", SOMEONE),
+        ("Wenn ich nach Wien ziehen würde, ...", HYPO),
+        ("Ich ziehe doch nicht nach Köln.", OFF),
+        ("Ich werde nicht nach München ziehen.", NOT_YET),
+        # French
+        ("Mon frère a déménagé à Lyon.", SOMEONE),
+        ("Si je déménageais à Montréal, je prendrais un chien.", HYPO),
+        ("Finalement je ne déménage pas à Nantes.", OFF),
+        # Spanish
+        ("Mi hermana se mudó a Sevilla.", SOMEONE),
+        ("Si me mudara a Bogotá, aprendería salsa.", HYPO),
+        ("¿Debería mudarme a Madrid?", ASKED),
+        ("Al final no me mudo a Valencia.", OFF),
+        ("No voy a cambiarme de trabajo.", NOT_YET),
+    ],
+)
+def test_a_statement_that_is_not_the_users_change_says_why(text, why):
+    assert whose_change(text) == why
+
+
+@pytest.mark.parametrize(
+    "text,name",
+    [
+        ("I moved to Milan last spring.", None),
+        ("Moved to Lisbon in May.", None),
+        ("Team grew to 11 people.", None),
+        ("The user switched to a Pixel 8.", None),
+        ("My partner and I moved to Porto.", None),
+        ("Luca and I moved to Milan.", None),
+        ("Anna moved to Milan.", "Anna"),
+        ("Has a new job at Plaid.", None),
+        ("Went vegan in January.", None),
+        ("My team is now 12 people.", None),
+        ("Ich bin nach Hamburg gezogen.", None),
+        ("J'ai déménagé à Lyon.", None),
+        ("Me mudé a Sevilla.", None),
+        ("When I moved to Leeds I took up running.", None),
+    ],
+)
+def test_the_users_own_statement_is_theirs(text, name):
+    assert whose_change(text, name) is None
+
+
+def test_the_users_name_is_the_user_but_their_relatives_are_not():
+    assert whose_change("Anna's sister moved to Oslo.", "Anna") == SOMEONE
+    assert whose_change("Anna moved to Oslo.", "Anna") is None
+    assert whose_change("Anna moved to Oslo.") == SOMEONE

@@ -4,11 +4,9 @@ over the real store, the real openai client and the scripted server as model and
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
-from clikit import run as cli
 from dreamkit import chat_bodies, is_judgement, judge_reply, make_index, make_runtime, transcript_lines
 from sqlmodel import select
 
@@ -16,6 +14,7 @@ from dreamer.core.models import Cursor, Memory, MemoryEvent
 from dreamer.core.scope import Scope
 from dreamer.engine.consolidation.judge import JUDGE_SYSTEM
 from dreamer.engine.dream import dream_pass
+from dreamer.engine.records import review
 from dreamer.ingest.store import record_messages
 from dreamer.llm.scripted.server import Reply, ScriptedServer
 from dreamer.online.recall import context, recall
@@ -177,28 +176,31 @@ def test_a_failed_judgement_leaves_the_cursor_where_it_was(settings, engine, ser
         rt.close()
 
 
-def test_without_a_model_a_newer_single_valued_value_supersedes(settings, engine, server, tmp_path):
-    """The rules extractor (no model): the newer home city supersedes, said so in its history;
-    recall and the context block give the current one, history keeps the old."""
+def test_without_a_model_a_newer_single_valued_value_is_held_beside_the_old(settings, engine, server, tmp_path):
+    """The rules extractor (no model) proposes, never applies: the older home city stays current
+    (`review_required`, its change held for a person), recall ranks the newer first and labels
+    both "may have changed", the context block injects both so labelled, the queue holds the pair."""
     rt = runtime(settings, engine, server, tmp_path, llm=False)
     try:
         say(rt, "s1", "I live in Boston.")
         dream_pass(rt)
         say(rt, "s2", "I live in Denver now.")
         run = dream_pass(rt)
-        assert run.superseded == 1
+        assert (run.superseded, run.held) == (0, 1)
         old, new = all_memories(rt)
-        assert (old.status, old.superseded_by, new.status) == ("superseded", new.id, "candidate")
-        assert history(rt, old.id)[-1][:2] == ("supersede", "newer value of home_city (single-valued, no judgement)")
-        assert [h.memory_id for h in recall(rt, "Boston Denver", ALICE).hits] == [new.id]
-        assert old.id not in context(rt, ALICE).memory_ids
-        assert (old.id, "superseded") in {
-            (h.memory_id, h.status) for h in recall(rt, "Boston", ALICE, include_all=True).hits
-        }
-        url = engine.url.render_as_string(hide_password=False)
-        shown = cli(tmp_path, "memories", "show", old.id, "--json", env={"DREAMER_DATABASE_URL": url})
-        info = json.loads(shown.stdout)
-        assert (info["status"], info["topic"], info["superseded_by"]) == ("superseded", "home_city", new.id)
-        assert [(e["event"], e["data"].get("by")) for e in info["history"]] == [("add", None), ("supersede", new.id)]
+        assert (old.status, old.superseded_by, new.status) == ("review_required", None, "candidate")
+        reason = "may have changed: newer value of home_city (no judgement, held for review)"
+        assert history(rt, old.id)[-1][:2] == ("hold", reason)
+        hits = recall(rt, "Boston Denver", ALICE).hits
+        assert [(h.memory_id, h.changed_with) for h in hits] == [(new.id, old.id), (old.id, new.id)]
+        assert hits[0].as_json()["may_have_changed"] is True
+        block = context(rt, ALICE)
+        assert block.memory_ids == [new.id, old.id]
+        assert block.text.splitlines()[1:3] == [
+            "- The user lives in Denver now. (may have changed)",
+            "- The user lives in Boston. (may have changed)",
+        ]
+        [item] = review.queue(rt.engine, user_id="alice")
+        assert (item.memory_id, item.status, item.replaced_by) == (old.id, "review_required", new.id)
     finally:
         rt.close()

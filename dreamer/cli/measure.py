@@ -233,6 +233,8 @@ def profiles_summary(r: dict[str, Any]) -> str:
     return (
         f"profiles: {r['profiles']} profiles, {r['sessions']} sessions, extractor {r['extractor']}, judge {r['judge']['name']}: "
         f"updates {up['annotated']} routed {f(up['routed'])} resolved {f(up['resolved'])}; "
+        f"false supersessions {up['false_supersessions']}; "
+        f"may have changed {up['may_have_changed']} ({up['may_have_changed_queued']} in review); "
         f"judge pairs/memory {f(r['judge']['pairs_per_memory'])}; "
         f"tests {tests['n']} hit@5 {f(tests['hit_at_5']['overall'])} stale {f(tests['stale_current'])}; "
         f"noise {f(r['noise']['stored'])}; memories {r['memories']}; "

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from dreamer.core.implied import implied_reason
-from dreamer.core.own_change import not_own_change
+from dreamer.core.implied import counts, implied_reason
+from dreamer.core.own_change import not_own_change, whose_change
 from dreamer.core.topics import Topic, announces_change, change_words, same_deadline
 
 Action = Literal["add", "merge", "supersede", "reject", "judge"]
@@ -66,6 +66,7 @@ class Decision:
     routed: tuple[str, ...] = ()  # the memories sent to the judge with it, in pair order
     also: tuple[str, ...] = ()  # further memories it supersedes (a slot left with two current values)
     fallback: Decision | None = None  # for judge: what stands when no verdict comes back
+    proposed: bool = False  # a supersession nobody judged: held for a person, both facts kept current
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,15 @@ def decide(
     topic: Topic | None = None,
     forgotten_hashes: frozenset[str] = frozenset(),
     can_judge: bool = False,
+    user_name: str | None = None,
 ) -> Decision:
     """The fate of one candidate, given its current neighbours in scope: its nearest ones and
     every one filling the same slot (`topic`).
 
     Only a true restatement merges unjudged: the same content, or a near-duplicate with no
     material difference. The rest of what it may replace (`route`) goes to the judge; without
-    one, a newer value of a single-valued slot supersedes the older ones, else both are kept."""
+    one, a newer value of a single-valued slot is only proposed to supersede the older ones
+    (`Decision.proposed`: both stay current, "may have changed", for a person), else both are kept."""
     if len(normalise(text)) < 3:
         return Decision("reject", reason="empty after normalisation")
     digest = content_hash(text)
@@ -118,7 +121,7 @@ def decide(
     if best is not None and best.similarity >= thresholds.dup and not material_difference(text, best.text):
         return Decision("merge", best.memory_id, f"restates it, similarity {best.similarity:.2f}", best.similarity)
     routed = route(text, related, thresholds, topic)
-    unjudged = _unjudged(text, routed, best, topic)
+    unjudged = _unjudged(text, routed, best, topic, user_name)
     if routed and can_judge:
         ids = tuple(n.memory_id for n in routed)
         reason = f"routed with {len(ids)} ({_why(routed[0], topic)})"
@@ -164,20 +167,37 @@ def _why(n: Neighbour, topic: Topic | None) -> str:
     return f"topic {topic.key}" if topic is not None and n.topic == topic.key else f"similarity {n.similarity:.2f}"
 
 
-def _unjudged(text: str, routed: list[Neighbour], best: Neighbour | None, topic: Topic | None) -> Decision:
-    """Without a verdict: a single-valued slot takes the newer value, unless the statement is no
-    change of the user's own (`not_own_change`: another person's, an event that moved, a look-alike
-    word), anything else is kept beside. A deadline said in fewer words ("the exam", "the
+def _unjudged(
+    text: str, routed: list[Neighbour], best: Neighbour | None, topic: Topic | None, user_name: str | None = None
+) -> Decision:
+    """Without a verdict nothing is retired: a newer value of a single-valued slot is proposed as
+    a change (`proposed`: held for a person, both current, the newer first) unless the statement is
+    no change of the user's own (`not_own_change`: another person's, a hypothetical, a plan called
+    off, an event that moved, a look-alike word); so is a change said without the old words
+    (`implied_reason`: an ending, another count, another value of one kind); anything else is kept beside. A deadline said in fewer words ("the exam", "the
     deadline") takes the one routed deadline it may name (`same_deadline`), when there is one."""
     slot = [n.memory_id for n in routed if topic is not None and n.topic == topic.key]
     if not slot and topic is not None:
         kin = [n.memory_id for n in routed if n.topic is not None and same_deadline(n.topic, topic.key)]
         slot = kin if len(kin) == 1 else []
-    if topic is not None and topic.cardinality == "one" and slot and (why := not_own_change(text, topic.key)):
+    if (
+        topic is not None
+        and topic.cardinality == "one"
+        and slot
+        and (why := not_own_change(text, topic.key, user_name))
+    ):
         return Decision("add", reason=f"kept beside {topic.key}: {why} (no judgement)")
     if topic is not None and topic.cardinality == "one" and slot:
-        reason = f"newer value of {topic.key} (single-valued, no judgement)"
-        return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=tuple(slot[1:]))
+        reason = f"may have changed: newer value of {topic.key} (no judgement, held for review)"
+        also = tuple(slot[1:])
+        return Decision("supersede", slot[0], reason, routed[0].similarity, routed=(), also=also, proposed=True)
+    implied = [(n, why) for n in routed if (why := implied_reason(text, n.text, n.topic))]
+    if (
+        len(implied) == 1 and whose_change(text, user_name) is None
+    ):  # a change said without the old words, of one memory
+        n, why = implied[0]
+        reason = f"may have changed: {why} (no judgement, held for review)"
+        return Decision("supersede", n.memory_id, reason, n.similarity, routed=(), proposed=True)
     if best is None:
         return Decision("add", reason="no neighbour")
     return Decision("add", reason=f"nearest {best.similarity:.2f}")
@@ -254,19 +274,43 @@ def material_difference(a: str, b: str) -> bool:
     1234" and "the code is 9876" are two claims, however alike their words. So is a pair one of
     which announces a change in other words ("now runs full marathons" against "runs half
     marathons")."""
-    a, b = (
-        unicodedata.normalize("NFKC", a).replace("\u2019", "'"),
-        unicodedata.normalize("NFKC", b).replace("\u2019", "'"),
-    )
-    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+    return claims_differ(a, b) or _changed_words(_plain(a), _plain(b))
+
+
+def claims_differ(a: str, b: str, *, detail: bool = False) -> bool:
+    """Whether two statements differ in a number (in digits or words), a date, a negation or a
+    name, however alike their other words. With `detail`, one saying a name or a time the other
+    leaves out is a detail, not another claim ("a Tesla Model 3" says "a Model 3"), and a
+    sentence's capitalised first word is no name."""
+    a, b = _plain(a), _plain(b)
+    if _numbers(a) != _numbers(b):
         return True
     if len(_NEGATION.findall(a)) != len(_NEGATION.findall(b)):
         return True
-    if _words(_DATE_WORDS, a) != _words(_DATE_WORDS, b):
-        return True
-    if _names(a) != _names(b):
-        return True
-    return _changed_words(a, b)
+    dates, names = (_words(_DATE_WORDS, a), _words(_DATE_WORDS, b)), (_names(a), _names(b))
+    if detail:
+        names = (_names(_tail(a)), _names(_tail(b)))
+        return not (_nested(*dates) and _nested(*names))
+    return dates[0] != dates[1] or names[0] != names[1]
+
+
+def _nested(x: set[str], y: set[str]) -> bool:
+    return x <= y or y <= x
+
+
+def _tail(text: str) -> str:
+    """A statement without its first word."""
+    return text.strip().partition(" ")[2]
+
+
+def _plain(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+
+
+def _numbers(text: str) -> set[float | str]:
+    """The numbers a text says, in digits or words alike ("2" and "two", "six" and "nine"), and its
+    times and fractions as written ("9:30", "1/2")."""
+    return {*counts(text), *(n for n in _NUMBER.findall(text) if ":" in n or "/" in n)}
 
 
 def _changed_words(a: str, b: str) -> bool:

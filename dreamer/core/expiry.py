@@ -14,8 +14,14 @@ the end of the event's day (or of the period) in the user's time zone, as a UTC 
 * Open states ("pending", "waiting for", "applied for", "interviewing") end when they are
   completed, not on a date: `provisional`, with no date unless one is named.
 
-What never expires gives None: a recurring time ("every Monday", "on Tuesdays", "weekly", a
-birthday), a number that is no time ("lives at 15 Main St", "has 2 kids", "born in March"), a
+* Durations, counted from when the fact was said: "for the next two weeks", "for ten days",
+  "for the weekend", "until Friday", "through March" (to the end of March), "until June" (to the
+  end of May), "this semester" (to 30 June or 31 December), "this summer".
+* An event moved to a day ("the offsite was moved to February 15th") is current until that day.
+
+What never expires gives None: a recurring time ("every Monday", "on Tuesdays", "on Thursday
+nights", "every morning", "weekly", a birthday), a duration that has run ("has been vegetarian
+for five years", "lived in Paris for two years"), an event's own day ("died on Tuesday"), a number that is no time ("lives at 15 Main St", "has 2 kids", "born in March"), a
 past time ("last Tuesday", "3 weeks ago"), a date said after it had passed ("moved on
 2019-06-01"), and a date without a year beside a verb in the past ("moved to Lisbon on 3 March"):
 a fact about what happened stays true.
@@ -76,7 +82,7 @@ _NTH = re.compile(
 _DAY_WORD = re.compile(
     r"\b(?<!as of )(?P<w>today|tonight|this (?:morning|afternoon|evening)|(?:the day after )?tomorrow)\b", re.I
 )
-_WEEKDAY = re.compile(rf"\b(?P<w>next|this(?: coming)?|coming|on|by|until|till|before) {_WD}", re.I)
+_WEEKDAY = re.compile(rf"\b(?P<w>next|this(?: coming)?|coming|on|by|until|till|til|through|thru|before) {_WD}", re.I)
 _IN_COUNT = re.compile(
     rf"\b(?:in|within)(?: the next)? {_COUNT} (?P<u>day|week|month|year)s?\b(?!\s+(?:ago|old|running|in a row))", re.I
 )
@@ -92,12 +98,36 @@ _OPEN = re.compile(
 )
 _RECURRING = re.compile(
     r"\b(?:every|each|weekly|daily|nightly|monthly|quarterly|annually|yearly|usually|always|born|birthday"
-    r"|anniversary|since|(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends)\b",
+    r"|anniversary|since|(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends|most days|weeknights"
+    r"|(?:on|most|weekday|in the|(?:mon|tues|wednes|thurs|fri|satur|sun)day) (?:mornings|afternoons|evenings|nights)"
+    r"|(?:once|twice|\w+ times) a (?:day|week|month|year))\b",
+    re.I,
+)
+# A duration said from now: "for the next two weeks", "for ten days", "for a month".
+_DURATION = re.compile(
+    rf"\bfor (?:the next |the coming |another |an extra |a further )?{_COUNT} (?P<u>day|night|week|month|year)s?\b",
+    re.I,
+)
+_HAS_RUN = re.compile(
+    r"\b(?:has|have|had|'s|'ve)\s+been\b|\bfor the (?:past|last)\b|\b(?:lived|worked|stayed|spent|was|were)\b", re.I
+)
+_WEEKEND = re.compile(r"\b(?:for|over|during) the weekend\b", re.I)
+_THROUGH_MONTH = re.compile(
+    rf"\b(?:(?P<t>through|thru|(?:until|till|through|to|by) the end of|(?:the )?end of)|(?P<u>until|till|til))"
+    rf"\s+(?P<m>{_MONTH})(?!\s*\d)",
+    re.I,
+)
+_SEASON = re.compile(r"\b(?:this|the current|for the) (?P<s>semester|term|summer|school year)\b", re.I)
+# An event given a new day: its day is when the fact ends, whatever verb moved it.
+_MOVED_TO_DAY = re.compile(
+    rf"\b(?:moved|pushed(?: back)?|postponed|rescheduled|shifted|bumped|delayed|brought forward)\s+"
+    rf"(?:to|until|till|for)\s+(?:(?:next|this|on|the)\s+)?(?:{_MONTH}|\d|{'|'.join(WEEKDAYS)})",
     re.I,
 )
 _PAST_TIME = re.compile(rf"\b(?:ago|yesterday|last (?:{'|'.join(WEEKDAYS)}|week|weekend|month|quarter|year))\b", re.I)
 _PAST_VERB = re.compile(
-    r"\b(?:was|were|had|did|went|moved|started|finished|ended|left|joined|graduated|married|met|bought|sold"
+    r"\b(?:died|passed away|broke|crashed|fell|proposed|announced|gave birth|was diagnosed|got engaged|"
+    r"was|were|had|did|went|moved|started|finished|ended|left|joined|graduated|married|met|bought|sold"
     r"|visited|returned|arrived|happened|celebrated|completed|lost|gained|ran|wrote|built|saved|took"
     r"|learned|learnt|quit|became)\b",
     re.I,
@@ -163,7 +193,7 @@ def _aware(at: datetime) -> datetime:
 
 
 def _days(text: str, today: date) -> Iterator[date]:
-    past_verb = _PAST_VERB.search(text) is not None
+    past_verb = _PAST_VERB.search(text) is not None and _MOVED_TO_DAY.search(text) is None
     for finder in _FINDERS:
         yield from finder(text, today, past_verb)
 
@@ -245,6 +275,41 @@ def _periods(text: str, today: date, past_verb: bool) -> Iterator[date]:
         yield _period_end(m.group("p").lower(), 1 if which == "next" else 0, today)
 
 
+def _durations(text: str, today: date, past_verb: bool) -> Iterator[date]:
+    """The end of a duration said from now: "for two weeks", "for the weekend", "through March",
+    "until June" (the end of May), "this semester"; not one that has run ("has been ... for")."""
+    if past_verb or _HAS_RUN.search(text):
+        return
+    for m in _DURATION.finditer(text):
+        raw, unit = " ".join(m.group("n").lower().split()), m.group("u").lower()
+        n = int(raw) if raw.isdigit() else _NUMBERS[raw]
+        if unit in ("day", "night"):
+            yield today + timedelta(days=n)
+        elif unit == "week":
+            yield today + timedelta(weeks=n)
+        else:
+            yield _add_months(today, n * (12 if unit == "year" else 1))
+    if _WEEKEND.search(text):
+        yield _period_end("weekend", 0, today)
+    for m in _THROUGH_MONTH.finditer(text):
+        month = _month_number(m.group("m"))
+        year = today.year if month >= today.month else today.year + 1
+        last = _add_months(date(year, month, 1), 1) - timedelta(days=1)
+        yield last if m.group("t") else date(year, month, 1) - timedelta(days=1)
+    for m in _SEASON.finditer(text):
+        yield _season_end(m.group("s").lower(), today)
+
+
+def _season_end(season: str, today: date) -> date:
+    """The last day of this semester or term (30 June, 31 December), summer (31 August) or
+    school year (30 June)."""
+    if season == "summer":
+        return date(today.year, 8, 31)
+    if season == "school year" or today.month <= 6:
+        return date(today.year, 6, 30)
+    return date(today.year, 12, 31)
+
+
 _FINDERS: tuple[Callable[[str, date, bool], Iterator[date]], ...] = (
     _explicit,
     _nth,
@@ -252,6 +317,7 @@ _FINDERS: tuple[Callable[[str, date, bool], Iterator[date]], ...] = (
     _weekdays,
     _counted,
     _periods,
+    _durations,
 )
 
 

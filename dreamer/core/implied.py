@@ -25,7 +25,7 @@ import re
 from datetime import UTC, datetime
 
 from dreamer.core.expiry import resolve_time
-from dreamer.core.own_change import not_own_change
+from dreamer.core.own_change import not_own_change, whose_change
 from dreamer.core.topics import announces_change, cardinality_of
 
 _WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
@@ -84,15 +84,19 @@ def _base(word: str) -> str:
     return word
 
 
-def content_words(text: str, *, names: bool = True) -> set[str]:
+def content_words(text: str, *, names: bool = True, lead: bool = True) -> set[str]:
     """The words of a text that say what it is about, each cut to its base ("TAing" and "TAs" both
     give "ta"); stop words and the words that announce a change left out, and without `names`
-    the capitalised ones too (who or what a statement is about, shared by all it says of them)."""
-    return {
-        _base(w)
-        for w in _WORD.findall(text)
-        if w.casefold() not in _STOP and len(w) > 1 and (names or not w[0].isupper())
-    }
+    the capitalised ones too (who or what a statement is about, shared by all it says of them),
+    but for a sentence's first word, capitalised as any first word is ("Team grew to 11"), unless
+    not `lead` (a name as often as not: "Caroline is now ...")."""
+    out = set()
+    for m in _WORD.finditer(text):
+        w = m.group(0)
+        first = lead and (not text[: m.start()].strip(" \t\n\"'(") or text[: m.start()].rstrip()[-1:] in ".!?;:")
+        if w.casefold() not in _STOP and len(w) > 1 and (names or first or not w[0].isupper()):
+            out.add(_base(w))
+    return out
 
 
 def ended_thing(text: str) -> set[str] | None:
@@ -105,13 +109,48 @@ def ended_thing(text: str) -> set[str] | None:
     return content_words(m.group("thing")) or None
 
 
+_UNITS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
+_NUMBER_WORDS = {
+    **{w: float(i) for i, w in enumerate(_UNITS)},
+    **{w: float(i) for i, w in enumerate("sixteen seventeen eighteen nineteen".split(), start=16)},
+    **{w: float(10 * i) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)},
+    "a dozen": 12.0,
+    "dozen": 12.0,
+    "a hundred": 100.0,
+    "hundred": 100.0,
+    "a couple of": 2.0,
+    "a pair of": 2.0,
+}
+_SAID_NUMBER = re.compile(rf"\b(?:{'|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True))})\b", re.I)
+
+
 def counts(text: str) -> set[float]:
-    """The numbers a statement says, "2,000" and "2k" alike."""
+    """The numbers a statement says, "2,000" and "2k" alike, in words too ("six", "a dozen"); a
+    range ("8-10", "between 8 and 10") says each of its ends."""
     out = set()
-    for number, scale in _COUNT.findall(text):
+    for number, scale in _COUNT.findall(text.replace("\u2013", "-")):
         value = float(number.replace(",", ""))
         out.add(value * {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6}.get(scale.casefold(), 1))
+    out |= {_NUMBER_WORDS[m.group(0).casefold()] for m in _SAID_NUMBER.finditer(text)}
     return out
+
+
+_FROM_TO = re.compile(
+    r"\bfrom\s+(?P<old>[^.,;!?]+?)\s+(?:to|for|with)\s+(?P<new>[^.,;!?]+)"
+    r"|\b(?:to|for)\s+(?P<new2>[^.,;!?]+?)\s+from\s+(?P<old2>[^.,;!?]+)",
+    re.I,
+)
+
+
+def change_sides(text: str) -> tuple[str, str] | None:
+    """(old value, new value) of a statement that names both: "switched from Vue to Svelte",
+    "migrating to GCP from AWS"; None for one that does not."""
+    m = _FROM_TO.search(text)
+    if m is None:
+        return None
+    if m.group("old") is not None:
+        return m.group("old"), m.group("new")
+    return m.group("old2"), m.group("new2")
 
 
 # Names that are ordinary words too ("react to", "express her feelings"): a name only capitalised.
@@ -145,20 +184,22 @@ def implied_reason(text: str, stored: str, stored_topic: str | None = None) -> s
     if stored_topic is not None and stored_topic in implied_slots(text):
         return f"a job elsewhere reaches {stored_topic}"
     thing, words = ended_thing(text), content_words(stored)
-    if thing and (thing & words or ("job" in thing and _JOB_WORDS.search(stored))):
+    job = stored_topic in ("employer", "job_title") or _JOB_WORDS.search(stored)
+    if thing and (thing & words or ("job" in thing and job)):
         return "an ending of what it mentions"
-    new, old = counts(text), counts(stored)
+    sides = change_sides(text)
+    new, old = counts(sides[1] if sides else text), counts(stored)
     shared = (content_words(text, names=False) & content_words(stored, names=False)) - _TIMES
-    if new and old and not new & old and shared and announces_change(text) | _grew(text):
+    if new and old and not new & old and shared and (announces_change(text) or _grew(text) or sides):
         return f"another count of {sorted(shared)[0]}"
     theirs = named(stored)
-    for kind, names in named(text).items():
+    for kind, names in named(sides[1] if sides else text).items():
         if kind in theirs and names != theirs[kind] and not names & theirs[kind]:
             return f"another {kind}"
     if _COMPLETED.search(text) and shared and _awaited(stored):
         return f"a completion of its {sorted(shared)[0]}"
     changed = _CHANGED.search(text)
-    subject = content_words(text[: changed.start()], names=False) & shared if changed else set()
+    subject = content_words(text[: changed.start()], names=False, lead=False) & shared if changed else set()
     if subject:  # what changed is what the statement is about: "the thesis pivoted to ..."
         return f"a change to its {sorted(subject)[0]}"
     return None
@@ -210,9 +251,11 @@ def implied_query(text: str) -> str | None:
     return " ".join(dict.fromkeys(words)) or None
 
 
-def pair_grounds(new: str, old_topic: str | None) -> str | None:
+def pair_grounds(new: str, old_topic: str | None, user_name: str | None = None) -> str | None:
     """What the store reads between a routed pair without a model, for the judge to weigh: why
-    NEW is no change of the user's own value of OLD's single-valued slot (`not_own_change`)."""
+    NEW is no change of the user's own (`whose_change`: someone else's, a hypothetical, a plan
+    called off ...), and for OLD's single-valued slot also an event that moved, a look-alike word
+    or no value of the slot's kind (`not_own_change`)."""
     if old_topic is not None and cardinality_of(old_topic) == "one":
-        return not_own_change(new, old_topic)
-    return None
+        return not_own_change(new, old_topic, user_name)
+    return whose_change(new, user_name)

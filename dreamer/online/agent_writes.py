@@ -99,7 +99,8 @@ def remember(
 ) -> Written:
     """Store what the agent was told to remember: a restatement merges into the existing memory;
     a new value of the slot it fills (`topic`, else as its phrasing makes clear) is judged
-    against the old one, or, without a model, supersedes it when the slot holds one value.
+    against the old one; without a model, when the slot holds one value, the change is only
+    proposed (`held`: both stay current, "may have changed", the pair in the review queue).
     `UntrustedWrite` for a text that tries to steer the memory system."""
     if reason := steering_reason(text):
         raise UntrustedWrite(f"not stored: the text tries to steer the memory system ({reason})")

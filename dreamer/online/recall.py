@@ -8,7 +8,11 @@ the dreamer strips a block by that id when it comes back in a transcript.
 
 A fact whose time is over (its `valid_until`, `dreamer.core.expiry`: "the interview is next
 Tuesday" after that Tuesday) is past: recall and the context block label it so, with the day it
-ended, and rank it below every current fact; before that day it is served as any other."""
+ended, and rank it below every current fact; before that day it is served as any other.
+
+A change nobody judged (`dreamer.store.held`: a newer value of a slot said without a judge, or a
+supersession the guard held) retires nothing: both facts stay current, the newer first, each
+labelled "may have changed" until a person settles it in the review queue."""
 
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from dreamer.index.contract import SearchFilter
 from dreamer.ingest.base import as_utc
 from dreamer.online.ranking import rank
 from dreamer.store.db import session_scope
+from dreamer.store.held import MAY_HAVE_CHANGED, beside_successor, changing, newer_first
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound="Slotted")
@@ -132,9 +137,12 @@ def past_mark(until: datetime | None, now: datetime, tz: tzinfo = UTC) -> str:
     return f" (past: {as_utc(until).astimezone(tz).date().isoformat()})"
 
 
-def context_line(m: Memory, now: datetime | None = None, tz: tzinfo = UTC) -> str:
+def context_line(m: Memory, now: datetime | None = None, tz: tzinfo = UTC, *, changing: bool = False) -> str:
     """One line of the context block: a fact whose time is over at `now` says so, with the day it
-    ended; a present state says when it was last confirmed."""
+    ended; one side of a change waiting for a person (`changing`) that it "may have changed"; a
+    present state says when it was last confirmed."""
+    if changing:
+        return f"- {as_data(m.text)} ({MAY_HAVE_CHANGED})"
     if mark := past_mark(m.valid_until, now or utcnow(), tz):
         return f"- {as_data(m.text)}{mark}"
     if describes_present(m.text, m.kind):
@@ -175,6 +183,7 @@ class RecallHit:
     valid_until: datetime | None = None
     past: bool = False  # its time is over (`valid_until` before the recall's now)
     untrusted: bool = False  # flagged as resting on no line of the user's (never for steering)
+    changed_with: str | None = None  # the other side of a change waiting for a person ("may have changed")
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -191,6 +200,8 @@ class RecallHit:
             "topic": self.topic,
             "valid_until": as_utc(self.valid_until).isoformat() if self.valid_until is not None else None,
             "past": self.past,
+            "may_have_changed": self.changed_with is not None,
+            "changed_with": self.changed_with,
         }
 
 
@@ -271,8 +282,8 @@ def _load_best(
     if sum(not (past_last and h.past) for h in hits) < k and len(ranked) > window:
         hits += _load(rt, ranked[window:], seen, now)
     if not past_last:
-        return [replace(h, rank=i) for i, h in enumerate(newest_in_slot(hits[:k]), start=1)]
-    best = present_first(newest_in_slot(present_first(hits, now)[:k]), now)
+        return [replace(h, rank=i) for i, h in enumerate(newer_first(newest_in_slot(hits[:k])), start=1)]
+    best = newer_first(present_first(newest_in_slot(present_first(hits, now)[:k]), now))
     return [replace(h, rank=i) for i, h in enumerate(best, start=1)]
 
 
@@ -294,6 +305,7 @@ def _load(rt: Runtime, ranked: list[tuple[str, float]], seen: Seen, now: datetim
     ids = [i for i, _ in ranked]
     with rt.engine.connect() as conn:
         rows = {m.id: m for m in conn.execute(sql_select(*HIT_COLUMNS).where(col(Memory.id).in_(ids)))}
+        pairs = changing(conn, seen.scope.user_id)
     out: list[RecallHit] = []
     for mid, score in ranked:
         m = rows.get(mid)
@@ -318,6 +330,7 @@ def _load(rt: Runtime, ranked: list[tuple[str, float]], seen: Seen, now: datetim
                 valid_until=m.valid_until,
                 past=is_past(m.valid_until, now),
                 untrusted=bool(m.untrusted),
+                changed_with=pairs.get(m.id),
             )
         )
     return out
@@ -357,14 +370,16 @@ def context(
             select(Memory)
             .where(Memory.user_id == scope.user_id)
             .where(col(Memory.kind).in_(("preference", "profile")))
-            .where(col(Memory.status).in_(("candidate", "verified")))
+            .where(col(Memory.status).in_(CURRENT_STATUSES))
             .where(col(Memory.untrusted).is_(False))
         ).all()
-    ranked = present_first(
-        only_newest_in_slot(present_first(sorted((m for m in rows if scope.matches(m)), key=context_rank_key), now)),
-        now,
-    )
-    lines = [context_line(m, now, rt.settings.tz) for m in ranked]
+        pairs = changing(s, scope.user_id)
+    mine = [m for m in rows if scope.matches(m) and (m.status != "review_required" or m.id in pairs)]
+    held = {m.id: m for m in mine if m.status == "review_required"}
+    served = [m for m in mine if m.id not in held]
+    ranked = present_first(only_newest_in_slot(present_first(sorted(served, key=context_rank_key), now)), now)
+    ranked = beside_successor(ranked, held, pairs)
+    lines = [context_line(m, now, rt.settings.tz, changing=m.id in pairs) for m in ranked]
     opening, closing = context_markers(block_id or new_block_id())
     overhead = count_tokens(opening) + count_tokens(closing) + 2
     kept = cut_to_budget([*lines, *extra], budget, overhead=overhead)

@@ -107,8 +107,8 @@ def apply_all(
 ) -> list[str]:
     """Apply planned decisions in the caller's transaction (new memories first, then merges and
     supersessions); each one's outcome in order: rejected, merged, added, superseded, or held (added,
-    its supersession held for a person: `hold(n)` says whether the batch's n supersessions are, the
-    guard; `pending`, review mode: always). `said`: when each was said (None: `now`), in `tz`."""
+    its supersession held for a person: a supersession nobody judged (`Decision.proposed`) always;
+    `hold(n)` says whether the batch's n supersessions are, the guard; `pending`, review mode: always). `said`: when each was said (None: `now`), in `tz`."""
     now = now or utcnow()
     stored = {m.id: m for m in _lock_targets(s, planned)}
     rows: list[dict[str, Any]] = []
@@ -137,7 +137,7 @@ def apply_all(
         elif outcome == "merged" and target is not None:
             changes.append(_Change(p, target, ev, new_id=None, routed=routed, position=len(outcomes)))
         outcomes.append(outcome)
-    held = _held([c for c in changes if c.new_id is not None and c.target in stored], stored, hold, pending)
+    held = _held([c for c in changes if c.new_id is not None], stored, hold, pending)
     gate.insert_memories(s, rows, events)
     _merge_and_supersede(s, changes, stored, run_id=run_id, now=now, held=held, said=said, tz=tz)
     return ["held" if i in held else o for i, o in enumerate(outcomes)]
@@ -146,11 +146,13 @@ def apply_all(
 def _held(
     removals: list[_Change], stored: dict[str, Memory], hold: Callable[[int], bool] | None, pending: bool
 ) -> set[int]:
-    """The positions of the supersessions held for a person: all, if the guard holds the batch or
-    the new memories wait for review; always those of a record a person wrote or edited (only a
-    person replaces theirs)."""
-    held = {c.position for c in removals} if pending or (hold is not None and hold(len(removals))) else set()
-    return held | {c.position for c in removals if stored[c.target].source == "human"}
+    """The positions of the supersessions held for a person: always those nobody judged
+    (`proposed`); of the stored targets, all if the guard holds the batch or the new memories wait
+    for review, and always those of a record a person wrote or edited (only a person replaces theirs)."""
+    proposed = {c.position for c in removals if c.planned.decision.proposed}
+    judged = [c for c in removals if c.target in stored and not c.planned.decision.proposed]
+    held = {c.position for c in judged} if pending or (hold is not None and hold(len(judged))) else set()
+    return proposed | held | {c.position for c in judged if stored[c.target].source == "human"}
 
 
 def said_at(lines: list[Line], planned: list[Planned]) -> list[datetime | None]:

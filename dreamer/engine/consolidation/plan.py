@@ -107,15 +107,35 @@ def plan_candidates(
         same_slot = [_known(m, 0.0) for key in _reached(cand.text, topic) for m in slots.get(key, [])]
         same_text = [_known(known.current[digest], 1.0)] if digest in known.current else []
         neighbours = _union(stored, same_slot) + _pending(planned, cand, origin, sims, hashes) + same_text
-        forgotten, can_judge = known.forgotten, judge is not None
-        d = decide(
-            cand.text, cand.kind, neighbours, thresholds, topic=topic, forgotten_hashes=forgotten, can_judge=can_judge
-        )
+        d = _decide(cand, neighbours, thresholds, topic, known.forgotten, judge is not None, user_id)
         seen = {n.memory_id: n for n in neighbours}
         planned.append(Planned(cand, d, topic=topic, said=day, seen=seen, origin=origin))
-    _judge(judge, planned)
+    _judge(judge, planned, user_id)
     _keep_said_order(planned)
     return planned
+
+
+def _decide(
+    cand: Candidate,
+    neighbours: list[Neighbour],
+    thresholds: Thresholds,
+    topic: Topic | None,
+    forgotten: frozenset[str],
+    can_judge: bool,
+    user_id: str,
+) -> Decision:
+    """`decide` for one candidate; the user's id stands for the name they go by ("Alice moved
+    ..." is Alice's own change when she is `alice`)."""
+    return decide(
+        cand.text,
+        cand.kind,
+        neighbours,
+        thresholds,
+        topic=topic,
+        forgotten_hashes=forgotten,
+        can_judge=can_judge,
+        user_name=user_id,
+    )
 
 
 def _reached(text: str, topic: Topic | None) -> list[str]:
@@ -245,7 +265,7 @@ def _pending(
     return out
 
 
-def _judge(judge: Judge | None, planned: list[Planned]) -> None:
+def _judge(judge: Judge | None, planned: list[Planned], user_name: str | None = None) -> None:
     """One batched judgement for every routed pair of the batch; without a judge, each routed
     candidate takes its unjudged fallback."""
     pending = [p for p in planned if p.decision.action == "judge"]
@@ -260,7 +280,7 @@ def _judge(judge: Judge | None, planned: list[Planned]) -> None:
         new = Statement("new", p.candidate.text, p.candidate.kind, p.topic.key if p.topic else None, p.said)
         for target in p.decision.routed:
             old = p.seen[target]
-            grounds = pair_grounds(new.text, old.topic)
+            grounds = pair_grounds(new.text, old.topic, user_name)
             pairs.append(JudgePair(Statement(target, old.text, old.kind, old.topic, old.said), new, grounds))
     verdicts = iter(judge.judge(pairs).verdicts)
     for p in pending:

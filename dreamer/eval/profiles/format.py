@@ -19,6 +19,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class ProfileSession:
     number: int
     turns: list[dict[str, str]]
     facts: list[Fact]
+    time: datetime | None = None  # when it was said (optional): what is dated counts from it
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class MemoryTest:
     required: list[str]
     category: str
     must_not: list[str] = field(default_factory=list)
+    time: datetime | None = None  # when it is asked (optional): a fact whose time is over by then is past
 
 
 @dataclass
@@ -299,7 +302,7 @@ def _session(item: Any, k: int) -> ProfileSession:
             raise ValueError(f"session {number}: turn {j} needs a role ({', '.join(ROLES)}) and a text content")
         turns.append({"role": str(turn["role"]), "content": str(turn["content"])})
     facts = [_fact(f, number, j) for j, f in enumerate(_list(item, "expected_memories_after", required=False), 1)]
-    return ProfileSession(number=number, turns=turns, facts=facts)
+    return ProfileSession(number=number, turns=turns, facts=facts, time=_time(item, f"session {number}"))
 
 
 def _fact(item: Any, session: int, j: int) -> Fact:
@@ -329,7 +332,20 @@ def _test(item: Any, k: int, sessions: set[int]) -> MemoryTest:
     for key, value in (("required_memories", required), ("must_not", must_not)):
         if not isinstance(value, list) or not all(isinstance(r, str) and r.strip() for r in value):
             raise ValueError(f"{where}: {key} must be a list of texts")
-    return MemoryTest(test_id, session, _text(item, "query", where), list(required), str(category), list(must_not))
+    query = _text(item, "query", where)
+    return MemoryTest(test_id, session, query, list(required), str(category), list(must_not), _time(item, where))
+
+
+def _time(item: dict[str, Any], where: str) -> datetime | None:
+    """The optional `time` of a session or a test: an ISO 8601 date or time (naive: UTC)."""
+    value = item.get("time")
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(str(value))
+    except ValueError as exc:
+        raise ValueError(f"{where}: time must be an ISO 8601 date or time, not {value!r}") from exc
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _text(item: dict[str, Any], key: str, where: str = "") -> str:

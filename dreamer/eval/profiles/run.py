@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +32,7 @@ from dreamer.engine.consolidation.judge import Judge, LLMJudge
 from dreamer.engine.documents import DocumentedIndex
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.extraction.extract import Extractor
+from dreamer.engine.records import review
 from dreamer.engine.rules.extractor import RulesExtractor
 from dreamer.engine.runtime import Runtime
 from dreamer.eval.harness import UNLIMITED, Tokens, fresh_dir, prepare_work_dir
@@ -38,7 +40,9 @@ from dreamer.eval.profiles.format import Profile, load_profiles
 from dreamer.eval.profiles.oracle import CountingJudge, OracleJudge, ReplayExtractor
 from dreamer.eval.profiles.score import (
     Scores,
+    Similar,
     StoredMemory,
+    answer,
     count_heard,
     count_noise,
     score_supersessions,
@@ -51,12 +55,13 @@ from dreamer.online.recall import recall
 from dreamer.store import db
 from dreamer.store.busy import AlwaysIdle
 from dreamer.store.db import session_scope
+from dreamer.store.held import held_changes
 
 ExtractorName = Literal["replay", "rules", "llm"]
 JudgeName = Literal["oracle", "llm", "none"]
 EXTRACTORS: tuple[ExtractorName, ...] = ("replay", "rules", "llm")
 JUDGES: tuple[JudgeName, ...] = ("oracle", "llm", "none")
-ROUTED_EVENTS = ("add", "merge", "supersede")
+ROUTED_EVENTS = ("add", "merge", "supersede", "hold")
 
 
 @dataclass
@@ -104,22 +109,27 @@ def run_profiles(
         oracle = OracleJudge()
         judge = _judge(rt, opts, oracle)
         extractor = _extractor(rt, opts)
+        similar = similar_by(rt)
         for profile in profiles:
             oracle.profile = profile
             for session in profile.sessions:
                 if session.turns:
                     if isinstance(extractor, ReplayExtractor):
                         extractor.facts = session.facts
-                    run = _dream(rt, profile, session.number, session.turns, extractor, judge)
+                    run = _dream(rt, profile, session.number, _timed(session.turns, session.time), extractor, judge)
                     tokens.add(run)
                     names.add(run.extractor)
                     score_updates(profile, session.number, _stored(rt.engine, profile.user_id), scores)
                 for test in (t for t in profile.tests if t.session == session.number):
-                    score_test(profile, test, _recalled(rt, profile.user_id, test.query), scores)
+                    top = _recalled(rt, profile.user_id, test.query, test.time)
+                    score_test(profile, test, top, scores, similar)
+                    scores.answers.append(answer(profile, test, top, scores))
                 if on_session is not None:
                     on_session(profile.user_id, session.number)
             stored = _stored(rt.engine, profile.user_id)
             score_supersessions(profile, stored, scores)
+            held, queued = changes_queued(rt.engine, profile.user_id)
+            scores.changing, scores.changing_queued = scores.changing + held, scores.changing_queued + queued
             scores.stored += len(stored)
             scores.noise += count_noise(profile, stored)
             facts, heard = count_heard(profile, stored)
@@ -238,8 +248,15 @@ def _llm(rt: Runtime) -> Any:
     return rt.llm
 
 
+def _timed(turns: list[dict[str, str]], at: datetime | None) -> list[dict[str, Any]]:
+    """A session's turns, said a second apart from its `time` when it has one."""
+    if at is None:
+        return list(turns)
+    return [t | {"created_at": (at + timedelta(seconds=i)).isoformat()} for i, t in enumerate(turns)]
+
+
 def _dream(
-    rt: Runtime, profile: Profile, number: int, turns: list[dict[str, str]], extractor: Extractor, judge: Judge | None
+    rt: Runtime, profile: Profile, number: int, turns: list[dict[str, Any]], extractor: Extractor, judge: Judge | None
 ) -> DreamRun:
     rec = record_messages(rt.engine, f"{profile.user_id}:{number}", turns, user_id=profile.user_id, source="eval")
     return dream_pass(rt, trigger="eval", session_ids=[rec.session_id], force=True, extractor=extractor, judge=judge)
@@ -268,6 +285,30 @@ def _stored(engine: Engine, user_id: str) -> list[StoredMemory]:
     ]
 
 
+def changes_queued(engine: Engine, user_id: str) -> tuple[int, int]:
+    """(changes of the user nobody judged, of them those the review queue holds as the pair)."""
+    with session_scope(engine) as s:
+        held = held_changes(s, user_id)
+    items = {(i.memory_id, i.replaced_by) for i in review.queue(engine, user_id=user_id, limit=100_000)}
+    return len(held), sum((m, by) in items for m, by in held.items())
+
+
+def similar_by(rt: Runtime) -> Similar | None:
+    """The embedder's cosine of two texts (each embedded once per run), or None without one."""
+    embedder = rt.embedder
+    if embedder is None:
+        return None
+    vectors: dict[str, list[float]] = {}
+
+    def similar(a: str, b: str) -> float:
+        missing = [t for t in dict.fromkeys((a, b)) if t not in vectors]
+        if missing:
+            vectors.update(zip(missing, embedder.embed(missing)))
+        return sum(x * y for x, y in zip(vectors[a], vectors[b]))
+
+    return similar
+
+
 def similarity(rt: Runtime, a: str, b: str) -> float:
     """The similarity routing compares two texts by: the embedder's cosine, else word overlap."""
     if rt.embedder is None:
@@ -276,6 +317,7 @@ def similarity(rt: Runtime, a: str, b: str) -> float:
     return round(sum(x * y for x, y in zip(va, vb)), 4)
 
 
-def _recalled(rt: Runtime, user_id: str, query: str) -> list[StoredMemory]:
-    hits = recall(rt, query, Scope(user_id=user_id), k=5).hits
-    return [StoredMemory(h.memory_id, h.text, h.status) for h in hits]
+def _recalled(rt: Runtime, user_id: str, query: str, at: datetime | None = None) -> list[StoredMemory]:
+    """Recall's top 5 as asked at `at` (None: now): a fact whose time is over by then is past."""
+    hits = recall(rt, query, Scope(user_id=user_id), k=5, now=at).hits
+    return [StoredMemory(h.memory_id, h.text, h.status, past=h.past) for h in hits]
