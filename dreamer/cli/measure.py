@@ -211,9 +211,12 @@ def eval_compaction(
     json_out: str = typer.Option(
         None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
     ),
+    no_model: bool = typer.Option(
+        False, "--no-model", help="Compact as with no model configured: the older span offloaded, never summarised."
+    ),
 ) -> None:
-    """Facts kept and tokens saved by compacting long tool-heavy tasks, against truncation and a
-    summary of everything (the scripted summariser when no endpoint is configured)."""
+    """Facts kept (and where), tokens and budget used by compacting long tool-heavy tasks, against
+    truncation and a summary of everything (the scripted summariser when no endpoint is configured)."""
     from dreamer.eval.compaction import compaction_summary, run_compaction_eval
     from dreamer.eval.compaction_cases import load_cases
 
@@ -226,9 +229,11 @@ def eval_compaction(
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task("compaction", total=len(cases))
-            result = run_compaction_eval(settings, cases, lambda name: bar.update(task, advance=1, description=name))
+            result = run_compaction_eval(
+                settings, cases, lambda name: bar.update(task, advance=1, description=name), model=not no_model
+            )
     else:
-        result = run_compaction_eval(settings, cases)
+        result = run_compaction_eval(settings, cases, model=not no_model)
     (err if json_out == "-" else out).print(compaction_summary(result), markup=False)
     write_json(result, json_out)
 

@@ -43,12 +43,18 @@ def _said(body: dict[str, Any]) -> list[tuple[str, str]]:
     """(role, text) of each user and assistant entry and each tool call's arguments."""
     user = next((m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user"), "")
     out: list[tuple[str, str]] = []
+    role = ""  # the entry a line without a number of its own goes on
     for line in str(user).splitlines():
         entry, call = _ENTRY.match(line), _CALL.match(line)
-        if entry and entry.group(2) in ("user", "assistant"):
-            out.append((entry.group(2), entry.group(3)))
+        if entry:
+            role = entry.group(2) if entry.group(2) in ("user", "assistant") else ""
+            if role:
+                out.append((role, entry.group(3)))
         elif call:
             out.append(("call", f"{call.group(1)} {call.group(2)}"))
+            role = ""
+        elif role and out and line.strip() not in ("<history>", "</history>"):
+            out[-1] = (role, f"{out[-1][1]}\n{line}")
     return out
 
 
