@@ -93,7 +93,7 @@ def test_the_older_span_is_summarised_and_the_newest_turns_fill_the_budget(world
     [request] = server.chat_requests()
     history = request["messages"][-1]["content"]
     assert "[tool output offloaded" not in history  # the summary saw the messages, not markers
-    assert "inv_0 total 120.00" in history
+    assert "[1] user: Backfill invoices." in history and "inv_9 total 120.00" in history
     first, last = found.covers["summary"]
     assert (first, found.covers["offloaded"]) == (2, [2, last])
     assert found.covers["verbatim_from"] == last + 1

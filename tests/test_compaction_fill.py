@@ -119,3 +119,14 @@ def test_one_counter_named_in_every_answer(tmp_path):
     msgs = talk(2)
     assert total_tokens(msgs, Policy(tokenizer="estimate").counter) == 112
     assert total_tokens(msgs, Policy().counter) == total_tokens(msgs) == 92
+
+
+def test_room_still_left_shows_the_end_of_the_offloaded_span():
+    msgs = talk()
+    seg = fill(layout_of(msgs, Policy(), ids()), 280)
+    assert total_tokens(seg.messages) == 242  # the next older turn (41) does not fit
+    out = top_up(seg.messages, seg.offloads, 280, Policy())
+    mark = seg.messages[1]["content"]
+    assert out[1]["content"].startswith(mark + "\nIts last part:\n")
+    assert out[1]["content"].endswith(msgs[5]["content"][-80:])  # the newest of the span, its end
+    assert 270 <= total_tokens(out) <= 280 and out[2:] == seg.messages[2:]

@@ -214,6 +214,7 @@ def eval_compaction(
     no_model: bool = typer.Option(
         False, "--no-model", help="Compact as with no model configured: the older span offloaded, never summarised."
     ),
+    no_baselines: bool = typer.Option(False, "--no-baselines", help="Skip truncation and the summary of everything."),
 ) -> None:
     """Facts kept (and where), tokens and budget used by compacting long tool-heavy tasks, against
     truncation and a summary of everything (the scripted summariser when no endpoint is configured)."""
@@ -230,10 +231,14 @@ def eval_compaction(
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task("compaction", total=len(cases))
             result = run_compaction_eval(
-                settings, cases, lambda name: bar.update(task, advance=1, description=name), model=not no_model
+                settings,
+                cases,
+                lambda name: bar.update(task, advance=1, description=name),
+                model=not no_model,
+                baselines=not no_baselines,
             )
     else:
-        result = run_compaction_eval(settings, cases, model=not no_model)
+        result = run_compaction_eval(settings, cases, model=not no_model, baselines=not no_baselines)
     (err if json_out == "-" else out).print(compaction_summary(result), markup=False)
     write_json(result, json_out)
 

@@ -250,7 +250,8 @@ MIN_PREVIEW = 32  # fewer tokens of room than this: no part of a body is put bac
 def top_up(messages: Sequence[Msg], offloads: Sequence[Offload], goal: int, policy: Policy) -> list[Msg]:
     """The room left under `goal` used again, newest first: each tool output marker whose body
     fits is its body again; the first that does not fit keeps its marker with as much of its body's
-    start as fits. The markers that stay still name their offloads."""
+    start as fits; room still left shows the end of the offloaded span after its marker. The
+    markers that stay still name their offloads."""
     out = [dict(m) for m in messages]
     bodies = {o.id: o for o in offloads if o.role != "turns"}
     room = goal - total_tokens(out, policy.counter)
@@ -268,8 +269,41 @@ def top_up(messages: Sequence[Msg], offloads: Sequence[Offload], goal: int, poli
         head = _head(found.body, room - policy.counter(mark + PREVIEW) - 2, policy)
         if head:
             out[i] = {**out[i], "content": mark + PREVIEW + head}
-        break
-    return out
+        return out
+    return _span_tail(out, offloads, room, policy)
+
+
+SPAN_TAIL = "\nIts last part:\n"
+
+
+def _span_tail(messages: list[Msg], offloads: Sequence[Offload], room: int, policy: Policy) -> list[Msg]:
+    """With room still left, the end of the offloaded span's messages after its marker: the
+    newest of what went out, as much as fits."""
+    span = next((o for o in offloads if o.role == "turns"), None)
+    at = next((i for i, m in enumerate(messages) if span is not None and f"id {span.id};" in text_of(m)), None)
+    if span is None or at is None or room < MIN_PREVIEW:
+        return messages
+    said = "\n".join(f"{m.get('role')}: {text_of(m)}" for m in json.loads(span.body) if text_of(m).strip())
+    tail = _tail(said, room - policy.counter(SPAN_TAIL) - 2, policy)
+    if tail:
+        messages[at] = {**messages[at], "content": text_of(messages[at]) + SPAN_TAIL + tail}
+    return messages
+
+
+def _tail(text: str, tokens: int, policy: Policy) -> str:
+    """The longest end of `text` (cut at a line or a space) within `tokens`."""
+    if tokens <= 0:
+        return ""
+    low, high = 0, min(len(text), tokens * 8)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if policy.counter(text[len(text) - mid :]) <= tokens:
+            low = mid
+        else:
+            high = mid - 1
+    cut = text[len(text) - low :]
+    edge = max(cut.find("\n"), cut.find(" "))
+    return cut[edge + 1 :] if 0 <= edge < len(cut) // 2 else cut
 
 
 def _offload_named(text: str, bodies: dict[str, Offload]) -> Offload | None:
