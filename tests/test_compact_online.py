@@ -183,6 +183,7 @@ def test_mcp_compact_context_and_restore_offloaded(live):
     async def alice(session: ClientSession) -> None:
         answer = data(await session.call_tool("compact_context", {"messages": task(), "budget": 2000}))
         assert answer["path"] == "clear"
+        assert (answer["tokens_before"], answer["counter"]) == (total_tokens(task()), "cl100k")  # as the API counts
         found["id"] = answer["offloaded"][1]["id"]
         back = data(await session.call_tool("restore_offloaded", {"offload_id": found["id"]}))
         assert back["content"] == BODY.format(k=1)
