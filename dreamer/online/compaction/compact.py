@@ -180,7 +180,9 @@ def _result(
     segment: Segment | None = None,
 ) -> Compacted:
     if (path or d.path) in TOPPED_UP:
-        messages = top_up(messages, offloads or [], d.budget, policy)
+        topped = top_up(messages, offloads or [], d.budget, policy)
+        if total_tokens(topped, policy.counter) <= d.budget:  # a cut's tokens may merge otherwise
+            messages = topped
         offloads = named(messages, offloads or [])
     after = total_tokens(messages, policy.counter)
     return Compacted(
