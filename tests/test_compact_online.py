@@ -1,6 +1,7 @@
 """Compaction through the runtime, the HTTP API and the MCP tools: clearing that fits makes no
-model call, an insufficient draft is discarded before the summary call, an empty or invalid
-summary leaves the segment, a marker restores its body only in its own scope, secrets redacted."""
+model call; otherwise the older span is summarised (or, with no usable summary, offloaded whole)
+and the newest turns fill the budget; a pinned part over the budget is `over`; a marker restores
+its body only in its own scope, secrets redacted; the API counts tokens as the eval does."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ from onlinekit import ALICE_READER, ALICE_WRITER, BOB_WRITER, LiveServer, bearer
 from test_mcp import data, error_line, over_http
 
 from dreamer.client import ApiError, AsyncClient, Client
-from dreamer.core.compaction.policy import is_marker
+from dreamer.core.compaction.plan import SUMMARY_HEAD
+from dreamer.core.compaction.policy import is_marker, total_tokens
 from dreamer.core.errors import NotFound
 from dreamer.core.scope import Scope
+from dreamer.core.tokens import counter_named
+from dreamer.eval.compaction import compacted_row
+from dreamer.eval.compaction_cases import Case, Fact
 from dreamer.index.edge import EdgeIndex
 from dreamer.llm.scripted.compact import compact_script
 from dreamer.llm.scripted.server import Reply, ScriptedServer
@@ -71,20 +76,34 @@ def test_clearing_that_fits_makes_no_model_call_and_restores_exactly(world):
         restore_offloaded(rt, Scope(user_id="bob"), first.id)
 
 
-def test_insufficient_clearing_is_discarded_before_the_summary(world):
+def long_task(rounds: int = 12, last: str = "Next: backfill the remaining invoices.") -> list[dict]:
+    """A task whose turns do not all fit a small budget even with every tool output cleared."""
+    msgs = task(rounds)
+    for k in range(rounds):
+        msgs[2 + 2 * k]["content"] = f"step {k}: checking batch {k} of the invoices table before the backfill"
+    return [*msgs, {"role": "assistant", "content": last}]
+
+
+def test_the_older_span_is_summarised_and_the_newest_turns_fill_the_budget(world):
     rt, server = world
-    msgs = task()
-    found = compact_context(rt, ALICE, msgs, budget=1200)
-    assert (found.path, found.model_calls) == ("summary", 1)
+    msgs = long_task()
+    found = compact_context(rt, ALICE, msgs, budget=400)
+    assert (found.path, found.model_calls, found.fits) == ("summary", 1, True)
+    assert found.budget_use >= 0.85
     [request] = server.chat_requests()
     history = request["messages"][-1]["content"]
-    assert "[tool output offloaded" not in history  # the summary saw the history, not the draft
-    assert "inv_0 total 120.00" in history
+    assert "[tool output offloaded" not in history  # the summary saw the messages, not markers
+    assert "[1] user: Backfill invoices." in history and "inv_9 total 120.00" in history
+    first, last = found.covers["summary"]
+    assert (first, found.covers["offloaded"]) == (2, [2, last])
+    assert found.covers["verbatim_from"] == last + 1
     summary = found.messages[1]["content"]
+    assert summary.startswith(f"{SUMMARY_HEAD} messages 2-{last}\n")
     assert "Never drop the audit table." in summary
-    assert found.messages[0] == msgs[0] and found.messages[2:6] == msgs[-4:]
-    listed = re.findall(r"id (ofl_[0-9a-f]+);", summary)
-    assert [restore_offloaded(rt, ALICE, i)["tool_call_id"] for i in listed] == ["c0", "c1", "c2", "c3"]
+    assert found.messages[0] == msgs[0] and found.messages[-1] == msgs[-1]
+    [span] = [o for o in found.offloads if o.role == "turns"]
+    assert f"id {span.id};" in summary
+    assert json.loads(restore_offloaded(rt, ALICE, span.id)["content"]) == msgs[1:last]
 
 
 @pytest.mark.parametrize(
@@ -95,13 +114,31 @@ def test_insufficient_clearing_is_discarded_before_the_summary(world):
     ],
     ids=["empty", "invalid"],
 )
-def test_an_empty_or_invalid_summary_leaves_the_segment(world, reply):
+def test_an_empty_or_invalid_summary_still_fits_by_offloading_whole_turns(world, reply):
     rt, server = world
     server.push(reply.times(2))  # the invalid answer gets its one repair call
-    msgs = task()
-    found = compact_context(rt, ALICE, msgs, budget=1200)
-    assert (found.path, found.messages, found.offloads) == ("unchanged", msgs, [])
-    assert found.model_calls == 1 and found.reason is not None
+    msgs = long_task()
+    found = compact_context(rt, ALICE, msgs, budget=400)
+    assert (found.path, found.model_calls, found.fits) == ("offload", 1, True)
+    assert found.reason is not None and found.reason.endswith("the older messages are offloaded whole")
+    assert found.covers["summary"] is None and found.covers["offloaded"][0] == 2
+    marker = found.messages[1]["content"]
+    assert marker.startswith("[messages 2-") and marker.endswith("restore_offloaded to read them]")
+
+
+def test_a_pinned_part_over_the_budget_is_over_and_everything_else_offloaded(world):
+    rt, server = world
+    msgs = long_task(last="Done. " + BODY.format(k=99))  # the last turn alone is over the budget
+    found = compact_context(rt, ALICE, msgs, budget=300)
+    assert (found.path, found.fits, found.model_calls) == ("over", False, 0)
+    assert found.tokens_after == found.pinned_tokens + total_tokens(found.messages[1:2]) and found.pinned_tokens == 529
+    assert found.reason.startswith(
+        f"the pinned part (system prompt, pinned messages, the last turn) is {found.pinned_tokens}"
+    )
+    assert [m["role"] for m in found.messages] == ["system", "user", "assistant"]
+    [span] = found.offloads
+    assert json.loads(restore_offloaded(rt, ALICE, span.id)["content"]) == msgs[1:-1]
+    assert server.chat_requests() == []
 
 
 def test_offloaded_secrets_are_redacted(world):
@@ -146,6 +183,7 @@ def test_mcp_compact_context_and_restore_offloaded(live):
     async def alice(session: ClientSession) -> None:
         answer = data(await session.call_tool("compact_context", {"messages": task(), "budget": 2000}))
         assert answer["path"] == "clear"
+        assert (answer["tokens_before"], answer["counter"]) == (total_tokens(task()), "cl100k")  # as the API counts
         found["id"] = answer["offloaded"][1]["id"]
         back = data(await session.call_tool("restore_offloaded", {"offload_id": found["id"]}))
         assert back["content"] == BODY.format(k=1)
@@ -206,17 +244,20 @@ def compact_tokens(c: httpx.Client) -> tuple[float, float]:
 def test_a_summary_call_is_billed_in_the_metrics(live):
     with httpx.Client(base_url=live.url, timeout=60) as c:
         before = compact_tokens(c)
-        r = c.post("/v1/context/compact", headers=bearer(ALICE_WRITER), json={"messages": task(), "budget": 1200})
+        r = c.post("/v1/context/compact", headers=bearer(ALICE_WRITER), json={"messages": long_task(), "budget": 400})
         answer = r.json()
         assert (answer["path"], answer["model_calls"]) == ("summary", 1) and answer["prompt_tokens"] > 0
         after = compact_tokens(c)
     assert (after[0] - before[0], after[1] - before[1]) == (answer["prompt_tokens"], answer["completion_tokens"])
 
 
-def test_nothing_to_summarise_makes_no_call(world):
-    rt, server = world
-    msgs = [m for m in task(2) if m["role"] != "user"]  # the system rules, then the two protected rounds
-    found = compact_context(rt, ALICE, msgs, budget=100)
-    assert (found.path, found.model_calls, found.messages) == ("unchanged", 0, msgs)
-    assert found.reason == "nothing before the protected recent rounds to summarise"
-    assert server.chat_requests() == []
+def test_the_api_and_the_eval_count_the_same_tokens(live, settings):
+    msgs = long_task()
+    case = Case(name="t", messages=msgs, facts=[Fact(kind="id", must_contain=["inv_0"])], budgets=[400])
+    with httpx.Client(base_url=live.url, timeout=60) as c:
+        answer = c.post(
+            "/v1/context/compact", headers=bearer(ALICE_WRITER), json={"messages": msgs, "budget": 400}
+        ).json()
+    found = compacted_row(settings, None, case, 400)
+    assert (answer["tokens_before"], answer["counter"]) == (found["tokens_before"], "cl100k")
+    assert answer["tokens_before"] == total_tokens(msgs, counter_named("cl100k"))

@@ -15,7 +15,19 @@ from dreamer.core.errors import IngestError
 from dreamer.eval.compaction_cases import load_cases, truncated
 
 DEV = Path(__file__).parent / "data" / "compaction-dev.json"
-ROW_KEYS = ["case", "budget", "tokens_before", "tokens_after", "model_calls", "path", "facts_kept"]
+NEW = Path(__file__).parent / "data" / "compaction-trajectories.json"
+ROW_KEYS = [
+    "case",
+    "budget",
+    "tokens_before",
+    "tokens_after",
+    "budget_use",
+    "model_calls",
+    "path",
+    "pinned_tokens",
+    "facts_kept",
+    "facts",
+]
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +35,9 @@ def result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("eval")
     proc = run(tmp, "eval", "compaction", str(DEV), "--json", "-")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines()[0] == "compaction: 7 case(s), summariser scripted (summaries scripted: no endpoint)"
+    assert proc.stderr.splitlines()[0] == (
+        "compaction: 7 case(s), summariser scripted (summaries scripted: no endpoint), tokens by cl100k"
+    )
     return json.loads(proc.stdout)
 
 
@@ -45,21 +59,75 @@ def test_rows_have_the_issue_shape_for_ours_and_both_baselines(result):
 
 
 def test_clearing_alone_keeps_the_facts_with_far_fewer_tokens(result):
-    clear = result["overall"]["clear"]
-    assert clear == {"n": 4, "facts_kept": 1.0, "token_reduction": 0.7301}
+    assert result["overall"] == {
+        "clear": {"n": 10, "facts_kept": 1.0, "token_reduction": 0.7904, "least_budget_use": 0.9727},
+        "summary": {
+            "n": 3,
+            "facts_kept": 1.0,
+            "token_reduction": 0.8453,
+            "least_budget_use": 0.974,
+            "summariser": "scripted",
+        },
+    }
     assert all(r["model_calls"] == 0 for r in result["results"] if r["path"] == "clear")
-    assert result["overall"]["summary"] == {
-        "n": 1,
+    assert result["headline"] == {
+        "rows": 13,
         "facts_kept": 1.0,
-        "token_reduction": 0.8962,
-        "summariser": "scripted",
+        "over_budget": 0,
+        "over_budget_pinned_fits": 0,
+        "least_budget_use": 0.9727,
+        "least_budget_use_summary": 0.974,
+        "facts_where": {"visible": 43, "summary": 4, "marker": 4, "lost": 0},
     }
-    assert result["baselines"]["truncate"]["overall"] == {
-        "truncate": {"n": 13, "facts_kept": 0.3974, "token_reduction": 0.8598}
-    }
-    assert result["baselines"]["summarise"]["overall"] == {
-        "summary": {"n": 13, "facts_kept": 0.8846, "token_reduction": 0.9801, "summariser": "scripted"}
-    }
+    assert result["baselines"]["truncate"]["overall"]["truncate"]["facts_kept"] == 0.3974
+    assert result["baselines"]["summarise"]["overall"]["summary"]["facts_kept"] == 0.8846
+
+
+def test_each_row_names_each_fact_and_where_it_is(result):
+    [row] = [r for r in result["results"] if (r["case"], r["budget"]) == ("web-research", 4700)]
+    assert [f["where"] for f in row["facts"]] == ["marker", "visible", "visible", "visible"]
+    assert set(row["facts"][0]) == {"kind", "fact", "where"}
+    summarised = [r for r in result["results"] if r["path"] == "summary"]
+    assert all(r["budget_use"] >= 0.85 and r["tokens_after"] <= r["budget"] for r in summarised)
+
+
+@pytest.fixture(scope="module")
+def trajectories(tmp_path_factory):
+    """The trajectories set, compacted with the scripted summariser and with no model."""
+    tmp = tmp_path_factory.mktemp("new")
+    out = {}
+    for lane, extra in (("scripted", []), ("none", ["--no-model"])):
+        proc = run(tmp, "eval", "compaction", str(NEW), "--json", "-", *extra)
+        assert proc.returncode == 0, proc.stderr
+        out[lane] = json.loads(proc.stdout)
+    return out
+
+
+def test_the_trajectories_set_is_coding_support_and_research():
+    cases = load_cases(NEW)
+    assert len(cases) == 12
+    assert all(5 <= len(c.facts) <= 8 and len(c.budgets) == 2 for c in cases)
+    kinds = {c.name.split("-")[0] for c in cases}
+    assert kinds == {"swe", "openhands", "claude", "tau", "support", "research"}
+
+
+def test_no_row_over_budget_unless_its_pinned_part_is(trajectories):
+    for lane in ("scripted", "none"):
+        rows = trajectories[lane]["results"]
+        over = [(r["case"], r["budget"]) for r in rows if r["tokens_after"] > r["budget"]]
+        assert over == [("support-telecom-billing", 4500), ("support-telecom-billing", 2300)]
+        assert all(
+            r["pinned_tokens"] > r["budget"] and r["path"] == "over" for r in rows if r["tokens_after"] > r["budget"]
+        )
+
+
+def test_the_trajectories_keep_their_facts_and_fill_their_budget(trajectories):
+    scripted, none = trajectories["scripted"]["headline"], trajectories["none"]["headline"]
+    assert (scripted["facts_kept"], scripted["least_budget_use_summary"]) == (1.0, 0.9625)
+    assert scripted["facts_where"] == {"visible": 114, "summary": 19, "marker": 19, "lost": 0}
+    assert (none["facts_kept"], none["least_budget_use"]) == (1.0, 0.9571)
+    assert trajectories["none"]["overall"]["offload"]["n"] == 8
+    assert all(r["model_calls"] == 0 for r in trajectories["none"]["results"])
 
 
 def test_truncation_never_splits_a_call_from_its_result():
@@ -135,4 +203,4 @@ def test_with_an_endpoint_the_summaries_are_its_own(settings, result):
         assert r["baselines"][name]["results"] == result["baselines"][name]["results"]
     assert r["overall"]["summary"]["summariser"] == "llm:stand-in"
     calls = [row["model_calls"] for rows in (r["results"], r["baselines"]["summarise"]["results"]) for row in rows]
-    assert asked == sum(calls) == 14
+    assert asked == sum(calls) == 16

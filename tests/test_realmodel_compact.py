@@ -1,7 +1,7 @@
 """The compaction summary on a real model (the `realmodel` lane: SmolLM2-135M-Instruct served by
-llama_cpp.server, behind the recording proxy). A 135M model is held to no quality figure: its
-answer to the `compact` card is validated and used, or the segment is kept as it was; the call
-is billed with what the server said."""
+llama_cpp.server, behind the recording proxy). Its answer to the `compact` card is validated and
+used, or the older span goes out whole without it; either way the result fits its budget, the
+newest turn stays, and the call is billed with what the server said."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ def task() -> list[dict]:
         {"role": "system", "content": "You are a careful agent."},
         {"role": "user", "content": "Backfill invoices with their region. Never drop the audit table."},
     ]
-    for k in range(6):
+    for k in range(20):
         call = {"id": f"c{k}", "type": "function", "function": {"name": "run_sql", "arguments": '{"q": "select"}'}}
-        msgs.append({"role": "assistant", "content": f"Checking batch {k}.", "tool_calls": [call]})
+        msgs.append({"role": "assistant", "content": f"Checking batch {k} of the invoices.", "tool_calls": [call]})
         msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": OUTPUT.format(k=k)})
-    return msgs
+    return [*msgs, {"role": "assistant", "content": "Next: backfill batch 20."}]
 
 
 @pytest.fixture
@@ -43,14 +43,13 @@ def test_a_real_summary_is_validated_or_the_segment_kept(settings, smollm2, prox
     llm = open_llm(st, engine)
     assert llm is not None
     msgs = task()
-    found = compact_messages(st, llm, msgs, budget=800)  # clearing alone cannot fit: the summary is asked
+    found = compact_messages(st, llm, msgs, budget=600)  # not even every turn cleared fits: a summary is asked
     assert found.model_calls == 1
-    assert found.path in ("summary", "unchanged"), found.reason
+    assert found.path in ("summary", "offload"), found.reason
+    assert found.fits and found.messages[0] == msgs[0] and found.messages[-1] == msgs[-1]
     if found.path == "summary":
-        assert found.messages[0] == msgs[0]
-        assert found.messages[1]["content"].startswith(SUMMARY_HEAD)
-        assert found.messages[2:4] == msgs[-2:]  # the recent round, verbatim
+        assert found.messages[1]["content"].startswith(f"{SUMMARY_HEAD} messages 2-")
     else:
-        assert found.messages == msgs and found.reason
+        assert found.messages[1]["content"].startswith("[messages 2-") and found.reason
     assert (found.prompt_tokens, found.completion_tokens) == proxy.total()
     engine.dispose()

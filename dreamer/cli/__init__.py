@@ -175,6 +175,7 @@ def os_problem(exc: OSError) -> str:
 from dreamer.cli import (  # noqa: E402, F401
     agents,
     cabinet,
+    compact,
     experience,
     llm,
     measure,

@@ -207,9 +207,13 @@ def eval_compaction(
     json_out: str = typer.Option(
         None, "--json", metavar="PATH", help="Write the result as JSON to PATH, or '-' for stdout."
     ),
+    no_model: bool = typer.Option(
+        False, "--no-model", help="Compact as with no model configured: the older span offloaded, never summarised."
+    ),
+    no_baselines: bool = typer.Option(False, "--no-baselines", help="Skip truncation and the summary of everything."),
 ) -> None:
-    """Facts kept and tokens saved by compacting long tool-heavy tasks, against truncation and a
-    summary of everything (the scripted summariser when no endpoint is configured)."""
+    """Facts kept (and where), tokens and budget used by compacting long tool-heavy tasks, against
+    truncation and a summary of everything (the scripted summariser when no endpoint is configured)."""
     from dreamer.cli.progress import progress_bar
     from dreamer.eval.compaction import compaction_summary, run_compaction_eval
     from dreamer.eval.compaction_cases import load_cases
@@ -218,7 +222,13 @@ def eval_compaction(
     cases = load_cases(path)
     check_json_target(json_out)
     with progress_bar("compaction", len(cases)) as update:
-        result = run_compaction_eval(settings, cases, lambda name: update(advance=1, description=name))
+        result = run_compaction_eval(
+            settings,
+            cases,
+            lambda name: update(advance=1, description=name),
+            model=not no_model,
+            baselines=not no_baselines,
+        )
     (err if json_out == "-" else out).print(compaction_summary(result), markup=False)
     write_json(result, json_out)
 

@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dreamer.core.compaction.plan import SUMMARY_HEAD, Offload
 from dreamer.core.compaction.policy import Msg, calls_text, text_of, total_tokens, units
 from dreamer.core.errors import IngestError, validation_summary
+from dreamer.core.tokens import Counter
 from dreamer.ingest.base import read_bytes
 
 
@@ -72,28 +74,60 @@ def message_problem(messages: Sequence[Msg]) -> str | None:
 # --------------------------------------------------------------------------- scoring
 
 
-def visible_text(messages: Sequence[Msg], bodies: dict[str, str]) -> str:
-    """What the agent can still read: the segment's contents and tool calls, and each offloaded
-    body whose marker's id is in the segment. Lower case."""
-    shown = "\n".join(f"{text_of(m)}\n{calls_text(m)}" for m in messages)
-    restorable = [body for oid, body in bodies.items() if oid in shown]
-    return "\n".join([shown, *restorable]).lower()
+PLACES = ("visible", "summary", "marker")  # where a kept fact is, the nearest first; else "lost"
 
 
-def facts_kept(case: Case, messages: Sequence[Msg], bodies: dict[str, str]) -> float:
+def _shown(m: Msg) -> str:
+    return f"{text_of(m)}\n{calls_text(m)}"
+
+
+def restored_text(offload: Offload) -> str:
+    """What restoring an offload gives the agent to read: the body, or the messages of a span."""
+    if offload.role != "turns":
+        return offload.body
+    return "\n".join(_shown(m) for m in json.loads(offload.body))
+
+
+def places_text(messages: Sequence[Msg], offloads: Sequence[Offload]) -> dict[str, str]:
+    """Per place, lower case, what the agent can read: the segment but its summary (``visible``),
+    the summary, and each offloaded body whose marker's id is in the segment (``marker``)."""
+    summary = [m for m in messages if text_of(m).startswith(SUMMARY_HEAD)]
+    shown = "\n".join(_shown(m) for m in messages if m not in summary)
+    said = "\n".join(text_of(m) for m in summary)
+    segment = shown + "\n" + said
+    restorable = [restored_text(o) for o in offloads if o.id in segment]
+    return {"visible": shown.lower(), "summary": said.lower(), "marker": "\n".join(restorable).lower()}
+
+
+def where_kept(fact: Fact, texts: dict[str, str]) -> str:
+    """The nearest place from which every string of the fact can be read, or ``lost``."""
+    seen = ""
+    for place in PLACES:
+        seen += "\n" + texts[place]
+        if all(s.lower() in seen for s in fact.must_contain):
+            return place
+    return "lost"
+
+
+def fact_report(case: Case, messages: Sequence[Msg], offloads: Sequence[Offload]) -> list[dict[str, str]]:
+    """Each planted fact, its kind, and where it was kept (or ``lost``)."""
+    texts = places_text(messages, offloads)
+    return [{"kind": f.kind, "fact": " / ".join(f.must_contain), "where": where_kept(f, texts)} for f in case.facts]
+
+
+def facts_kept(case: Case, messages: Sequence[Msg], offloads: Sequence[Offload]) -> float:
     """The share of the case's facts whose every `must_contain` string the agent can still read."""
-    text = visible_text(messages, bodies)
-    kept = sum(all(s.lower() in text for s in f.must_contain) for f in case.facts)
-    return round(kept / len(case.facts), 4)
+    found = fact_report(case, messages, offloads)
+    return round(sum(f["where"] != "lost" for f in found) / len(found), 4)
 
 
-def truncated(messages: Sequence[Msg], budget: int) -> list[Msg]:
+def truncated(messages: Sequence[Msg], budget: int, counter: Counter | None = None) -> list[Msg]:
     """The truncation baseline: system messages kept, the oldest other units dropped (a call
     with its results) until the rest fits `budget`."""
     groups = units(messages)
     system = [g for g in groups if messages[g[0]].get("role") == "system"]
     rest = [g for g in groups if messages[g[0]].get("role") != "system"]
-    cost = {g[0]: total_tokens([messages[i] for i in g]) for g in groups}
+    cost = {g[0]: total_tokens([messages[i] for i in g], counter) for g in groups}
     total = sum(cost.values())
     while rest and total > budget:
         total -= cost[rest.pop(0)[0]]

@@ -207,8 +207,9 @@ def _context_routes(app: FastAPI, rt: Runtime, auth: Auth) -> None:
 
     @app.post("/v1/context/compact", tags=["context"])
     def compact(body: CompactIn, g: Grant = Depends(auth.writer)) -> Answer:
-        """Clear old tool output (or, when that is not enough, summarise the earlier part) so the
-        context fits; returns the new messages and the ids of the bodies offloaded."""
+        """Clear old tool output (or, when that is not enough, keep the newest turns and offload
+        the older ones whole, summarised when a model is configured) so the context fits; returns
+        the new messages and the ids of the bodies offloaded."""
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
         found = compact_context(
             rt, g.scope, messages, budget=body.budget, env_state=body.env_state, session_id=body.session_id

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dreamer.core.tokens import count_tokens
+from dreamer.core.tokens import Counter, counter_named
 
 Msg = dict[str, Any]
 
@@ -45,6 +45,11 @@ class Policy:
     discovery_tools: frozenset[str] = frozenset({"ToolSearch", "tool_search", "list_tools"})
     skill_budget: int = 4_000
     summary_tokens: int = 1_500  # the summary's reply budget: what a summary adds to its floor, at most
+    tokenizer: str = "cl100k"  # what counts tokens (`dreamer.core.tokens.counter_named`)
+
+    @property
+    def counter(self) -> Counter:
+        return counter_named(self.tokenizer)
 
 
 def policy_of(settings: Any) -> Policy:
@@ -60,6 +65,7 @@ def policy_of(settings: Any) -> Policy:
         discovery_tools=_names(settings.compact_discovery_tools),
         skill_budget=settings.compact_skill_budget,
         summary_tokens=settings.compact_summary_tokens,
+        tokenizer=settings.compact_tokenizer,
     )
 
 
@@ -82,13 +88,16 @@ def calls_text(message: Msg) -> str:
     return json.dumps(calls, ensure_ascii=False, sort_keys=True) if calls else ""
 
 
-def message_tokens(message: Msg) -> int:
-    """Tokens of a message's content and tool calls (cl100k)."""
-    return count_tokens(text_of(message)) + count_tokens(calls_text(message))
+def message_tokens(message: Msg, counter: Counter | None = None) -> int:
+    """Tokens of a message's content and tool calls (cl100k unless `counter` says otherwise)."""
+    count = counter or counter_named("cl100k")
+    return count(text_of(message)) + count(calls_text(message))
 
 
-def total_tokens(messages: Sequence[Msg]) -> int:
-    return sum(message_tokens(m) for m in messages)
+def total_tokens(messages: Sequence[Msg], counter: Counter | None = None) -> int:
+    """The one count of a context's tokens the API, MCP, the CLI and the eval all report."""
+    count = counter or counter_named("cl100k")
+    return sum(message_tokens(m, count) for m in messages)
 
 
 def due(messages: Sequence[Msg], policy: Policy) -> str | None:
@@ -96,7 +105,7 @@ def due(messages: Sequence[Msg], policy: Policy) -> str | None:
     (more than the limit), or None."""
     if len(messages) > policy.max_messages:
         return MESSAGES_TRIGGER
-    if total_tokens(messages) > policy.max_tokens:
+    if total_tokens(messages, policy.counter) > policy.max_tokens:
         return TOKENS_TRIGGER
     return None
 
@@ -181,7 +190,7 @@ def eligible(index: int, message: Msg, shape: Shape, policy: Policy) -> bool:
         message.get("role") in policy.roles
         and not protected(index, message, shape, policy)
         and not is_marker(text)
-        and count_tokens(text) >= max(policy.large_tokens, 1)
+        and policy.counter(text) >= max(policy.large_tokens, 1)
     )
 
 

@@ -44,3 +44,10 @@ class CompactionSettings(BaseSettings):
         4_000, ge=0, le=MAX_TOKENS, description="most tokens of Skills read that a summarised segment carries again"
     )
     compact_summary_tokens: int = Field(1_500, ge=64, le=MAX_TOKENS, description="reply budget of the summary call")
+    compact_tokenizer: str = Field(
+        "cl100k",
+        description=(
+            "how compaction counts tokens: cl100k, the path of the model's tokenizer.json, or estimate "
+            "(about four characters a token)"
+        ),
+    )

@@ -3,8 +3,9 @@ history the request carries, with no knowledge of what any test or eval looks fo
 
 It reads the numbered history as the card marks it and keeps, from what the user and the
 assistant said and the arguments of their tool calls (never from tool output, which a model
-would have to read and judge): the task as first stated, id-like words, the user's sentences
-that set a constraint, sentences that name a step still to do, and the assistant's decisions.
+would have to read and judge): the task as first stated, id-like words, file names, paths and
+URLs, the user's sentences that set a constraint, sentences that name an error or a step still
+to do, and the assistant's decisions.
 A plain extractive stand-in for a model, so an eval without an endpoint still runs end to end.
 """
 
@@ -30,6 +31,12 @@ _CONSTRAINT = re.compile(
 _PENDING = re.compile(
     r"\b(next|todo|to do|still|then|after that|remaining|pending|later|need to|needs to|will)\b", re.I
 )
+_FILE = re.compile(
+    r"https?://[^\s\"')]+|(?:[\w.\-]+/)+[\w.\-]+|\b[\w\-]+\.(?:py|tsx?|jsx?|json|ya?ml|md|csv|sql|toml|rst|txt|cfg|ini)\b"
+)
+_ERROR = re.compile(
+    r"\b(error|errors|failed|fails|failure|exception|refused|denied|cannot|traceback)\b|\w+Error\b", re.I
+)
 _DECISION = re.compile(r"\b(decided|going with|chose|choose|use|using|switch|instead|picked|settled)\b", re.I)
 MAX_ITEMS = 12
 
@@ -43,12 +50,18 @@ def _said(body: dict[str, Any]) -> list[tuple[str, str]]:
     """(role, text) of each user and assistant entry and each tool call's arguments."""
     user = next((m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user"), "")
     out: list[tuple[str, str]] = []
+    role = ""  # the entry a line without a number of its own goes on
     for line in str(user).splitlines():
         entry, call = _ENTRY.match(line), _CALL.match(line)
-        if entry and entry.group(2) in ("user", "assistant"):
-            out.append((entry.group(2), entry.group(3)))
+        if entry:
+            role = entry.group(2) if entry.group(2) in ("user", "assistant") else ""
+            if role:
+                out.append((role, entry.group(3)))
         elif call:
             out.append(("call", f"{call.group(1)} {call.group(2)}"))
+            role = ""
+        elif role and out and line.strip() not in ("<history>", "</history>"):
+            out[-1] = (role, f"{out[-1][1]}\n{line}")
     return out
 
 
@@ -71,6 +84,8 @@ def compact_answer(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "summary": summary,
         "ids": list(dict.fromkeys(words))[-3 * MAX_ITEMS :],
+        "files": list(dict.fromkeys(f.rstrip(".,;:") for _, text in said for f in _FILE.findall(text)))[-MAX_ITEMS:],
+        "errors": _sentences(said, ("user", "assistant"), _ERROR),
         "pending_steps": _sentences(said, ("user", "assistant"), _PENDING),
         "decisions": _sentences(said, ("assistant",), _DECISION),
         "constraints": _sentences(said, ("user",), _CONSTRAINT),

@@ -2,10 +2,11 @@
 `compact_context` MCP tool and `dreamer eval compaction`).
 
 First the daily-note flush where one is due (what is cleared was flushed), then the pure
-decision of `dreamer.core.compaction.plan`: clearing alone when it fits, with no model call;
-else the draft is discarded and the earlier part summarised with the `compact` card. The
-bodies taken out are stored (`dreamer.store.offloads`) and come back by their marker's id
-(`restore_offloaded`). An empty or failed summary leaves the segment as it was.
+decision of `dreamer.core.compaction.decide`: clearing alone when it fits, with no model call;
+else the newest turns that fit are kept verbatim and the older span offloaded whole, summarised
+with the `compact` card when a model gives a summary that fits. The bodies taken out are stored
+(`dreamer.store.offloads`) and come back by their marker's id (`restore_offloaded`). Nothing
+comes back over the budget unless the pinned part alone is (``over``).
 """
 
 from __future__ import annotations
@@ -16,24 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dreamer.core.compaction.plan import (
-    CompactionPath,
-    Decision,
-    Offload,
-    clearing_draft,
-    decide,
-    describe,
-    earlier_part,
-    new_offload_id,
-    summary_segment,
-)
-from dreamer.core.compaction.policy import Msg, policy_of, total_tokens
+from dreamer.core.compaction.decide import Decision, decide
+from dreamer.core.compaction.fill import Segment, assemble, fill, named, summary_span, top_up
+from dreamer.core.compaction.plan import CompactionPath, Offload, describe, new_offload_id
+from dreamer.core.compaction.policy import Msg, Policy, policy_of, tool_names, total_tokens
 from dreamer.core.errors import NotFound
 from dreamer.core.scope import Scope
 from dreamer.core.settings import Settings
 from dreamer.engine.runtime import Runtime
 from dreamer.llm.client import LLM
-from dreamer.online.compaction.summary import summarise
+from dreamer.online.compaction.summary import Summary, summarise
 from dreamer.online.flush.notes import flush_session
 from dreamer.online.flush.trigger import flush_trigger, read_meter
 from dreamer.online.session_append import own_session_id
@@ -61,9 +54,10 @@ BILLED = BilledTokens()
 
 @dataclass
 class Compacted:
-    """A compaction's outcome: the new active segment and what it cost."""
+    """A compaction's outcome: the new active segment, which input messages it summarised,
+    offloaded and kept verbatim, and what it cost (tokens counted by `counter`)."""
 
-    path: CompactionPath
+    path: CompactionPath | str
     trigger: str | None
     messages: list[Msg]
     tokens_before: int
@@ -77,12 +71,21 @@ class Compacted:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     flushed: str | None = None
+    covers: dict[str, Any] | None = None
+    pinned_tokens: int | None = None
+    counter: str = ""
+
+    @property
+    def budget_use(self) -> float:
+        return round(self.tokens_after / max(self.budget, 1), 4)
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["offloaded"] = [
-            {"id": o.id, "tool": o.tool, "tool_call_id": o.tool_call_id, "tokens": o.tokens} for o in self.offloads
+            {"id": o.id, "role": o.role, "tool": o.tool, "tool_call_id": o.tool_call_id, "tokens": o.tokens}
+            for o in self.offloads
         ]
+        data["budget_use"] = self.budget_use
         del data["offloads"]
         return data
 
@@ -98,45 +101,73 @@ def compact_messages(
 ) -> Compacted:
     """The compaction of `messages`, stored nowhere (the caller keeps the offloads)."""
     policy = policy_of(settings)
-    d = decide(messages, policy, budget, new_id)
+    d = decide(messages, policy, budget, new_id, env_state)
     if d.path == CompactionPath.UNCHANGED:
-        return _result(d, list(messages), reason="nothing to compact: the context already fits")
+        return _result(policy, d, list(messages), reason="nothing to compact: the context already fits")
     if d.path == CompactionPath.CLEAR and d.draft is not None:
-        return _result(d, d.draft.messages, d.draft.offloads, dropped=describe(d.draft.offloads), reason=d.note)
-    return _summarised(settings, llm, messages, d, env_state, new_id)
+        return _result(policy, d, d.draft.messages, d.draft.offloads, dropped=describe(d.draft.offloads))
+    if d.path == CompactionPath.CLEAR and d.segment is not None:
+        seg = d.segment
+        return _result(policy, d, seg.messages, seg.offloads, dropped=describe(seg.offloads), segment=seg)
+    if d.path == CompactionPath.OVER and d.segment is not None:
+        reason = (
+            f"the pinned part (system prompt, pinned messages, the last turn) is {d.pinned_tokens} tokens, "
+            f"over the budget of {d.budget}: every other message is offloaded"
+        )
+        return _result(policy, d, d.segment.messages, d.segment.offloads, reason=reason, segment=d.segment)
+    return _filled(settings, llm, d)
 
 
-def _summarised(
-    settings: Settings,
-    llm: LLM | None,
-    messages: Sequence[Msg],
-    d: Decision,
-    env_state: str | None,
-    new_id: Callable[[], str],
-) -> Compacted:
-    """The summary path: the earlier part summarised, its large bodies offloaded and listed."""
-    policy = policy_of(settings)
-    assert d.shape is not None
-    earlier = earlier_part(messages, d.shape)
-    if not earlier:
-        return _result(
-            d,
-            list(messages),
-            reason="nothing before the protected recent rounds to summarise",
-            path=CompactionPath.UNCHANGED,
-        )
-    found = summarise(llm, earlier, d.shape.names, settings.tool_result_chars, settings.compact_summary_tokens)
-    usage = (found.usage.prompt_tokens, found.usage.completion_tokens)
-    if found.text is None:  # an empty or failed summary: the segment stays as it was
-        return _result(
-            d, list(messages), calls=found.calls, usage=usage, reason=found.problem, path=CompactionPath.UNCHANGED
-        )
-    offloads = clearing_draft(messages, policy, None, new_id).offloads  # all before the recent rounds
-    segment = summary_segment(messages, policy, found.text, offloads, env_state)
-    return _result(d, segment, offloads, calls=found.calls, usage=usage, dropped=found.dropped)
+def _filled(settings: Settings, llm: LLM | None, d: Decision) -> Compacted:
+    """The budget filled newest first; the older span summarised when a model gives a summary
+    that fits, else offloaded whole without one."""
+    assert d.layout is not None
+    layout, policy = d.layout, policy_of(settings)
+    least = total_tokens(assemble(layout, {}, None, False).messages, policy.counter)
+    reply = min(settings.compact_summary_tokens, (d.budget - least) // 3)
+    found = None
+    if llm is not None and reply >= MIN_REPLY:
+        span = summary_span(layout, d.budget, reply)
+        found = summarise(llm, span, tool_names(layout.messages), settings.tool_result_chars, reply)
+    seg = fill(layout, d.budget, found.text) if found is not None and found.text else None
+    calls, usage = (found.calls, (found.usage.prompt_tokens, found.usage.completion_tokens)) if found else (0, (0, 0))
+    if seg is not None and found is not None:
+        path: CompactionPath = CompactionPath.SUMMARY
+        dropped, reason = found.dropped, None
+    else:
+        seg = fill(layout, d.budget)
+        assert seg is not None  # the least segment fits, or the path is `over`
+        path, dropped, reason = CompactionPath.OFFLOAD, "", _why_no_summary(llm, reply, found)
+    return _result(
+        policy,
+        d,
+        seg.messages,
+        seg.offloads,
+        calls=calls,
+        usage=usage,
+        dropped=dropped,
+        reason=reason,
+        path=path,
+        segment=seg,
+    )
+
+
+TOPPED_UP = (CompactionPath.CLEAR, CompactionPath.SUMMARY, CompactionPath.OFFLOAD)
+MIN_REPLY = 64  # fewer tokens than this left for a summary: the older span is offloaded without one
+
+
+def _why_no_summary(llm: LLM | None, reply: int, found: Summary | None) -> str:
+    if llm is None:
+        return "no model is configured to summarise with: the older messages are offloaded whole"
+    if found is None:
+        return f"only {max(reply, 0)} tokens were left for a summary: the older messages are offloaded whole"
+    if found.text is None:
+        return f"{found.problem}: the older messages are offloaded whole"
+    return "the summary was too long to fit beside the pinned part: the older messages are offloaded whole"
 
 
 def _result(
+    policy: Policy,
     d: Decision,
     messages: list[Msg],
     offloads: list[Offload] | None = None,
@@ -146,8 +177,14 @@ def _result(
     dropped: str = "",
     reason: str | None = None,
     path: CompactionPath | None = None,
+    segment: Segment | None = None,
 ) -> Compacted:
-    after = total_tokens(messages)
+    if (path or d.path) in TOPPED_UP:
+        topped = top_up(messages, offloads or [], d.budget, policy)
+        if total_tokens(topped, policy.counter) <= d.budget:  # a cut's tokens may merge otherwise
+            messages = topped
+        offloads = named(messages, offloads or [])
+    after = total_tokens(messages, policy.counter)
     return Compacted(
         path or d.path,
         d.trigger,
@@ -161,6 +198,9 @@ def _result(
         dropped,
         reason,
         *usage,
+        covers=segment.covers() if segment else None,
+        pinned_tokens=d.pinned_tokens if d.layout is not None else None,
+        counter=policy.counter.name,
     )
 
 
@@ -177,7 +217,7 @@ def compact_context(
     compaction; the offloaded bodies stored (redacted) before the answer returns."""
     flushed = _flush_if_due(rt, scope, session_id)
     result = compact_messages(rt.settings, rt.llm, messages, budget=budget, env_state=env_state)
-    if result.offloads and result.path in (CompactionPath.CLEAR, CompactionPath.SUMMARY):
+    if result.offloads:
         save_offloads(rt.engine, scope, result.offloads, session_id=session_id, raw=rt.settings.store_raw_messages)
     result.flushed = flushed
     BILLED.add(result.prompt_tokens, result.completion_tokens)

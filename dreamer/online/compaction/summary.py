@@ -26,8 +26,10 @@ HISTORY_FRAME = 8  # the <history> tags around the lines
 
 
 class CompactSummary(BaseModel):
-    summary: str = Field(description="what the task is and where it stands, in a few sentences; empty when nothing")
-    ids: list[str] = Field(default_factory=list, description="every id, name, path or value still needed, verbatim")
+    summary: str = Field(description="the task and where it stands, briefly; empty when nothing")
+    ids: list[str] = Field(default_factory=list, description="every id, number or value still needed, verbatim")
+    files: list[str] = Field(default_factory=list, description="every file, path or URL read, changed or to change")
+    errors: list[str] = Field(default_factory=list, description="each error met, verbatim, and whether it was solved")
     pending_steps: list[str] = Field(default_factory=list, description="the steps not done yet, in order")
     decisions: list[str] = Field(default_factory=list, description="decisions made, each with its reason")
     constraints: list[str] = Field(default_factory=list, description="the user's constraints, in their own words")
@@ -87,16 +89,17 @@ _WORD = re.compile(r"[^\W\d_]{4,}")
 def _shared(answer: CompactSummary, history: str) -> float:
     """The share of the summary's words (four letters or more) that the history holds."""
     said = {w.lower() for w in _WORD.findall(history)}
-    text = " ".join([answer.summary, *answer.pending_steps, *answer.decisions, *answer.constraints])
+    text = " ".join([answer.summary, *answer.errors, *answer.pending_steps, *answer.decisions, *answer.constraints])
     words = [w.lower() for w in _WORD.findall(text)]
     return sum(w in said for w in words) / len(words) if words else 1.0
 
 
 def checked(answer: CompactSummary, history: str) -> tuple[CompactSummary | None, str | None]:
-    """The answer with ids the history never names left out; None with why when it is empty or
+    """The answer with ids and files the history never names left out; None with why when it is empty or
     does not rest on the history (fewer than `MIN_SHARED` of its words are in it)."""
     ids = [i.strip() for i in answer.ids if i.strip() and _said(i, history)]
-    kept = answer.model_copy(update={"ids": list(dict.fromkeys(ids))})
+    files = [f.strip() for f in answer.files if f.strip() and _said(f, history)]
+    kept = answer.model_copy(update={"ids": list(dict.fromkeys(ids)), "files": list(dict.fromkeys(files))})
     if not kept.summary.strip() and not kept.pending_steps and not kept.ids:
         return None, "the summary is empty"
     if _shared(kept, history) < MIN_SHARED:
@@ -109,7 +112,10 @@ def rendered(answer: CompactSummary) -> str:
     parts = [answer.summary.strip()]
     if answer.ids:
         parts.append("Ids: " + ", ".join(answer.ids))
+    if answer.files:
+        parts.append("Files: " + ", ".join(answer.files))
     for title, items in (
+        ("Errors", answer.errors),
         ("Pending steps", answer.pending_steps),
         ("Decisions", answer.decisions),
         ("User constraints", answer.constraints),

@@ -38,9 +38,11 @@ class ContextTools:
         session_id: Annotated[str | None, Field(description="Your conversation's id, if you record it.")] = None,
     ) -> Answer:
         """Shrink your context when it nears its limit: old tool output is replaced by markers
-        (no model call) and, only when that is not enough, the earlier part is summarised.
-        Returns {"messages": the context to continue with, "path": clear | summary | unchanged,
-        "offloaded": [{"id", "tool", "tokens"}] for restore_offloaded, "tokens_before", "tokens_after"}."""
+        (no model call); when that is not enough, the newest turns that fit stay and the older
+        ones go out whole behind one marker, summarised first when a model is configured.
+        Returns {"messages": the context to continue with, "path": clear | summary | offload |
+        over | unchanged, "covers", "offloaded": [{"id", "role", "tool", "tokens"}] for
+        restore_offloaded, "tokens_before", "tokens_after", "budget_use", "counter"}."""
 
         def run() -> Answer:
             fields = {"messages": messages, "budget": budget, "env_state": env_state, "session_id": session_id}
