@@ -84,11 +84,26 @@ def _word_collection(node: ast.AST) -> bool:
     return len(words) >= 3 and len(words) * 2 >= len(items)
 
 
+def _keys(node: ast.AST) -> set[int]:
+    """The ids of string constants that name something rather than match it: a lookup key
+    (``data["verbs"]``) or an argument of a call that is not a string method (``_alt("verbs")``)."""
+    keys: set[int] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Subscript):
+            keys |= {id(n) for n in ast.walk(sub.slice) if isinstance(n, ast.Constant)}
+        elif isinstance(sub, ast.Call) and not (
+            isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Constant)
+        ):
+            keys |= {id(a) for a in [*sub.args, *(k.value for k in sub.keywords)] if isinstance(a, ast.Constant)}
+    return keys
+
+
 def _strings(node: ast.AST, names: dict[str, list[ast.AST]], seen: set[str]) -> list[ast.AST]:
     """The string constants in `node`, following names to their module-level values."""
     found: list[ast.AST] = []
+    keys = _keys(node)
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and id(sub) not in keys:
             found.append(sub)
         elif isinstance(sub, ast.Name) and sub.id in names and sub.id not in seen:
             seen.add(sub.id)
