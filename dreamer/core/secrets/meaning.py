@@ -23,12 +23,22 @@ from dreamer.core.secrets.words import (
     AFTER_LABEL,
     ARTICLES,
     CHANGED,
+    DOOR,
+    EVERYTHING,
     HEADS,
+    LOGIN,
+    NOW,
+    OPEN_VERBS,
+    OPEN_WITH,
     PERSONAL_QUESTION,
     PLAIN_WORD_HEADS,
     PREPOSITIONS,
     QUESTIONS,
+    TARGETS,
     THINGS,
+    TYPE_VERBS,
+    USE_FOR,
+    USE_VERBS,
     VERBS,
 )
 
@@ -43,10 +53,8 @@ _QWORD = r"[^\s:=|：,;.!?]+"
 _LONE_KINDS = ("wifi_password", "alarm_code", "safe_combination", "locker_code", "door_code")
 _QUESTION_RE = re.compile(rf"(?i)(?:{QUESTIONS})|{PERSONAL_QUESTION}")
 _PLAIN_WORD_HEAD = re.compile(rf"(?i){PLAIN_WORD_HEADS}")
-_DOOR_RE = re.compile(r"(?i)door|t[üu]r|porte|puerta|porta|keypad")
-_LOGIN_RE = re.compile(
-    r"(?i)\b(?:user(?:name)?|login|e-?mail|account|benutzer|utilisateur|usuario|usu[áa]rio|utente)\b"
-)
+_DOOR_RE = re.compile(rf"(?i){DOOR}")
+_LOGIN_RE = re.compile(rf"(?i)\b(?:{LOGIN})\b")
 
 _LONE = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in _LONE_KINDS)
 _LONE_SAID = "|".join(f"(?:{'|'.join(words)})" for kind, words in THINGS if kind in ("locker_code", "safe_combination"))
@@ -63,14 +71,13 @@ _QUAL = (
     rf"|[ \t]+{_CAP}[\w\-]*(?=,?[ \t]+(?:{VERBS}){_E}|[ \t]*[:：])|[ \t]*\([^()\n]{{1,30}}\)"
     rf"|(?P<loose>(?:[ \t]+[^\W\d_]+){{2,4}}?(?=[ \t]+(?:{VERBS}){_E})))?"  # "the password they gave me is ..."
 )
-_NOW = r"now|still|actually|maintenant|toujours|jetzt|ahora|agora|ora|ahora"
 _SEP = (
     r"(?P<sep>[ \t]*(?:[:：]|=(?!=))[ \t]*(?:\n[ \t]*)?"
     r"|[ \t]+\|[ \t]*|[ \t]*(?:\||\t)[ \t]+|\t|[ \t]+(?:[\-–—→]|->|=>)[ \t]+"  # a cell; not "a|b" in a regex
     rf"|,?(?:[ \t]+(?:{VERBS}){_E})?[ \t]+(?:{CHANGED}){_E}[ \t]*"
     r"|[ \t]*\?[ \t]*(?:it['’]s|it[ \t]+is|c['’]est|es|ist|é|è)[ \t]*:?[ \t]*"
     r"|(?P<ask>[ \t]*\?[ \t]+)"  # "wifi password? Tr0ub4dor&3": a made-up value only
-    rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{_NOW}){_E})?[ \t]*:?[ \t]*"
+    rf"|,?[ \t]+(?:{VERBS}){_E}(?:[ \t]+(?:{NOW}){_E})?[ \t]*:?[ \t]*"
     r"|[ \t]*[はが][ \t]*|[ \t]*\n[ \t]*"
     r"|[ \t]+(?P<to>to|into)[ \t]+|[ \t]*(?P<wo>を)[ \t]*"  # "changed to X", "パスワードを X に変更"
     r"|[ \t]+(?:n[°º.]|no\.|nr\.|#)[ \t]*"  # "carta d'identità n. X"
@@ -83,27 +90,15 @@ FORWARD_RE = re.compile(rf"(?i){_B}{_START}{LABEL}{_QUAL}(?:[\"'](?=[ \t]*[:=]))
 _END = rf"(?=[ \t]*(?:$|[\n.,;:!?)」。]|(?:{PREPOSITIONS}|and|et|und|y|e){_E}))"
 _TOKEN_CHARS = r"[^\s\"“”«»「」`,;]"
 _TOWARDS = rf"(?:(?:{ARTICLES})(?:[ \t]+|(?<=['’]))){{0,2}}(?:[\w\-]+[ \t]+){{0,2}}?"
-_TARGETS = r"login|log-?in|sign-?in|account|compte|konto|cuenta|conta|vpn"
-_EVERYTHING = r"everything|all[ \t]+(?:my[ \t]+)?accounts|tout|alles|todo|tudo|tutto"
 USE_RE = re.compile(
-    rf"(?i){_B}(?:use|utilise[zr]?|nimm|verwende|benutze|usa|usar|utiliza|utilizza|usate)[ \t]+"
-    rf"(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:for|as|comme|pour|als|für|como|para|come|per)[ \t]+{_TOWARDS}"
-    rf"(?:{LABEL}|(?P<target>{_TARGETS}|{_THING_ALT}){_E}|(?P<all>{_EVERYTHING}){_E}){_END}"
-)
-_OPEN_VERBS = (
-    r"opens|unlocks|disarms|(?:is|gets)[ \t]+(?:opened|unlocked|disarmed|turned[ \t]+off)|s['’]ouvre"
-    r"|se[ \t]+(?:d[ée]verrouille|d[ée]sactive)|öffnet(?:[ \t]+sich)?|se[ \t]+(?:abre|desactiva)|abre|desativa"
-    r"|si[ \t]+(?:apre|disattiva)"
-)
-_TYPE = (
-    r"type|enter|punch[ \t]+in|key[ \t]+in|dial|press|tape[zr]?|saisi[sr]|tippe|gib|teclea|marca|digita|digite"
-    r"|inserisci|digitare"
+    rf"(?i){_B}(?:{USE_VERBS})[ \t]+(?P<val>{_TOKEN_CHARS}{{3,80}})[ \t]+(?:{USE_FOR})[ \t]+{_TOWARDS}"
+    rf"(?:{LABEL}|(?P<target>{TARGETS}|{_THING_ALT}){_E}|(?P<all>{EVERYTHING}){_E}){_END}"
 )
 _WHICH = r"(?:(?:the|le|den|el|o|il)[ \t]+)?(?:(?:code|codice|c[óo]digo)[ \t]+)?"
 OPENS_RE = re.compile(  # "the door opens with 7720", "if the alarm beeps, type 5521"
-    rf"(?i){_B}(?=[^\W\d_])(?P<thing>{_THING_ALT}){_E}(?:[ \t]+(?:{_OPEN_VERBS})[ \t]+(?:with|using|avec|mit|con|com)[ \t]+"
+    rf"(?i){_B}(?=[^\W\d_])(?P<thing>{_THING_ALT}){_E}(?:[ \t]+(?:{OPEN_VERBS})[ \t]+(?:{OPEN_WITH})[ \t]+"
     rf"{_WHICH}(?P<val>{_TOKEN_CHARS}{{3,80}})"
-    rf"|[^\n.;!?]{{0,50}}?[ \t,](?:{_TYPE})[ \t]+{_WHICH}(?P<val2>[#*]?\d[\d \-]{{2,14}}))"
+    rf"|[^\n.;!?]{{0,50}}?[ \t,](?:{TYPE_VERBS})[ \t]+{_WHICH}(?P<val2>[#*]?\d[\d \-]{{2,14}}))"
 )
 _AWS_VALUE = (
     r"(?<![A-Za-z0-9/+])(?P<val>(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])"

@@ -10,7 +10,9 @@ phone numbers where the words say whose they are ("my phone number is", "call me
 
 from __future__ import annotations
 
+import json
 import re
+from importlib.resources import files
 
 from dreamer.core.secrets.rules import Rule, is_code, is_placeholder
 from dreamer.core.secrets.words import DESCRIBING, FUNCTION_WORDS, NOT_A_VALUE
@@ -111,16 +113,11 @@ SSN_RE = re.compile(
     r"(?P<val>(?<!\d)(?!000|666|9\d\d)\d{3}(?P<sep>[ \t\-]?)(?!00)\d{2}(?P=sep)(?!0000)\d{4})(?![\d\-])"
 )
 
-# IBAN lengths by country (ISO 13616 registry); a country not listed may be 15 to 34 characters.
-_IBAN_LENGTHS = {
-    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29,
-    "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24,
-    "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21,
-    "HU": 28, "IE": 22, "IL": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LI": 21,
-    "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30,
-    "NL": 18, "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24,
-    "SE": 24, "SI": 19, "SK": 24, "SM": 27, "TN": 24, "TR": 26, "UA": 29, "VG": 24, "XK": 20,
-}  # fmt: skip
+# IBAN lengths by country (ISO 13616 registry, `iban_lengths.json`); a country not listed may
+# be 15 to 34 characters.
+_IBAN_LENGTHS: dict[str, int] = json.loads(
+    files("dreamer.core.secrets").joinpath("iban_lengths.json").read_text(encoding="utf-8")
+)
 IBAN_RE = re.compile(
     r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?)(?![A-Za-z0-9])"
 )

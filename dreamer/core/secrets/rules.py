@@ -5,11 +5,13 @@ look-alikes (placeholders, code, UUIDs, numbers failing Luhn)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib.resources import files
 
 MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -19,24 +21,22 @@ _B64URL = r"A-Za-z0-9_\-"
 _NOT_TOKEN_BEFORE = r"(?<![A-Za-z0-9_\-])"
 _NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_\-])"
 
-# Key names whose value is a secret whatever it looks like. A match must end the key name
-# (``password_hash`` and ``max_tokens`` are not secrets).
-_SECRET_WORDS = (
-    r"password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|secret[_\-]?key"
-    r"|private[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key"
-    r"|account[_\-]?key|app[_\-]?key|auth[_\-]?key"
+# Key names whose value is a secret whatever it looks like (`secret_words`; a match must end
+# the key name: ``password_hash`` and ``max_tokens`` are not secrets), short words that only
+# count as a whole segment (`short_words`: ``DB_PASS``, ``db.pwd`` but not ``bypass``), key
+# names that make a high-entropy value suspicious (`keylike`), and the schemes an
+# Authorization header names before its credentials (`auth_schemes`): `key_words.json`.
+_WORDS: dict[str, list[str]] = json.loads(
+    files("dreamer.core.secrets").joinpath("key_words.json").read_text(encoding="utf-8")
 )
-# Short words that only count as a whole segment: ``DB_PASS``, ``db.pwd`` but not ``bypass``.
-_SHORT_WORDS = r"pass|pwd"
+_SECRET_WORDS = "|".join(_WORDS["secret_words"])
+_SHORT_WORDS = "|".join(_WORDS["short_words"])
+_AUTH_SCHEMES = frozenset(_WORDS["auth_schemes"])
 _KEY = (
     rf"(?:[A-Za-z0-9_.\-]*?(?:{_SECRET_WORDS})"
     rf"|(?:[A-Za-z0-9]+[_.\-])+(?:{_SHORT_WORDS})|(?:{_SHORT_WORDS}))"
 )
-# Key names that make a high-entropy value suspicious.
-_KEYLIKE = (
-    r"[A-Za-z0-9_.\-]*?"
-    r"(?:key|auth|cred|salt|sig|signature|cookie|session|seed|nonce|secret|token)[A-Za-z0-9_]*"
-)
+_KEYLIKE = rf"[A-Za-z0-9_.\-]*?(?:{'|'.join(_WORDS['keylike'])})[A-Za-z0-9_]*"
 
 # ``=``, ``:``, ``:=``, ``=>``, or a type-annotated assignment ``name: str = value``.
 _SEP = (
@@ -221,7 +221,7 @@ def _card_ok(m: re.Match[str]) -> bool:
 
 
 def _auth_ok(m: re.Match[str]) -> bool:
-    return m.group("val").lower() not in {"bearer", "basic", "token", "digest", "bot", "apikey"}
+    return m.group("val").lower() not in _AUTH_SCHEMES
 
 
 def _not_marker(group: str) -> Callable[[re.Match[str]], bool]:

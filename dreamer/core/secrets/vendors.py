@@ -7,27 +7,17 @@ stop short of it), and stands alone: no letter or digit just before or after it.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
+from importlib.resources import files
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import RegexBasedDetector
 
-_KINDS = {
-    "AWS Access Key": "aws_access_key_id",
-    "GitHub Token": "github_token",
-    "GitLab Token": "gitlab_token",
-    "Slack Token": "slack_token",
-    "Stripe Access Key": "stripe_key",
-    "Twilio API Key": "twilio_key",
-    "SendGrid API Key": "sendgrid_key",
-    "PyPI Token": "pypi_token",
-    "JSON Web Token": "jwt",
-    "Azure Storage Account access key": "azure_storage_key",
-    "Telegram Bot Token": "telegram_bot_token",
-    "Basic Auth Credentials": "url_password",
-    "NPM tokens": "npm_token",
-}
+_KINDS: dict[str, str] = json.loads(  # a plugin's secret type -> the kind it is redacted as
+    files("dreamer.core.secrets").joinpath("vendor_kinds.json").read_text(encoding="utf-8")
+)
 _BY_PATTERN = (("hooks\\.slack", "slack_webhook"), ("aws.{", "aws_secret_key"))  # one plugin, two kinds
 _SKIPPED = {"Public IP (ipv4)"}  # an address is no secret
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-]")

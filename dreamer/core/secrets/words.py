@@ -20,7 +20,11 @@ where one begins another); the table's other lists are:
   *nueva* es"), ``verbs`` ("is", "lautet", "c'est", "は"), ``changed`` ("was reset to");
 * ``questions`` and ``personal_question``: a question before a bare "answer:" that makes it a
   secret;
-* ``plain_word_heads``: heads whose value may be a plain word ("my password is swordfish").
+* ``plain_word_heads``: heads whose value may be a plain word ("my password is swordfish");
+* ``door`` and ``login``: words before a bare "pass" or "code" that say what it opens;
+* ``use_verbs``, ``use_for``, ``targets``, ``everything``: "*use* X *for* the *VPN* / *everything*";
+* ``open_verbs``, ``open_with``, ``type_verbs``: "the gate *opens with* X", "*type* X";
+* ``now``: "the password is *now* X".
 """
 
 from __future__ import annotations
@@ -51,3 +55,13 @@ QUESTIONS = _alt("questions")
 AFTER_LABEL = _alt("after_label")
 PERSONAL_QUESTION: str = _DATA["personal_question"]
 PLAIN_WORD_HEADS = _alt("plain_word_heads")
+DOOR = _alt("door")
+LOGIN = _alt("login")
+NOW = _alt("now")
+TARGETS = _alt("targets")
+EVERYTHING = _alt("everything")
+USE_VERBS = _alt("use_verbs")
+USE_FOR = _alt("use_for")
+OPEN_VERBS = _alt("open_verbs")
+OPEN_WITH = _alt("open_with")
+TYPE_VERBS = _alt("type_verbs")

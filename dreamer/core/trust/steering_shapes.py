@@ -10,8 +10,10 @@ sentence (`steering.segments`), the others anywhere.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 
 
 @dataclass(frozen=True)
@@ -25,23 +27,15 @@ def _shape(name: str, rx: str, *, at_start: bool = False) -> Shape:
     return Shape(name, re.compile(rx, re.I), at_start)
 
 
-# Who the model is, by the names a text would call it.
-AI = (
-    r"(?:ai|a\.i\.|assistant|ai assistant|model|language model|llm|chat ?bot|bot|agent|claude|chat ?gpt|gpt(?:-?\d\w*)?"
-    r"|copilot|gemini|llama|memory system|memory|system)"
+# Who the model is (`ai`), the speakers of a chat as a transcript or a chat template names them
+# (`role`), and what a claim of authority says the sender is (`privilege`): regex fragments in
+# `steering_shapes.json`.
+_WORDS: dict[str, list[str]] = json.loads(
+    resources.files("dreamer.core.trust").joinpath("steering_shapes.json").read_text(encoding="utf-8")
 )
-# Speakers of a chat, as a transcript or a chat template names them.
-ROLE = r"(?:system|sys|developer|assistant|ai|a\.i\.|bot|chat ?bot|human|claude|chat ?gpt|gpt(?:-?\d\w*)?|llm|copilot|gemini)"
-RULES = (
-    r"(?:instructions?|prompts?|rules|guidelines|directions|directives|polic(?:y|ies)|restrictions|constraints"
-    r"|guardrails|filters|safety|programming|training|system prompt|context|messages|guidance|orders|commands"
-    r"|limits|limitations|boundaries|principles|protocols|ethics)"
-)
-PRIVILEGE = (
-    r"(?:admin|administrator|root|superuser|super ?user|sudoer|verified|trusted|authori[sz]ed|privileged|operator"
-    r"|owner of (?:this|the) (?:system|assistant|ai|model|account|memory)|(?:your|the ai's|the assistant's) "
-    r"(?:developer|creator|owner|admin|administrator|operator|maker|master))"
-)
+AI = f"(?:{'|'.join(_WORDS['ai'])})"
+ROLE = f"(?:{'|'.join(_WORDS['role'])})"
+PRIVILEGE = f"(?:{'|'.join(_WORDS['privilege'])})"
 
 ANYWHERE = [
     _shape(

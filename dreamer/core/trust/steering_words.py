@@ -26,29 +26,11 @@ from dreamer.core.trust.steering_view import word_view
 NO_SPACE = (
     "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 )
-CLITICS = (
-    "وال",
-    "بال",
-    "فال",
-    "كال",
-    "لل",
-    "ال",
-    "و",
-    "ف",
-    "ب",
-    "ل",
-    "ك",
-    "וה",
-    "שה",
-    "מה",
-    "בה",
-    "לה",
-    "ה",
-    "ו",
-    "ב",
-    "ל",
-    "מ",
-    "ש",
+# The particles a word in Arabic or Hebrew script may begin with ("and", "the", "to"), by language.
+CLITICS: tuple[str, ...] = tuple(
+    c
+    for words in json.loads(resources.files("dreamer.core.trust").joinpath("clitics.json").read_text("utf-8")).values()
+    for c in words
 )
 _SEMITIC = re.compile("[\u0590-\u05ff\u0600-\u06ff]")
 
