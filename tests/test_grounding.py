@@ -19,6 +19,7 @@ from dreamer.core.trust.grounding import (
     messages,
     quoted,
     read_for,
+    reason_kind,
     settle,
 )
 from dreamer.core.trust.grounding_words import Said, number_value, spoken_numbers, stem, tokens
@@ -37,7 +38,7 @@ PROMPT = the_prompt()
 
 
 def made_up(*words: str) -> Verdict:
-    return Verdict(f"ungrounded: {quoted(list(words))} not in the session", unsaid=words)
+    return Verdict(f"ungrounded: {quoted(list(words))} never said in the lines it cites", unsaid=words)
 
 
 def verdict(text: str, seqs: list[int], lines: list[Message] = LEEDS, **kw) -> Verdict:
@@ -76,6 +77,11 @@ def test_a_suggestion_taken_up_is_read_with_the_message_before_the_reply():
 def test_a_name_said_elsewhere_in_the_session_is_not_made_up():
     lines = [Message(1, "My sister Anna is visiting."), Message(2, "She arrives Friday and stays a week.")]
     assert verdict("The user's sister Anna arrives on Friday.", [2], lines) == GROUNDED
+
+
+def test_a_name_said_only_in_a_line_it_does_not_cite_is_made_up():
+    lines = [Message(1, "My sister Anna is visiting."), Message(2, "Lovely."), Message(3, "She arrives Friday.")]
+    assert verdict("The user's sister Anna arrives on Friday.", [3], lines) == made_up("Anna")
 
 
 def test_a_speakers_name_is_said():
@@ -436,3 +442,20 @@ def test_a_prompt_copy_is_a_run_of_words_or_most_of_a_clause():
     assert not copies_prompt(tokens("The user lives in Ohio."), prompt, heard)  # what was said
     assert copies_prompt(tokens("The user keeps what lasts."), prompt, heard)  # a short clause whole
     assert not copies_prompt(tokens("The user's sister keeps red shoes."), prompt, heard)  # a few words alike
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        (NO_CITED, "cites no line shown"),
+        (COPIES_PROMPT, "copies the prompt"),
+        (BARE_NAME, "a bare name"),
+        (SAYS_NOTHING, "states nothing"),
+        ("ungrounded: 'Maria', '42' never said in the lines it cites", "names or numbers never said"),
+        ("ungrounded: 'board', 'game' not in message 1", "its words not said"),
+        ("ungrounded: 'dishes' not in messages 1, 2 (similarity 0.120 < 0.15)", "its words not said"),
+        ("over the per-session cap", "over the per-session cap"),
+    ],
+)
+def test_a_rejection_is_counted_by_its_kind(reason, kind):
+    assert reason_kind(reason) == kind

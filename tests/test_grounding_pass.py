@@ -58,12 +58,12 @@ def test_a_pass_stores_the_paraphrase_and_shows_why_the_rest_were_rejected(tmp_p
         {
             "session_id": 1,
             "text": "The user's favourite number is 42.",
-            "reason": "ungrounded: '42' not in the session",
+            "reason": "ungrounded: '42' never said in the lines it cites",
         },
         {
             "session_id": 1,
             "text": "The user's sister Anna lives in Leeds.",
-            "reason": "ungrounded: 'Anna' not in the session",
+            "reason": "ungrounded: 'Anna' never said in the lines it cites",
         },
         {
             "session_id": 1,
@@ -79,8 +79,8 @@ def test_a_pass_stores_the_paraphrase_and_shows_why_the_rest_were_rejected(tmp_p
     lines = shown.stdout.splitlines()
     assert lines[1:6] == [
         "  rejected: The user likes tea. (ungrounded: no cited message)",
-        "  rejected: The user's favourite number is 42. (ungrounded: '42' not in the session)",
-        "  rejected: The user's sister Anna lives in Leeds. (ungrounded: 'Anna' not in the session)",
+        "  rejected: The user's favourite number is 42. (ungrounded: '42' never said in the lines it cites)",
+        "  rejected: The user's sister Anna lives in Leeds. (ungrounded: 'Anna' never said in the lines it cites)",
         "  rejected: Maria prefers aisle seats on flights. (ungrounded: copies the prompt)",
         "  rejected: one sentence about the user (ungrounded: 'one', 'sentence' not in message 1)",
     ]
@@ -171,7 +171,7 @@ def test_an_update_may_name_what_the_users_memory_already_holds(settings, sqlite
                 {
                     "session_id": 2,
                     "text": "The user's French exam was moved to 14 January.",
-                    "reason": "ungrounded: 'French' not in the session",
+                    "reason": "ungrounded: 'French' never said in the lines it cites",
                 }
             ],
         ),
@@ -216,7 +216,7 @@ def test_a_text_rejected_in_a_run_is_never_also_added_by_it(settings, sqlite_eng
     """The first session never said Leeds: the memory is rejected there, and so it stays for the
     whole run, though the second session says it."""
     run_row = two_sessions(settings, sqlite_engine, server, tmp_path, ["nice weather today", "I live in Leeds"])
-    reason = "ungrounded: 'Leeds' not in the session"
+    reason = "ungrounded: 'Leeds' never said in the lines it cites"
     assert (run_row.added, run_row.rejections) == (
         0,
         [

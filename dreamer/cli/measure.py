@@ -339,3 +339,9 @@ def eval_model_cmd(
         f"{result['seconds_per_session']} s/session",
         markup=False,
     )
+    refused = ", ".join(f"{kind} {n}" for kind, n in sorted(result["rejected"].items(), key=lambda kv: -kv[1]))
+    err.print(
+        f"grounding: {result['items']} item(s) written, {result['grounded']} grounded by the contract, "
+        f"{result['memories']} stored; rejected: {refused or 'none'}",
+        markup=False,
+    )

@@ -8,10 +8,10 @@ The contract, in order:
 - it copies no span of the prompt (`prompt_copy`: the cards, their examples, the transcript
   instructions, also lengthened or edited) with a word the session never used;
 - every name (a capitalised word, the one opening a sentence too, in any inflection: "Maria's")
-  and every number (digits or words: "two", "forty-two") in it is said in the session it was
-  shown, is a speaker's name or role, or is in the user's memory already; a date may be worked
-  out from the day a message it is read against was said on ("yesterday" under 8 May 2023 is
-  7 May 2023);
+  and every number (digits or words: "two", "forty-two") in it is said in the messages it is
+  read against, is a speaker's name or a role, or is in the user's memory
+  already; a date may be worked out from the day one of them was said on ("yesterday" under
+  8 May 2023 is 7 May 2023);
 - it says something beyond a name: a bare name ("Jolene", "The user is Jolene.") or a sentence
   of framing words only ("The user likes it.") is rejected;
 - most of its content words (`MOST`, a name said counting as one) are said in the messages it is read against
@@ -49,6 +49,7 @@ BARE_NAME = f"{UNGROUNDED}: nothing beyond a name"
 SAYS_NOTHING = f"{UNGROUNDED}: states nothing"
 MOST = 1 / 2  # at least this share of a candidate's content words said: grounded
 MIN_SHARE = 1 / 3  # at least this share said: similarity may confirm the rest as a paraphrase
+NEVER_SAID = "never said in the lines it cites"  # ends the reason of a name or number made up
 ROLES = ("user", "assistant", "tool")  # who may speak a line, names aside
 # What may stand beside a name in a candidate that says nothing else ("The user is Jolene.", "My name: Jolene")
 FILLER = frozenset(
@@ -99,24 +100,24 @@ def check(
 ) -> Verdict:
     """The verdict on a candidate's `text` citing `seqs`, against the `lines` of its session the
     call showed (in order), the `speakers`' names, the `prompt` the model was asked with and what
-    the user's memory already holds (`known`, texts). A name or a number is looked up in all the
-    lines and in `known` (a model may cite the wrong line for a name it heard, and an update
-    names what it updates: "the Spanish exam moved" where only "the exam" was said); content
-    words in the messages it is read against (`read_for`)."""
+    the user's memory already holds (`known`, texts). A name or a number is looked up in the
+    messages it is read against (`read_for`), the speakers' names and `known` (an update names
+    what it updates: "the Spanish exam moved" where only "the exam" was said), as are its content
+    words, in those messages alone; a copy of the prompt is one with a word the whole session never said."""
     read = read_for(seqs, lines)
     if not read:
         return Verdict(NO_CITED)
     toks = tokens(text)
-    heard = Said.of([*(m.text for m in lines), *speakers, *ROLES, *known])
-    if copies_prompt(toks, prompt, heard):
+    if copies_prompt(toks, prompt, Said.of([*(m.text for m in lines), *speakers, *ROLES, *known])):
         return Verdict(COPIES_PROMPT)
+    heard = Said.of([*(m.text for m in read), *speakers, *ROLES, *known])
     days = [m.day for m in read if m.day is not None]
     runs = name_runs(toks)
     made_up = [_unsaid(run, toks, heard) for run in runs if not _said_name(run, toks, heard)]
     made_up += [t.raw for i, t in enumerate(toks) if t.number and not _a_number(i, toks, heard, days)]
     made_up += [toks[i].raw for i, value in number_words(toks) if not heard.has_number(value)]
     if made_up:
-        return Verdict(f"{UNGROUNDED}: {quoted(made_up)} not in the session", unsaid=tuple(made_up))
+        return Verdict(f"{UNGROUNDED}: {quoted(made_up)} {NEVER_SAID}", unsaid=tuple(made_up))
     return _content(toks, runs, read, speakers)
 
 
@@ -143,6 +144,24 @@ def _content(toks: list[Token], runs: list[list[int]], read: list[Message], spea
     return Verdict(
         f"{UNGROUNDED}: {quoted(missing)} not in {where}", loose=len(missing) <= (1 - MIN_SHARE) * len(content)
     )
+
+
+KINDS = {  # why a candidate was refused, in a word or two, for a figure
+    NO_CITED: "cites no line shown",
+    COPIES_PROMPT: "copies the prompt",
+    BARE_NAME: "a bare name",
+    SAYS_NOTHING: "states nothing",
+}
+UNSAID = "names or numbers never said"
+WORDS = "its words not said"
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a rejection's `reason`, for counting: one of `KINDS`' values, `UNSAID` or
+    `WORDS` for an ungrounded one, the reason itself for any other (over the cap, screened)."""
+    if not reason.startswith(UNGROUNDED) or reason in KINDS:
+        return KINDS.get(reason, reason)
+    return UNSAID if reason.endswith(NEVER_SAID) else WORDS
 
 
 def read_for(seqs: Sequence[int], lines: Sequence[Message]) -> list[Message]:
