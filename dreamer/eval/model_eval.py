@@ -19,8 +19,8 @@ from sqlmodel import col, select
 from dreamer.core.errors import ConfigError
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Session
 from dreamer.core.settings import Settings
-from dreamer.core.trust.grounding import reason_kind
 from dreamer.core.tokens import count_tokens
+from dreamer.core.trust.grounding import reason_kind
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runs import DROPPED, OVER_CAP
 from dreamer.engine.runtime import Runtime
