@@ -8,6 +8,7 @@ from datetime import date
 import pytest
 
 from dreamer.core.trust.grounding import (
+    ASKS,
     BARE_NAME,
     COPIES_PROMPT,
     GROUNDED,
@@ -394,6 +395,11 @@ def test_a_bare_name_is_rejected(text):
     assert plain(text, [1, 2], speakers=["Priya", "Tomasz"]) == Verdict(BARE_NAME)
 
 
+@pytest.mark.parametrize("text", ["Tomasz: Is your brother Arjun still in Leeds?", "Did Priya move to Valencia?"])
+def test_a_question_states_nothing(text):
+    assert plain(text, [1, 2], speakers=["Priya", "Tomasz"]) == Verdict(ASKS)
+
+
 def test_a_name_with_something_said_about_it_is_no_bare_name():
     assert plain("Priya moved to Valencia.", [1], speakers=["Priya"]) == GROUNDED
     assert plain("Arjun teaches in Leeds.", [2], speakers=["Priya"]) == GROUNDED
@@ -451,6 +457,7 @@ def test_a_prompt_copy_is_a_run_of_words_or_most_of_a_clause():
         (COPIES_PROMPT, "copies the prompt"),
         (BARE_NAME, "a bare name"),
         (SAYS_NOTHING, "states nothing"),
+        (ASKS, "states nothing"),
         ("ungrounded: 'Maria', '42' never said in the lines it cites", "names or numbers never said"),
         ("ungrounded: 'board', 'game' not in message 1", "its words not said"),
         ("ungrounded: 'dishes' not in messages 1, 2 (similarity 0.120 < 0.15)", "its words not said"),

@@ -12,8 +12,8 @@ The contract, in order:
   read against, is a speaker's name or a role, or is in the user's memory
   already; a date may be worked out from the day one of them was said on ("yesterday" under
   8 May 2023 is 7 May 2023);
-- it says something beyond a name: a bare name ("Jolene", "The user is Jolene.") or a sentence
-  of framing words only ("The user likes it.") is rejected;
+- it states something beyond a name: a bare name ("Jolene", "The user is Jolene."), a sentence of
+  framing words only ("The user likes it.") or a question is rejected;
 - most of its content words (`MOST`, a name said counting as one) are said in the messages it is read against
   (stemmed: "lives" meets "living"). With at least `MIN_SHARE` of them said, the caller may
   confirm the rest as a paraphrase when the memory lies close enough to one of those messages
@@ -47,6 +47,7 @@ NO_CITED = f"{UNGROUNDED}: no cited message"
 COPIES_PROMPT = f"{UNGROUNDED}: copies the prompt"
 BARE_NAME = f"{UNGROUNDED}: nothing beyond a name"
 SAYS_NOTHING = f"{UNGROUNDED}: states nothing"
+ASKS = f"{UNGROUNDED}: a question, states nothing"
 MOST = 1 / 2  # at least this share of a candidate's content words said: grounded
 MIN_SHARE = 1 / 3  # at least this share said: similarity may confirm the rest as a paraphrase
 NEVER_SAID = "never said in the lines it cites"  # ends the reason of a name or number made up
@@ -107,6 +108,8 @@ def check(
     read = read_for(seqs, lines)
     if not read:
         return Verdict(NO_CITED)
+    if text.rstrip().rstrip("\"'’”)").endswith("?"):
+        return Verdict(ASKS)
     toks = tokens(text)
     if copies_prompt(toks, prompt, Said.of([*(m.text for m in lines), *speakers, *ROLES, *known])):
         return Verdict(COPIES_PROMPT)
@@ -151,6 +154,7 @@ KINDS = {  # why a candidate was refused, in a word or two, for a figure
     COPIES_PROMPT: "copies the prompt",
     BARE_NAME: "a bare name",
     SAYS_NOTHING: "states nothing",
+    ASKS: "states nothing",
 }
 UNSAID = "names or numbers never said"
 WORDS = "its words not said"
