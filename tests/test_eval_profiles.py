@@ -168,8 +168,11 @@ def test_without_a_judge_no_true_fact_is_retired_on_the_dev_sets(tmp_path, name)
     assert (r["updates"]["false_supersessions"], r["updates"]["false_supersession_pairs"]) == (0, [])
 
 
-def test_the_oracle_routes_and_resolves_every_update_of_the_third_dev_set(tmp_path):
+def test_the_oracle_routes_and_resolves_every_update_of_the_third_dev_set_it_stores(tmp_path):
+    """Its annotated facts name makers their sessions never gave ("Honda" for "my 2012 civic",
+    "Ford" for "a diesel transit", "Google" for "my pixel"): the grounding contract refuses them,
+    and with them two of its 25 updates."""
     r = _run(tmp_path, "profiles-dev3.json", "replay", "oracle")
-    assert (r["updates"]["annotated"], r["updates"]["routed"], r["updates"]["resolved"]) == (25, 1.0, 1.0)
+    assert (r["updates"]["annotated"], r["updates"]["routed"], r["updates"]["resolved"]) == (25, 0.92, 0.92)
     assert (r["tests"]["stale_current"], r["tests"]["stale_n"], r["tests"]["must_not_n"]) == (0.0, 33, 33)
     assert r["judge"]["pairs_per_memory"] <= 1.0
