@@ -1,7 +1,8 @@
 """Grounded, or not stored, through a whole pass: the scripted model answers with a paraphrase, a
 made-up number, an invented name, a copy of the card's example, a line it was never shown and a
 template sentence; only the paraphrase is stored, the rest are rejected with their reasons in the
-run record, as `dreamer runs show` prints it."""
+run record, as `dreamer runs show` prints it. A text has one fate in a run: never both rejected
+and added."""
 
 from __future__ import annotations
 
