@@ -16,6 +16,7 @@ from realmodelkit import contract_breaches
 pytestmark = pytest.mark.realmodel
 
 DEV = Path(__file__).parent / "data" / "grounding-dev"
+SLOW = 1800  # seconds a whole pass of a 135M model on two threads may take on a busy machine
 
 
 def env_of(smollm2) -> dict[str, str]:
@@ -23,13 +24,13 @@ def env_of(smollm2) -> dict[str, str]:
 
 
 def dreamed(tmp_path, env) -> dict:
-    proc = run(tmp_path, "dream", "--force", "--json", env=env)
+    proc = run(tmp_path, "dream", "--force", "--json", env=env, timeout=SLOW)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
 def test_the_demo_stores_nothing_that_breaks_the_contract(tmp_path, smollm2):
-    demo = run(tmp_path, "demo", env=env_of(smollm2))
+    demo = run(tmp_path, "demo", env=env_of(smollm2), timeout=SLOW)
     assert demo.returncode == 0, demo.stderr
     assert "0 failed" in demo.stdout
     assert contract_breaches(tmp_path / "data", "demo") == []
@@ -41,11 +42,14 @@ def test_unseen_conversations_store_nothing_that_breaks_the_contract(tmp_path, s
     for path in sorted(DEV.glob("claude-*.jsonl")):
         proc = run(tmp_path, "ingest", str(path), "--format", "claude-code", "--user", "dev", "--mode", "agent")
         assert proc.returncode == 0, proc.stderr
-    record = dreamed(tmp_path, env)
-    assert (record["status"], record["failed_sessions"], record["sessions"]) == ("ok", 0, 14)
+    records = [dreamed(tmp_path, env)]
+    while sum(r["sessions"] for r in records) < 14 and len(records) < 4:  # a pass may leave some for the next
+        records.append(dreamed(tmp_path, env))
+    assert [(r["status"], r["failed_sessions"]) for r in records] == [("ok", 0)] * len(records)
+    assert sum(r["sessions"] for r in records) == 14
     users = [f"gd-{n}" for n in range(1, 6)] + ["dev"]
     assert {u: contract_breaches(tmp_path / "data", u) for u in users} == {u: [] for u in users}
-    rejected = {r["text"] for r in record["rejections"]}
-    shown = run(tmp_path, "runs", "show", str(record["id"]), "--json", env=env)
-    added = {c["text"] for c in json.loads(shown.stdout)["changes"] if c.get("event") == "add"}
-    assert rejected & added == set()  # rejected means rejected
+    for record in records:  # rejected means rejected
+        shown = run(tmp_path, "runs", "show", str(record["id"]), "--json", env=env)
+        added = {c["text"] for c in json.loads(shown.stdout)["changes"] if c["event"] == "add"}
+        assert {r["text"] for r in record["rejections"]} & added == set()
