@@ -389,7 +389,7 @@ def test_a_number_said_in_digits_is_said_in_words_and_back(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["Priya", "Priya.", "The user is Priya.", "Priya and Tomasz", "Tomasz, Priya", "Name: Arjun", "My name is Priya."],
+    ["Priya", "Priya.", "The user is Priya.", "Priya and Tomasz", "Tomasz, Priya", "Arjun", "My name is Priya."],
 )
 def test_a_bare_name_is_rejected(text):
     assert plain(text, [1, 2], speakers=["Priya", "Tomasz"]) == Verdict(BARE_NAME)
@@ -398,6 +398,12 @@ def test_a_bare_name_is_rejected(text):
 @pytest.mark.parametrize("text", ["Tomasz: Is your brother Arjun still in Leeds?", "Did Priya move to Valencia?"])
 def test_a_question_states_nothing(text):
     assert plain(text, [1, 2], speakers=["Priya", "Tomasz"]) == Verdict(ASKS)
+
+
+def test_the_name_of_a_user_who_speaks_as_user_is_a_fact():
+    lines = [Message(1, "My name is Dana, by the way.")]
+    assert plain("The user's name is Dana.", [1], lines) == GROUNDED
+    assert plain("Dana", [1], lines) == Verdict(BARE_NAME)
 
 
 def test_a_name_with_something_said_about_it_is_no_bare_name():

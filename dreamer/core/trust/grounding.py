@@ -12,8 +12,9 @@ The contract, in order:
   read against, is a speaker's name or a role, or is in the user's memory
   already; a date may be worked out from the day one of them was said on ("yesterday" under
   8 May 2023 is 7 May 2023);
-- it states something beyond a name: a bare name ("Jolene", "The user is Jolene."), a sentence of
-  framing words only ("The user likes it.") or a question is rejected;
+- it states something beyond a name: a bare name ("Jolene", "The user is Jolene." where Jolene
+  speaks), a sentence of framing words only ("The user likes it.") or a question is rejected;
+  the user's name said by a user who speaks as "user" ("The user's name is Dana.") is a fact;
 - most of its content words (`MOST`, a name said counting as one) are said in the messages it is read against
   (stemmed: "lives" meets "living"). With at least `MIN_SHARE` of them said, the caller may
   confirm the rest as a paraphrase when the memory lies close enough to one of those messages
@@ -56,6 +57,9 @@ ROLES = ("user", "assistant", "tool")  # who may speak a line, names aside
 FILLER = frozenset(
     "a an the this that is was are am be i me my it its user person speaker name named called and or".split()
 )
+IDENTITY = frozenset(
+    "user name named called".split()
+)  # "The user's name is Dana.": who the user is, when no speaker says
 DATE_DAYS = 31  # how far a date worked out from when a message was said may lie from that day
 YEAR_SPAN = 1  # and a year ("last year", "next year") from that day's year
 SHOWN_WORDS = 4  # the missing words a reason names
@@ -135,7 +139,9 @@ def _content(toks: list[Token], runs: list[list[int]], read: list[Message], spea
     if not content and not runs and not any(t.number for t in toks) and not number_words(toks):
         return Verdict(SAYS_NOTHING)
     if runs and all(k in in_names or bare(t.raw) in FILLER for k, t in enumerate(toks)):
-        return Verdict(BARE_NAME)
+        names_the_user = any(bare(t.raw) in IDENTITY for t in toks)
+        if not names_the_user or all(stem(toks[k].raw) in who for k in in_names):
+            return Verdict(BARE_NAME)
     missing = [
         toks[i].raw
         for i in content
