@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 
-def run(tmp_path, *args, env=None, input=None):
+def run(tmp_path, *args, env=None, input=None, timeout=120):
     e = {
         **os.environ,
         "DREAMER_DATA_DIR": str(tmp_path / "data"),
@@ -23,7 +23,7 @@ def run(tmp_path, *args, env=None, input=None):
         env=e,
         cwd=tmp_path,
         input=input,
-        timeout=120,
+        timeout=timeout,
     )
 
 

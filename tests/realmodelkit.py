@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import httpx
@@ -94,3 +95,40 @@ class SmolLM2Server:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def contract_breaches(data_dir: Path, user: str) -> list[str]:
+    """The current memories of `user` that break the grounding contract on every piece of their
+    evidence: a name or number its cited lines never gave, a bare name, a question, a copy of the
+    prompt, or no content word said (a verdict only similarity could settle is no breach: the pass
+    had the embedder to settle it)."""
+    from sqlmodel import col, select
+
+    from dreamer.core.days import local_day
+    from dreamer.core.models import CURRENT_STATUSES, Memory, Message
+    from dreamer.core.secrets.redact import clean_for_model
+    from dreamer.core.trust.grounding import Message as Line
+    from dreamer.core.trust.grounding import check
+    from dreamer.engine.extraction.grounding import the_prompt
+    from dreamer.store import db
+    from dreamer.store.db import session_scope
+
+    engine = db.make_engine(f"sqlite:///{data_dir / 'dreamer.db'}")
+    breaches = []
+    with session_scope(engine) as s:
+        memories = s.exec(select(Memory).where(Memory.user_id == user, col(Memory.status).in_(CURRENT_STATUSES))).all()
+        known = [m.text for m in memories]
+        for memory in memories:
+            verdicts = []
+            for ev in memory.evidence:
+                rows = s.exec(select(Message).where(Message.session_id == ev["session_id"]).order_by(Message.seq)).all()
+                lines = [Line(m.seq, clean_for_model(m.content), local_day(m.created_at, UTC)) for m in rows]
+                speakers = sorted({m.name for m in rows if m.name})
+                others = [k for k in known if k != memory.text]
+                verdicts.append(
+                    check(memory.text, ev["seqs"], lines, speakers=speakers, prompt=the_prompt(), known=others)
+                )
+            if not any(v.grounded or v.loose for v in verdicts):
+                breaches.append(f"{memory.text} ({'; '.join(str(v.reason) for v in verdicts)})")
+    engine.dispose()
+    return breaches

@@ -41,7 +41,9 @@ def test_eval_model_reports_the_figures_of_each_session_dreamed(tmp_path):
     assert result["prompt_tokens"] == sum(u["prompt_tokens"] for u in usage)
     spent = result["prompt_tokens"] + result["completion_tokens"]
     assert result["tokens_per_dialogue_token"] == round(spent / result["dialogue_tokens"], 4)
+    assert result["rejected"] == {"dropped from the model's reply": 2}
     assert "eval model scripted: 2 session(s) (0 failed)" in proc.stderr
+    assert "grounding: 4 item(s) written, 2 grounded by the contract, 2 stored; rejected: dropped from" in proc.stderr
     assert not (tmp_path / "data").exists()  # the user's store is not touched
 
 

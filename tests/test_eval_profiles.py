@@ -176,6 +176,8 @@ def test_without_a_judge_no_true_fact_is_retired_on_the_dev_sets(tmp_path, name)
 
 
 def test_the_oracle_routes_and_resolves_every_update_of_the_third_dev_set(tmp_path):
+    """Its facts name only what their sessions said ("a 2012 Civic", not the maker the grounding
+    contract would refuse as never said), so every update is stored, routed and resolved."""
     r = _run(tmp_path, "profiles-dev3.json", "replay", "oracle")
     assert (r["updates"]["annotated"], r["updates"]["routed"], r["updates"]["resolved"]) == (25, 1.0, 1.0)
     assert (r["tests"]["stale_current"], r["tests"]["stale_n"], r["tests"]["must_not_n"]) == (0.0, 51, 33)

@@ -302,6 +302,29 @@ def bench_cli(runs: int) -> dict[str, Any]:
     }
 
 
+@eval_app.command("grounding")
+def eval_grounding_cmd(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., metavar="FILE", help="Items a model wrote, labelled by hand (JSON)."),
+    json_out: str = typer.Option(None, "--json", metavar="PATH", help="Write the result as JSON ('-' for stdout)."),
+) -> None:
+    """The grounding contract held to items a real model wrote, labelled by hand: what it kept,
+    its false accepts and false rejections, and what it refused by kind of reason. No model is
+    called; the configured embedder settles what only similarity can."""
+    from dreamer.eval.grounding_dev import eval_grounding
+
+    check_json_target(json_out)
+    result = eval_grounding(settings_of(ctx), path)
+    write_json(result, json_out)
+    refused = ", ".join(f"{kind} {n}" for kind, n in result["rejected"].items())
+    err.print(
+        f"eval grounding: {result['items']} item(s), {result['labelled_grounded']} labelled grounded; "
+        f"kept {result['kept']}: {len(result['false_accepts'])} false accept(s), "
+        f"{len(result['false_rejections'])} false rejection(s); refused: {refused or 'none'}",
+        markup=False,
+    )
+
+
 @eval_app.command("model")
 def eval_model_cmd(
     ctx: typer.Context,
@@ -333,5 +356,11 @@ def eval_model_cmd(
         f"{result['memories_per_session']} memories/session, valid {result['valid_share']}, grounded "
         f"{result['grounded_share']}, {result['tokens_per_dialogue_token']} LLM tokens/dialogue token, "
         f"{result['seconds_per_session']} s/session",
+        markup=False,
+    )
+    refused = ", ".join(f"{kind} {n}" for kind, n in sorted(result["rejected"].items(), key=lambda kv: -kv[1]))
+    err.print(
+        f"grounding: {result['items']} item(s) written, {result['grounded']} grounded by the contract, "
+        f"{result['memories']} stored; rejected: {refused or 'none'}",
         markup=False,
     )

@@ -39,7 +39,7 @@ def dream_group(rt: Runtime, group: list[Session], readers: tuple[Extractor, Jud
         works = [w for w in (_lease_and_load(rt, sess, p) for sess in group) if w is not None]
         if not works:
             return False
-        results = screen_found(p.llm, extract_group(rt, works, extractor, p.held, p.pace))
+        results = p.one_fate(screen_found(p.llm, extract_group(rt, works, extractor, p.held, p.pace)))
         if judge is not None and len(works) > 1:
             return _finish_together(rt, works, results, judge, p)
         for k, (work, found) in enumerate(zip(works, results)):

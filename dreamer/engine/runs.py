@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from sqlmodel import col, select
 
+from dreamer.core.consolidate import content_hash
 from dreamer.core.errors import LeaseLost, LLMTimeout
 from dreamer.core.models import Cursor, DreamRun, Lease, Session, utcnow
 from dreamer.core.run_status import RunStatus
@@ -62,6 +63,7 @@ class Tally:
     timed_out: list[TimedOut] = field(default_factory=list)  # counted at the end if the endpoint answered after them
     leased_out: list[str] = field(default_factory=list)  # sessions another live worker holds: who holds each
     guard: PassGuard | None = None  # made from the settings when the pass first applies a session
+    fates: dict[str, str | None] = field(default_factory=dict)  # by content hash: why a text was refused, None kept
 
 
 class StopCause(StrEnum):
@@ -154,6 +156,11 @@ class Pass:
         self.run.sessions += 1
         self.run.messages += work.new_messages
 
+    def one_fate(self, found: list[Any]) -> list[Any]:
+        """Each session's (kept, left out) candidates of a group (errors and cuts as they are), in
+        order, given the one fate each text has in the run (`one_fate`)."""
+        return [one_fate(self.tally.fates, *f) if isinstance(f, tuple) else f for f in found]
+
     def failed(self, rt: Runtime, sess: Session, exc: Exception) -> None:
         """A session whose lease was lost is dropped; one that failed for a reason of its own (what
         the model made of it, or anything else that is not `is_global`) is recorded failed and counted
@@ -174,6 +181,31 @@ class Pass:
     def save(self, rt: Runtime) -> DreamRun:
         """The run row saved with its counts and the model's usage (`save_run`)."""
         return save_run(rt, self.run, self.tally, self.llm)
+
+
+def one_fate(
+    fates: dict[str, str | None], kept: list[Candidate], left_out: list[Candidate]
+) -> tuple[list[Candidate], list[Candidate]]:
+    """A session's candidates (`kept` for planning, `left_out` with why) once each text has one
+    fate in a run: a text refused (ungrounded, over the cap) where it first came is refused again,
+    for the same reason, where it comes later; one kept where it first came is not listed as
+    refused by a later session (the run stores it). So no text is both rejected and added in one
+    run. `fates` (content hash -> the reason a text was refused, None: kept) is updated."""
+    out_kept: list[Candidate] = []
+    out_left: list[Candidate] = []
+    for cand in left_out:
+        key = content_hash(cand.text)
+        if key in fates and fates[key] is None:
+            continue  # stored by this run from an earlier session
+        fates.setdefault(key, cand.ungrounded or OVER_CAP)
+        out_left.append(cand)
+    for cand in kept:
+        key = content_hash(cand.text)
+        if (reason := fates.setdefault(key, None)) is not None:
+            out_left.append(cand.model_copy(update={"ungrounded": reason}))
+        else:
+            out_kept.append(cand)
+    return out_kept, out_left
 
 
 def run_id(run: DreamRun) -> int:

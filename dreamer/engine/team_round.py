@@ -217,7 +217,7 @@ def _grounded(
 ) -> tuple[list[Candidate], list[Candidate]]:
     """The candidates that rest on what the round said, and those that do not (a name, number or
     claim no line of theirs gives), checked as a dream pass checks a session's."""
-    checked = [c for _, c in ground(rt, team.user_id, [(0, c) for c in candidates], {0: lines}, "team")]
+    checked = [c for _, c in ground(rt, team.user_id, [(0, c) for c in candidates], {0: lines})]
     return [c for c in checked if c.ungrounded is None], [c for c in checked if c.ungrounded is not None]
 
 

@@ -1,6 +1,7 @@
 """`dreamer eval model`: how the configured model does on a transcript file, as a pass sees it:
-memories per session, the share of the items it wrote that were valid and grounded, LLM tokens
-per dialogue token (the endpoint's own usage) and seconds per session. The file is imported into
+memories per session, the share of the items it wrote that were valid and grounded (the
+grounding contract, `core.trust.grounding`), the rejected ones by reason, LLM tokens per
+dialogue token (the endpoint's own usage) and seconds per session. The file is imported into
 a fresh data dir of its own; each session is dreamed in its own pass, in order."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from dreamer.core.errors import ConfigError
 from dreamer.core.models import CURRENT_STATUSES, DreamRun, Memory, Message, Session
 from dreamer.core.settings import Settings
 from dreamer.core.tokens import count_tokens
+from dreamer.core.trust.grounding import reason_kind
 from dreamer.engine.dream import dream_pass
 from dreamer.engine.runs import DROPPED, OVER_CAP, OnStep, PassStep
 from dreamer.engine.runtime import Runtime
@@ -45,7 +47,8 @@ class ModelFigures:
     completion_tokens: int = 0
     items: int = 0  # what the model wrote as items: read valid, or dropped from its reply
     valid: int = 0  # items that were valid candidates
-    grounded: int = 0  # valid candidates that rested on what was said
+    grounded: int = 0  # valid candidates that rested on what was said (the grounding contract)
+    rejected: dict[str, int] = field(default_factory=dict)  # items not stored, by the kind of reason (`reason_kind`)
     memories: int = 0
     seconds: float = 0.0
 
@@ -159,3 +162,5 @@ def _add(figures: ModelFigures, run: DreamRun) -> None:
     figures.items += run.candidates + ungrounded + over_cap + dropped
     figures.valid += run.candidates + ungrounded + over_cap
     figures.grounded += run.candidates + over_cap
+    for kind in map(reason_kind, reasons):
+        figures.rejected[kind] = figures.rejected.get(kind, 0) + 1

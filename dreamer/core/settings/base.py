@@ -143,7 +143,8 @@ class Settings(PersonSettings, ModeSettings, CompactionSettings):
         ge=-1,
         le=1,
         description="Cosine similarity to a message it cites from which a candidate worded in its own way "
-        "(fewer than a third of its content words said there) still counts as grounded; names and numbers never do",
+        "(a third to a half of its content words said there) still counts as grounded; with fewer said, "
+        "or a name or number never said, no similarity does",
     )
     dreams_cap: int = Field(50, ge=0, le=MAX_COUNT)
 

@@ -1,18 +1,24 @@
 """Grounded, or not stored: whether a candidate memory rests on the messages it cites, checked
-without a model. A small model copies its prompt card's examples or invents names and numbers;
-such a candidate is rejected with its reason and never stored.
+without a model. A small model copies its prompt, invents names and numbers, or writes a bare
+name; such a candidate is rejected with its reason and never stored.
 
-The rules, in order:
+The contract, in order:
 - it cites at least one message it was shown; it is read against those and the message before
   each (which a reply may answer);
-- it does not copy one of the card's worked examples with words the session never used;
-- every name (a capitalised word inside a sentence) and every number in it is said in the
-  session it was shown, is a speaker's name, or is in the user's memory already; a date may be worked out from the day a message it
-  is read against was said on ("yesterday" under 8 May 2023 is 7 May 2023);
-- at least a third of its content words are said in the messages it is read against (stemmed: "lives"
-  meets "living"), or else the caller finds the memory close enough to one of them in embedding space
-  (`settle`): the memory's own words for what was said are kept, a name or a number it made up
-  never is.
+- it copies no span of the prompt (`prompt_copy`: the cards, their examples, the transcript
+  instructions, also lengthened or edited) with a word the session never used;
+- every name (a capitalised word, the one opening a sentence too, in any inflection: "Maria's")
+  and every number (digits or words: "two", "forty-two") in it is said in the messages it is
+  read against, is a speaker's name or a role, or is in the user's memory
+  already; a date may be worked out from the day one of them was said on ("yesterday" under
+  8 May 2023 is 7 May 2023);
+- it states something beyond a name: a bare name ("Jolene", "The user is Jolene." where Jolene
+  speaks), a sentence of framing words only ("The user likes it.") or a question is rejected;
+  the user's name said by a user who speaks as "user" ("The user's name is Dana.") is a fact;
+- most of its content words (`MOST`, a name said counting as one) are said in the messages it is read against
+  (stemmed: "lives" meets "living"). With at least `MIN_SHARE` of them said, the caller may
+  confirm the rest as a paraphrase when the memory lies close enough to one of those messages
+  in embedding space (`settle`); with fewer, similarity never stands in for what was said.
 """
 
 from __future__ import annotations
@@ -31,15 +37,29 @@ from dreamer.core.trust.grounding_words import (
     bare,
     is_content,
     name_runs,
+    number_words,
     stem,
     tokens,
 )
+from dreamer.core.trust.prompt_copy import EMPTY, Prompt, copies_prompt
 
 UNGROUNDED = "ungrounded"
 NO_CITED = f"{UNGROUNDED}: no cited message"
-COPIES_EXAMPLE = f"{UNGROUNDED}: copies the card's example"
-MIN_SHARE = 1 / 3  # the share of a candidate's content words the messages it is read against must say
-EXAMPLE_OVERLAP = 0.7  # the share of words a candidate shares with an example to count as its copy
+COPIES_PROMPT = f"{UNGROUNDED}: copies the prompt"
+BARE_NAME = f"{UNGROUNDED}: nothing beyond a name"
+SAYS_NOTHING = f"{UNGROUNDED}: states nothing"
+ASKS = f"{UNGROUNDED}: a question, states nothing"
+MOST = 1 / 2  # at least this share of a candidate's content words said: grounded
+MIN_SHARE = 1 / 3  # at least this share said: similarity may confirm the rest as a paraphrase
+NEVER_SAID = "never said in the lines it cites"  # ends the reason of a name or number made up
+ROLES = ("user", "assistant", "tool")  # who may speak a line, names aside
+# What may stand beside a name in a candidate that says nothing else ("The user is Jolene.", "My name: Jolene")
+FILLER = frozenset(
+    "a an the this that is was are am be i me my it its user person speaker name named called and or".split()
+)
+IDENTITY = frozenset(
+    "user name named called".split()
+)  # "The user's name is Dana.": who the user is, when no speaker says
 DATE_DAYS = 31  # how far a date worked out from when a message was said may lie from that day
 YEAR_SPAN = 1  # and a year ("last year", "next year") from that day's year
 SHOWN_WORDS = 4  # the missing words a reason names
@@ -59,7 +79,8 @@ class Message:
 @dataclass(frozen=True)
 class Verdict:
     """Whether a candidate is grounded; when not, why (`reason`). `loose`: only content words are
-    missing, so a memory close enough to a cited message in embedding space is grounded still."""
+    missing, and no more than a paraphrase leaves out (at least `MIN_SHARE` said), so a memory
+    close enough to a cited message in embedding space is grounded still."""
 
     reason: str | None = None
     loose: bool = False
@@ -79,41 +100,78 @@ def check(
     lines: Sequence[Message],
     *,
     speakers: Sequence[str] = (),
-    examples: Sequence[str] = (),
+    prompt: Prompt = EMPTY,
     known: Sequence[str] = (),
 ) -> Verdict:
     """The verdict on a candidate's `text` citing `seqs`, against the `lines` of its session the
-    call showed (in order), the `speakers`' names, the prompt card's `examples` and what the
-    user's memory already holds (`known`, texts). A name or a number is looked up in all the
-    lines and in `known` (a model may cite the wrong line for a name it heard, and an update
-    names what it updates: "the Spanish exam moved" where only "the exam" was said);
-    content words in the messages it is read against (`read_for`), where at least `MIN_SHARE` of
-    them must be said."""
+    call showed (in order), the `speakers`' names, the `prompt` the model was asked with and what
+    the user's memory already holds (`known`, texts). A name or a number is looked up in the
+    messages it is read against (`read_for`), the speakers' names and `known` (an update names
+    what it updates: "the Spanish exam moved" where only "the exam" was said), as are its content
+    words, in those messages alone; a copy of the prompt is one with a word the whole session never said."""
     read = read_for(seqs, lines)
     if not read:
         return Verdict(NO_CITED)
+    if text.rstrip().rstrip("\"'’”)").endswith("?"):
+        return Verdict(ASKS)
     toks = tokens(text)
-    heard = Said.of([*(m.text for m in lines), *speakers, *known])
-    if copies_example(toks, examples, heard):
-        return Verdict(COPIES_EXAMPLE)
+    if copies_prompt(toks, prompt, Said.of([*(m.text for m in lines), *speakers, *ROLES, *known])):
+        return Verdict(COPIES_PROMPT)
+    heard = Said.of([*(m.text for m in read), *speakers, *ROLES, *known])
     days = [m.day for m in read if m.day is not None]
     runs = name_runs(toks)
-    made_up = [_name(run, toks) for run in runs if not _said_name(run, toks, heard)]
+    made_up = [_unsaid(run, toks, heard) for run in runs if not _said_name(run, toks, heard)]
     made_up += [t.raw for i, t in enumerate(toks) if t.number and not _a_number(i, toks, heard, days)]
+    made_up += [toks[i].raw for i, value in number_words(toks) if not heard.has_number(value)]
     if made_up:
-        return Verdict(f"{UNGROUNDED}: {quoted(made_up)} not in the session", unsaid=tuple(made_up))
+        return Verdict(f"{UNGROUNDED}: {quoted(made_up)} {NEVER_SAID}", unsaid=tuple(made_up))
+    return _content(toks, runs, read, speakers)
+
+
+def _content(toks: list[Token], runs: list[list[int]], read: list[Message], speakers: Sequence[str]) -> Verdict:
+    """The verdict on what a candidate states beyond its names: something (a bare name or framing
+    alone is rejected), most of it said in the messages it is read against (`read`)."""
     said = Said.of([m.text for m in read])
+    in_names = {k for run in runs for k in run}
     named = {k for run in runs if _said_name(run, toks, said) for k in run}  # in full, in part or as initials
     who = {stem(w) for name in speakers for w in name.split()}  # a speaker's name frames, as "the user" does
     content = list({stem(t.raw): i for i, t in enumerate(toks) if is_content(t) and stem(t.raw) not in who}.values())
+    if not content and not runs and not any(t.number for t in toks) and not number_words(toks):
+        return Verdict(SAYS_NOTHING)
+    if runs and all(k in in_names or bare(t.raw) in FILLER for k, t in enumerate(toks)):
+        names_the_user = any(bare(t.raw) in IDENTITY for t in toks)
+        if not names_the_user or all(stem(toks[k].raw) in who for k in in_names):
+            return Verdict(BARE_NAME)
     missing = [
         toks[i].raw
         for i in content
         if i not in named and not said.has_word(toks[i].raw) and not _initialled(i, toks, said)
     ]
-    if len(missing) <= (1 - MIN_SHARE) * len(content):
+    if len(missing) <= (1 - MOST) * len(content):
         return GROUNDED
-    return Verdict(f"{UNGROUNDED}: {quoted(missing)} not in {messages(m.seq for m in read)}", loose=True)
+    where = messages(m.seq for m in read)
+    return Verdict(
+        f"{UNGROUNDED}: {quoted(missing)} not in {where}", loose=len(missing) <= (1 - MIN_SHARE) * len(content)
+    )
+
+
+KINDS = {  # why a candidate was refused, in a word or two, for a figure
+    NO_CITED: "cites no line shown",
+    COPIES_PROMPT: "copies the prompt",
+    BARE_NAME: "a bare name",
+    SAYS_NOTHING: "states nothing",
+    ASKS: "states nothing",
+}
+UNSAID = "names or numbers never said"
+WORDS = "its words not said"
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a rejection's `reason`, for counting: one of `KINDS`' values, `UNSAID` or
+    `WORDS` for an ungrounded one, the reason itself for any other (over the cap, screened)."""
+    if not reason.startswith(UNGROUNDED) or reason in KINDS:
+        return KINDS.get(reason, reason)
+    return UNSAID if reason.endswith(NEVER_SAID) else WORDS
 
 
 def read_for(seqs: Sequence[int], lines: Sequence[Message]) -> list[Message]:
@@ -137,15 +195,19 @@ def settle(verdict: Verdict, similarity: float | None, threshold: float) -> Verd
 
 
 def _said_name(run: list[int], toks: list[Token], said: Said) -> bool:
-    """Whether a name is said: one of its capitalised words ("Portland, Oregon" for "portland",
-    "Kia Niro" for "niro"), or its initials ("San Francisco" for "sf", "Game of Thrones" for "GoT")."""
+    """Whether a name is said: each of its capitalised words ("Maria's" as "Maria"; "Valencia,
+    Spain" needs "Spain" said too), or its initials ("San Francisco" for "sf", "Game of Thrones"
+    for "GoT")."""
     words = [toks[k].raw for k in run]
     capitals = [w for w in words if bare(w) not in CONNECTORS]
-    return any(said.has_word(w) for w in capitals) or said.initials(words) or said.initials(capitals)
+    return all(said.has_word(w) for w in capitals) or said.initials(words) or said.initials(capitals)
 
 
-def _name(run: list[int], toks: list[Token]) -> str:
-    return " ".join(toks[k].raw for k in run)
+def _unsaid(run: list[int], toks: list[Token], said: Said) -> str:
+    """What of a name is not said: its capitalised words never said ("Spain" of "Valencia, Spain"),
+    the whole name when none is."""
+    words = [toks[k].raw for k in run if bare(toks[k].raw) not in CONNECTORS and not said.has_word(toks[k].raw)]
+    return " ".join(words) or " ".join(toks[k].raw for k in run)
 
 
 def _initialled(i: int, toks: list[Token], said: Said) -> bool:
@@ -162,19 +224,6 @@ def _initialled(i: int, toks: list[Token], said: Said) -> bool:
 def _a_number(i: int, toks: list[Token], said: Said, days: list[date]) -> bool:
     """Whether number `i` is said in the session, or is a date a message's day yields."""
     return said.has_number(toks[i].raw) or _a_date(i, toks, said, days)
-
-
-def copies_example(toks: list[Token], examples: Sequence[str], session: Said) -> bool:
-    """Whether the candidate is one of the card's `examples` (most of its words the same) and has
-    a content word the session never used."""
-    words = {bare(t.raw) for t in toks}
-    if not words or all(session.has_word(t.raw) for t in toks if is_content(t)):
-        return False
-    for example in examples:
-        theirs = {bare(t.raw) for t in tokens(example)}
-        if theirs and len(words & theirs) / len(words | theirs) >= EXAMPLE_OVERLAP:
-            return True
-    return False
 
 
 def messages(seqs: Iterable[int]) -> str:

@@ -1,5 +1,6 @@
 """The words of a memory and of the messages it rests on, as grounding compares them: names
-(capitalised words inside a sentence), numbers (digits, with number words read as digits) and
+(capitalised words, the one opening a sentence included), numbers (digits, and number words read
+as digits) and
 content words (what is left once the third-person framing of a memory is taken out), each
 reduced to a crude stem so "living", "lives" and "lived" meet. Pure: no model, no I/O."""
 
@@ -165,6 +166,31 @@ def spoken_numbers(words: list[str]) -> set[str]:
     return out
 
 
+LOOSE_NUMBERS = frozenset({"one", "first"})  # a number word that is as often no count at all ("one of", "at first")
+
+
+def number_words(toks: list[Token]) -> list[tuple[int, str]]:
+    """The numbers a text says in words, each once, as (index of its first word, digits): "forty-two"
+    is 42 (not 40 and 2), "twelve hundred" 1200; "one" and "first" are left out (`LOOSE_NUMBERS`)."""
+    out: list[tuple[int, str]] = []
+    words = [bare(t.raw) if not t.number else "" for t in toks]
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w not in NUMBER_WORDS or w in LOOSE_NUMBERS:
+            i += 1
+            continue
+        value, nxt = NUMBER_WORDS[w], words[i + 1] if i + 1 < len(words) else ""
+        step = 1
+        if w in TENS and nxt in UNITS:
+            value, step = value + UNITS[nxt], 2
+        elif nxt in ("hundred", "thousand") and w not in ("hundred", "thousand"):
+            value, step = value * NUMBER_WORDS[nxt], 2
+        out.append((i, str(value)))
+        i += step
+    return out
+
+
 @dataclass(frozen=True)
 class Said:
     """What a set of messages holds, as grounding looks things up in it."""
@@ -230,15 +256,11 @@ def capitalised(tok: Token) -> bool:
     return not tok.number and tok.raw[:1].isupper() and w not in FRAMING and w not in MONTHS and w not in WEEKDAYS
 
 
-def is_name(tok: Token) -> bool:
-    """A capitalised word inside a sentence that is not framing, a month or a weekday: a name."""
-    return capitalised(tok) and not tok.opens
-
-
 def name_runs(toks: list[Token]) -> list[list[int]]:
-    """The names of a text as runs of token indices: capitalised words in a row, joined by
-    connectors ("Portland, Oregon", "Game of Thrones"); a run holds at least one name
-    (`is_name`), so a capitalised word that only opens a sentence is none."""
+    """The names of a text as runs of token indices: capitalised words in a row (`capitalised`),
+    joined by connectors ("Portland, Oregon", "Game of Thrones"). A capitalised word opening a
+    sentence is a name too ("Maria is the user."): what is not framing and is written with a
+    capital must be said, wherever it stands."""
     runs: list[list[int]] = []
     run: list[int] = []
     for i, tok in enumerate(toks + [Token("", True, False)]):
@@ -246,7 +268,7 @@ def name_runs(toks: list[Token]) -> list[list[int]]:
         if capitalised(tok) or joins:
             run.append(i)
             continue
-        if any(is_name(toks[k]) for k in run):
+        if run:
             runs.append(run)
         run = []
     return runs

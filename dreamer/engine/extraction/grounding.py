@@ -5,7 +5,6 @@ pass records it as rejected and never plans or stores it."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -16,43 +15,41 @@ from sqlmodel import col, select
 
 from dreamer.core.models import CURRENT_STATUSES, Memory
 from dreamer.core.trust.grounding import Message, Verdict, check, read_for, settle
-from dreamer.engine.extraction.extract import Candidate, extraction_card
+from dreamer.core.trust.prompt_copy import Prompt
+from dreamer.engine.extraction.extract import EXTRACTION_CARDS, Candidate
 from dreamer.engine.extraction.transcript import Line
 from dreamer.engine.runtime import Runtime
-from dreamer.llm.cards import card_text, examples
+from dreamer.llm.cards import CARDS, card_text, describe_schema
 from dreamer.store.db import session_scope
-
-_QUOTED = re.compile(r'"([A-Z][^"\n]{8,})"')  # a sentence a card quotes in its rubric
 
 REMEMBERED = 200  # most memories read to find the names a candidate's session never gave
 Shared = tuple[int, Candidate]  # a candidate given to one session (its index), with that session's own seqs
 
 
-@lru_cache(maxsize=4)
-def card_examples(mode: str) -> tuple[str, ...]:
-    """The sentences the extraction card of `mode` (the team card for `team`) shows the model:
-    its worked examples' items and the sentences its rubric quotes."""
-    card = "team" if mode == "team" else extraction_card(mode)[0]
-    texts: list[str] = []
-    for example in examples(card):
-        answer = json.loads(example.answer)
-        items = [item for kind in answer.values() if isinstance(kind, list) for item in kind]
-        texts += [item["text"] for item in items if isinstance(item, dict) and isinstance(item.get("text"), str)]
-    texts += _QUOTED.findall(card_text(card))
-    return tuple(dict.fromkeys(texts))
+@lru_cache(maxsize=1)
+def prompt_texts() -> tuple[str, ...]:
+    """What a model is prompted with, as a candidate must not copy it: every card whole (rubric,
+    worked examples, the transcript instructions it includes) and the extraction answers' field
+    descriptions."""
+    return (*(card_text(name) for name in CARDS), *(describe_schema(schema) for _, schema in EXTRACTION_CARDS.values()))
 
 
-def ground(rt: Runtime, user_id: str, shared: list[Shared], sessions: dict[int, list[Line]], mode: str) -> list[Shared]:
+@lru_cache(maxsize=1)
+def the_prompt() -> Prompt:
+    return Prompt.of(prompt_texts())
+
+
+def ground(rt: Runtime, user_id: str, shared: list[Shared], sessions: dict[int, list[Line]]) -> list[Shared]:
     """Each shared candidate with its verdict: `ungrounded` holds why it is not grounded, None
     when it is. `sessions`: each session's lines the call showed, numbered with its own seqs. A
     candidate naming what the session never gave is checked again with the user's current
     memories that hold those names (an update names what it updates)."""
-    verdicts = [_verdict(cand, sessions.get(i, []), mode) for i, cand in shared]
+    verdicts = [_verdict(cand, sessions.get(i, [])) for i, cand in shared]
     unsaid = sorted({w for v in verdicts for w in v.unsaid})
     if unsaid:
         known = remembered(rt, user_id, unsaid)
         verdicts = [
-            _verdict(cand, sessions.get(i, []), mode, known) if v.unsaid else v
+            _verdict(cand, sessions.get(i, []), [*known, *said_elsewhere(sessions, i)]) if v.unsaid else v
             for (i, cand), v in zip(shared, verdicts)
         ]
     similar = _similarities(rt, [cand for _, cand in shared], verdicts, sessions, [i for i, _ in shared])
@@ -66,18 +63,31 @@ def messages(lines: Sequence[Line]) -> list[Message]:
     return [Message(ln.seq, ln.text, ln.day, ln.context_only) for ln in lines]
 
 
-def _verdict(cand: Candidate, lines: list[Line], mode: str, known: Sequence[str] = ()) -> Verdict:
+def _verdict(cand: Candidate, lines: list[Line], known: Sequence[str] = ()) -> Verdict:
     speakers = sorted({ln.name for ln in lines if ln.name})
-    return check(cand.text, cand.seqs, messages(lines), speakers=speakers, examples=card_examples(mode), known=known)
+    return check(cand.text, cand.seqs, messages(lines), speakers=speakers, prompt=the_prompt(), known=known)
+
+
+def said_elsewhere(sessions: dict[int, list[Line]], own: int) -> list[str]:
+    """What the user's other sessions in the same call said: a name one of them gave (the
+    company named last week) is no more invented than one the user's memories hold, though the
+    pass has not stored that session's memories yet."""
+    return [ln.text for i, lines in sessions.items() if i != own for ln in lines]
 
 
 def remembered(rt: Runtime, user_id: str, words: list[str]) -> list[str]:
     """The texts of the user's current memories that hold any of `words` (case ignored), at most
     `REMEMBERED` of them."""
-    probes = [func.lower(Memory.text).like(f"%{_escaped(w.casefold())}%", escape="\\") for w in words]
+    probes = [func.lower(Memory.text).like(f"%{_escaped(_base(w))}%", escape="\\") for w in words]
     with session_scope(rt.engine) as s:
         current = col(Memory.user_id) == user_id, col(Memory.status).in_(CURRENT_STATUSES)
         return list(s.exec(select(Memory.text).where(*current, or_(*probes)).limit(REMEMBERED)).all())
+
+
+def _base(word: str) -> str:
+    """A name as a memory may hold it: without a possessive ("Tallyhub's" is found in
+    "backend lead at Tallyhub"), case folded."""
+    return re.split(r"['\u2019]", word.casefold(), maxsplit=1)[0] or word.casefold()
 
 
 def _escaped(word: str) -> str:

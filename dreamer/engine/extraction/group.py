@@ -153,7 +153,7 @@ def _share(
     for ln in chunk.lines:
         i, seq = where[ln.seq]
         sessions.setdefault(i, []).append(replace(ln, seq=seq))
-    for i, cand in ground(rt, owner.user_id, shared, sessions, mode):
+    for i, cand in ground(rt, owner.user_id, shared, sessions):
         if isinstance(kept := found[i], list):
             kept.append(cand)
 
