@@ -137,6 +137,23 @@ def test_a_candidate_in_its_own_words_is_rejected_when_too_far(settings, sqlite_
     )
 
 
+def passes_of(settings, sqlite_engine, server, tmp_path, answers, said: list[str]) -> list[DreamRun]:
+    """One pass per said line, each its own session of one user, the model giving the next answer."""
+    server.set_script(lambda body: judge_reply(body, "new") if is_judgement(body) else Reply.json(next(answers)))
+    rt = make_runtime(
+        settings.model_copy(update={"triage": False}), sqlite_engine, server, make_index("edge", tmp_path)
+    )
+    runs = []
+    try:
+        for n, text in enumerate(said):
+            turns = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+            rec = record_messages(rt.engine, f"s{n}", turns, user_id="u1", source="test")
+            runs.append(dream_pass(rt, session_ids=[rec.session_id], force=True))
+    finally:
+        rt.close()
+    return runs
+
+
 def test_an_update_may_name_what_the_users_memory_already_holds(settings, sqlite_engine, server, tmp_path):
     """The second session says only "the exam": the candidate naming the Spanish exam rests on the
     memory of the first; a name neither gave is rejected."""
@@ -151,19 +168,8 @@ def test_an_update_may_name_what_the_users_memory_already_holds(settings, sqlite
             },
         ]
     )
-    server.set_script(lambda body: judge_reply(body, "new") if is_judgement(body) else Reply.json(next(answers)))
-    rt = make_runtime(
-        settings.model_copy(update={"triage": False}), sqlite_engine, server, make_index("edge", tmp_path)
-    )
     said = ["my Spanish exam is on 10 December, quiz me?", "the exam got moved to 14 January, more time to practise"]
-    runs = []
-    try:
-        for n, text in enumerate(said):
-            turns = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
-            rec = record_messages(rt.engine, f"s{n}", turns, user_id="u1", source="test")
-            runs.append(dream_pass(rt, session_ids=[rec.session_id], force=True))
-    finally:
-        rt.close()
+    runs = passes_of(settings, sqlite_engine, server, tmp_path, answers, said)
     assert [(r.added, r.rejections) for r in runs] == [
         (1, []),
         (
@@ -187,19 +193,8 @@ def test_a_name_the_memory_holds_is_found_in_its_possessive(settings, sqlite_eng
             {"focus": [{"text": "Tallyhub's launch deadline is March 1.", "seqs": [1]}]},
         ]
     )
-    server.set_script(lambda body: judge_reply(body, "new") if is_judgement(body) else Reply.json(next(answers)))
-    rt = make_runtime(
-        settings.model_copy(update={"triage": False}), sqlite_engine, server, make_index("edge", tmp_path)
-    )
     said = ["I'm the backend lead at Tallyhub these days", "launch deadline is march 1, load test plan?"]
-    runs = []
-    try:
-        for n, text in enumerate(said):
-            turns = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
-            rec = record_messages(rt.engine, f"s{n}", turns, user_id="u1", source="test")
-            runs.append(dream_pass(rt, session_ids=[rec.session_id], force=True))
-    finally:
-        rt.close()
+    runs = passes_of(settings, sqlite_engine, server, tmp_path, answers, said)
     assert [(r.added, r.rejections) for r in runs] == [(1, []), (1, [])]
 
 
