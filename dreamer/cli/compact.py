@@ -14,7 +14,6 @@ from typing import Any
 import typer
 
 from dreamer.cli import app, err, print_json, settings_of
-from dreamer.core.errors import ConfigError, IngestError, NotFound
 
 OFFLOAD_ID = re.compile(r"\bofl_[0-9A-Za-z]+\b")
 
@@ -22,6 +21,7 @@ OFFLOAD_ID = re.compile(r"\bofl_[0-9A-Za-z]+\b")
 def read_chat(path: Path) -> list[dict[str, Any]]:
     """The messages of a chat file: a JSON list, a JSON ``{"messages": [...]}``, or JSONL with
     one message a line; `IngestError` in one line naming what is wrong."""
+    from dreamer.core.errors import IngestError
     from dreamer.eval.compaction_cases import message_problem
 
     try:
@@ -37,6 +37,8 @@ def read_chat(path: Path) -> list[dict[str, Any]]:
 
 
 def _parsed(path: Path, text: str) -> list[Any]:
+    from dreamer.core.errors import IngestError
+
     try:
         data = json.loads(text)
     except ValueError:
@@ -56,6 +58,8 @@ def _parsed(path: Path, text: str) -> list[Any]:
 
 
 def positive(value: str, option: str) -> int:
+    from dreamer.core.errors import ConfigError
+
     try:
         number = int(value)
     except ValueError:
@@ -78,6 +82,7 @@ def compact(
 ) -> None:
     """Compact a chat to fit a budget: old tool output and whole old turns offloaded to markers
     (restore them with `dreamer restore`), the older span summarised when a model is configured."""
+    from dreamer.core.errors import IngestError
     from dreamer.online.compaction.compact import compact_messages
 
     number = positive(budget, "--budget")
@@ -120,6 +125,8 @@ def restore(
     offloads: Path = typer.Option(None, "--offloads", metavar="DIR", help="Where `compact` put the bodies."),
 ) -> None:
     """Print the body a marker of `dreamer compact` stands for, as it was."""
+    from dreamer.core.errors import ConfigError, NotFound
+
     found = OFFLOAD_ID.search(marker)
     if found is None:
         raise ConfigError(f"no offload id (ofl_...) in {marker!r}")
