@@ -10,17 +10,11 @@ shapes the earlier corpora lack, and measured once before any change (secret rec
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
+
+from test_redact_languages import rows, score
 
 from dreamer.core.trust.admit import admit, admit_ledger
-
-DATA = Path(__file__).parent / "data"
-
-
-def rows(name: str) -> list[dict]:
-    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def stored(row: dict) -> str:
@@ -30,18 +24,7 @@ def stored(row: dict) -> str:
 
 
 def secret_scores() -> dict[str, Counter]:
-    out: dict[str, Counter] = {}
-    for r in rows("secrets_fresh2.jsonl"):
-        said = stored(r)
-        for group in ["all", f"lang:{r['lang']}", *([f"kind:{r['kind']}"] if r["secret"] else [])]:
-            c = out.setdefault(group, Counter())
-            if r["secret"]:
-                c["secrets"] += 1
-                c["found"] += r["secret"] not in said
-            else:
-                c["lookalikes"] += 1
-                c["changed"] += "[REDACTED:" in said
-    return out
+    return score(rows("secrets_fresh2.jsonl"), stored)
 
 
 def test_the_sets_span_thirty_languages_and_the_new_shapes():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,11 +30,12 @@ def rows(name: str) -> list[dict]:
     return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def score(rows_: list[dict]) -> dict[str, Counter]:
-    """Counts per group ("all", "lang:xx", "kind:yy"): secrets, found, look-alikes, changed."""
+def score(rows_: list[dict], said_of: Callable[[dict], str] = lambda r: redact(r["text"])) -> dict[str, Counter]:
+    """Counts per group ("all", "lang:xx", "kind:yy"): secrets, found, look-alikes, changed;
+    `said_of` gives what is kept of a row (by default its text through `redact`)."""
     out: dict[str, Counter] = {}
     for r in rows_:
-        said = redact(r["text"])
+        said = said_of(r)
         groups = ["all", f"lang:{r['lang']}"] + ([f"kind:{r['kind']}"] if r["secret"] else [])
         for g in groups:
             c = out.setdefault(g, Counter())

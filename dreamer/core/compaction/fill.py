@@ -290,18 +290,23 @@ def _span_tail(messages: list[Msg], offloads: Sequence[Offload], room: int, poli
     return messages
 
 
-def _tail(text: str, tokens: int, policy: Policy) -> str:
-    """The longest end of `text` (cut at a line or a space) within `tokens`."""
+def _fitting(text: str, tokens: int, policy: Policy, *, end: bool) -> str:
+    """The longest start (or, with `end`, end) of `text` within `tokens`, found by halving."""
     if tokens <= 0:
         return ""
     low, high = 0, min(len(text), tokens * 8)
     while low < high:
         mid = (low + high + 1) // 2
-        if policy.counter(text[len(text) - mid :]) <= tokens:
+        if policy.counter(text[len(text) - mid :] if end else text[:mid]) <= tokens:
             low = mid
         else:
             high = mid - 1
-    cut = text[len(text) - low :]
+    return text[len(text) - low :] if end else text[:low]
+
+
+def _tail(text: str, tokens: int, policy: Policy) -> str:
+    """The longest end of `text` (cut at a line or a space) within `tokens`."""
+    cut = _fitting(text, tokens, policy, end=True)
     edge = max(cut.find("\n"), cut.find(" "))
     return cut[edge + 1 :] if 0 <= edge < len(cut) // 2 else cut
 
@@ -314,16 +319,7 @@ def _offload_named(text: str, bodies: dict[str, Offload]) -> Offload | None:
 
 def _head(body: str, tokens: int, policy: Policy) -> str:
     """The longest start of `body` (cut at a line or a space) within `tokens`."""
-    if tokens <= 0:
-        return ""
-    low, high = 0, min(len(body), tokens * 8)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if policy.counter(body[:mid]) <= tokens:
-            low = mid
-        else:
-            high = mid - 1
-    cut = body[:low]
+    cut = _fitting(body, tokens, policy, end=False)
     edge = max(cut.rfind("\n"), cut.rfind(" "))
     return cut[:edge] if edge > len(cut) // 2 else cut
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from dreamer.core.private import private_dir, private_file
 from dreamer.engine.markdown.entries import bullet, parse_entries
+from dreamer.store.leases import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def remove_orphaned_temps(folder: Path) -> int:
     removed = 0
     for tmp in Path(folder).glob(".*.tmp"):
         m = _TEMP_RE.fullmatch(tmp.name)
-        if m is None or m.group("host") != _HOST or _alive(int(m.group("pid"))):
+        if m is None or m.group("host") != _HOST or pid_alive(int(m.group("pid"))):
             continue
         try:
             tmp.unlink()
@@ -160,16 +161,6 @@ def remove_orphaned_temps(folder: Path) -> int:
     if removed:
         log.info("removed %d orphaned temp files in %s", removed, folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_files(files: list[RenderedFile]) -> None:
