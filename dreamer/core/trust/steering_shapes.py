@@ -41,14 +41,9 @@ ANYWHERE = [
     _shape(
         "role_override",
         r"\byou are (?:now|no longer)\b"
-        r"|\b(?:your|the (?:assistant|ai|model)'s) new (?:system |hidden |secret )?(?:instructions?|directives?|rules|role|persona|task)\b"
-        r"|\bnew (?:system |hidden |secret )(?:instructions?|directives?|rules|role|persona|task)\b"
         r"|\bnew (?:instructions?|directives?|rules)\s*(?::|for (?:you|the (?:ai|assistant|model))\b|follow\b)"
-        r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b"
-        r"|\b(?:act|behave|respond|answer) as (?:if you (?:were|are)|an? (?:unrestricted|unfiltered|uncensored))"
+        r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b"
         r"|\bfrom now on,?\s+(?:respond|reply|answer|act|behave|speak|talk)\s+(?:as|like)\b"
-        r"|\b(?:act|behave|respond|pose) as (?:an? |the )?(?:different|new|evil|unfiltered|unrestricted|uncensored"
-        r"|jailbroken|rogue)\b"
         r"|\bpretend (?:to be|you are|that you)\b|\byour (?:new |real |true )?(?:role|persona|identity) is\b"
         r"|\b(?:disable|turn off|switch off|deactivate|remove|bypass|lift)\s+(?:the |your |all |any |its )?(?:content |safety "
         r"|security )?(?:filters?|guardrails|safety (?:checks?|rules|features|filters?)|moderation|restrictions|censorship)\b"
@@ -56,14 +51,9 @@ ANYWHERE = [
         r"(?:rules|instructions|guidelines|policies|restrictions|limits|behaviou?r|programming|system prompt)\b",
     ),
     _shape(
-        "system_prompt",
-        r"\b(?:begin|end|start) (?:of )?(?:the )?(?:system|hidden|secret) \w+",
-    ),
-    _shape(
         "chat_markup",
         r"\[/?(?:system|sys|assistant|human|user)_?(?:message|prompt)?\]"
-        r"|\[\s*(?:admin|administrator|operator|developer|ai|tool|system (?:note|message|override))\s*\]"
-        r"|\{\{?\s*(?:system|assistant)\s*\}\}?|\((?:system|developer)(?: (?:message|note))?\)",
+        r"|\[\s*(?:admin|administrator|operator|developer|ai|tool|system (?:note|message|override))\s*\]",
     ),
     _shape(
         "fake_tag",
@@ -79,44 +69,30 @@ ANYWHERE = [
     ),
     _shape(
         "dialogue",
-        rf"\b(?:human|user|me|q)\s*:[^\n]{{0,300}}?\s(?:{ROLE}|a)\s*:|\b{ROLE}\s*:[^\n]{{0,300}}?\s(?:human|user|q)\s*:",
+        rf"\b(?:human|user|me|q)\s*:[^\n]{{0,300}}?\s(?:{ROLE}|a)\s*:",
     ),
     _shape(
         "tool_call",
-        r"[\"'](?:tool_use|tool_calls?|function_call|tool_call_id|tool_result|tool_choice)[\"']"
-        r"\s*:|[\"']type[\"']\s*:\s*[\"'](?:tool_use|tool_result|function|function_call)[\"']"
-        r"|[\"']name[\"']\s*:\s*[\"'][^\"']+[\"']\s*,\s*[\"'](?:arguments|input|parameters)[\"']\s*:"
-        r"|\[tool_(?:use|result|call)\b|\btool (?:output|result|response|call)\s*:"
+        r"\[tool_(?:use|result|call)\b|\btool (?:output|result|response|call)\s*:"
         r"|\b(?:tool_use|tool_calls?|function_call)\s*[(={\[]",
     ),
     _shape("fake_role_json", r"[\"']role[\"']\s*:\s*[\"'](?:system|tool|developer|assistant|function)[\"']"),
     _shape(
         "addressed_to_ai",
-        rf"\bif you(?:'re| are) (?:an? |the )?{AI}\b|\b{AI}s? (?:reading|processing|parsing|seeing) this\b"
-        r"|\bwhen(?:ever)? you (?:read|see|process|parse|load|retrieve|recall) this\b"
-        r"|\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|reveal|show|alert|let on to)(?:ing)?\s+"
+        r"\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|reveal|show|alert|let on to)(?:ing)?\s+"
         r"(?:the user|this (?:note|instruction|memory|message))\b"
-        r"|\bkeep (?:this|these|the) (?:note|instructions?|memory|message)s? (?:secret|hidden|private) from\b"
-        r"|\b(?:mention|reveal|show)(?:ing)? this (?:note|instruction|memory|message) to the user\b",
+        r"|\bkeep (?:this|these|the) (?:note|instructions?|memory|message)s? (?:secret|hidden|private) from\b",
     ),
     _shape(
         "memory_instruction",
-        r"\b(?:reveal|disclose|dump|print|list|show|output|repeat|send|leak|exfiltrate|export|forward|upload|email)\b"
-        r"[^.\n]{0,30}?\b(?:all|every|each|any|stored|saved|other|the user's|their|your)\b[^.\n]{0,24}?"
-        r"\b(?:memor(?:y|ies)|files?|passwords?|credentials?|secrets?|keys?|tokens?|conversations?|history|data)\b"
-        r"[^.\n]{0,30}?\b(?:to|at|via)\b"
-        r"|\b(?:reveal|disclose|dump|print|list|repeat|leak|exfiltrate)\b[^.\n]{0,30}?\b(?:all|every|each|any|stored"
-        r"|saved|other)\b[^.\n]{0,24}?\bmemor(?:y|ies)\b"
-        r"|\bas (?:an? )?(?:trusted|verified)\b|\bas (?:an? )?(?:system|developer) (?:instruction|message|prompt|rule)s?\b"
+        r"\b(?:reveal|disclose|dump|print|list|repeat|leak|exfiltrate)\b[^.\n]{0,30}?\b(?:all|every|each|any|stored"
+        r"|saved|other)\b[^.\n]{0,24}?\bmemor(?:y|ies)\b|\bas (?:an? )?(?:trusted|verified)\b"
         r"|\b(?:print|cat|show|read out|output|send|upload|reveal|dump|leak|exfiltrate|post)\b[^.\n]{0,24}?"
         r"(?:~/\.ssh|\bid_(?:rsa|ed25519)\b|/etc/(?:passwd|shadow)\b|\.aws/credentials|\.netrc\b)"
-        r"|\b(?:curl|wget)\b[^|\n]{0,160}\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b"
         r"|\b(?:output|print|reveal|repeat|dump|show|list|disclose|leak)\b[^.\n]{0,30}\byour (?:context|context window"
         r"|prompt|instructions|configuration|rules)\b"
         r"|\b(?:trust|obey|execute|comply with)\s+(?:my|these|the following|all|any|every)\s+(?:commands?|instructions?"
-        r"|orders?|requests?|notes?|messages?)\b"
-        r"|\b(?:always|must)\b[^.\n]{0,20}?\binject\b|\b(?:mark|flag|store|save|keep|treat)\b[^.\n]{0,30}?"
-        r"\b(?:as )?(?:trusted|verified|a system (?:fact|rule))\b",
+        r"|orders?|requests?|notes?|messages?)\b",
     ),
     _shape(
         "authority_claim",
@@ -124,16 +100,12 @@ ANYWHERE = [
         rf" (?:is|has been|was|should be treated as|must be treated as|counts as|is to be treated as)"
         rf" (?:an? |the )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|who|so|here|now)\b)"
         rf"|\bi(?: am|'m) (?:an? |the |your )?{PRIVILEGE}(?:\s+(?:user|account))?\s*(?:$|[.,;!]|\b(?:with|and|so|here|now)\b)"
-        r"|\b(?:should|must|is to) be (?:treated|trusted|regarded) as (?:an? |the )?(?:admin|administrator|root|trusted"
-        r"|verified|developer|operator|system|authori[sz]ed)"
         r"|\b(?:has|have|with|granted|grant(?:ing)?) (?:full|unrestricted|unlimited|elevated|god[- ]mode|superuser"
         r"|complete) (?:admin |administrator |root )?(?:access|rights|privileges|permissions|clearance|control)\b"
         r"|\b(?:authori[sz]ed|cleared|entitled|permitted|allowed) to (?:see|access|read|view|get|change|override)\s+"
         r"(?:all|every|everyone's|anyone's|any|other (?:users|people)|the (?:system|hidden|stored))\b"
         r"|\b(?:root|admin|administrator|superuser|full|elevated|unrestricted) (?:access|rights|privileges|permissions"
         r"|control) (?:to|over|on) (?:you|this (?:assistant|ai|model|system)|the (?:assistant|ai|model|memory))\b"
-        r"|\bi (?:hereby )?(?:instruct|order|command|direct|require) you\b"
-        r"|\bas (?:the|your) (?:admin|administrator|developer|operator|creator|owner|system)\b,? i\b"
         r"|\b(?:message|instructions?|notice|order|authori[sz]ation|update)(?: is| comes)? from (?:the |your )?"
         r"(?:system )?(?:developers?|admins?"
         r"|administrators?|system|operators?|anthropic|openai|security team|it department|creators?)\b"
@@ -169,7 +141,7 @@ SEGMENT_START = [
         r"|OVERRIDE|UPDATE|COMMAND|ALERT|DIRECTIVE))\s*(?:-+\s|$)",
         at_start=True,
     ),
-    _shape("heading", r"#{1,6}(?:\s|$)|={3,}\s*$|-{3,}\s*(?:system|instructions?|assistant)\b", at_start=True),
+    _shape("heading", r"#{1,6}(?:\s|$)|={3,}\s*$", at_start=True),
     _shape(
         "role_heading",  # a heading that names a role or a rule set, steering in a transcript line too
         r"#{1,6}\s*(?:system|sys|instructions?|assistant|developer|admin|administrator|operator|override|prompt"
@@ -180,8 +152,7 @@ SEGMENT_START = [
         "order",
         r"(?:please\s+|now\s+|important\s*:\s*|note\s*:\s*)*(?:ignore|disregard|forget|override|bypass)\s+"
         r"(?:all|any|previous|prior|above|earlier|your|everything|what|safety|the (?:above|previous|system|prior"
-        r"|earlier|original|initial|instructions|rules|guidelines|context))\b"
-        r"|(?:override|urgent|attention|priority|mandatory)\s*:\s*(?:you|the (?:ai|assistant|model))\b",
+        r"|earlier|original|initial|instructions|rules|guidelines|context))\b",
         at_start=True,
     ),
 ]
