@@ -44,6 +44,8 @@ ANYWHERE = [
         r"|\bnew (?:instructions?|directives?|rules)\s*(?::|for (?:you|the (?:ai|assistant|model))\b|follow\b)"
         r"|\b(?:developer|god|admin|debug|unrestricted|dan) mode\b"
         r"|\bfrom now on,?\s+(?:respond|reply|answer|act|behave|speak|talk)\s+(?:as|like)\b"
+        r"|\b(?:act|behave|respond|pose) as (?:an? |the )?(?:different|new|evil|unfiltered|unrestricted|uncensored"
+        r"|jailbroken|rogue)\b"
         r"|\bpretend (?:to be|you are|that you)\b|\byour (?:new |real |true )?(?:role|persona|identity) is\b"
         r"|\b(?:disable|turn off|switch off|deactivate|remove|bypass|lift)\s+(?:the |your |all |any |its )?(?:content |safety "
         r"|security )?(?:filters?|guardrails|safety (?:checks?|rules|features|filters?)|moderation|restrictions|censorship)\b"
