@@ -1,8 +1,8 @@
 """A memory's text on its way in and out: normalised before any check, stored redacted, and
 shown as data.
 
-`normalise` folds compatibility forms (NFKC: full-width brackets, no-break spaces, ligatures)
-and removes the invisible format characters (zero-width spaces and joiners, bidirectional
+`normalise` folds the compatibility forms a reader could act on (full-width brackets, bold
+letters, no-break spaces, ligatures), keeps letters of every script as written, and removes the invisible format characters (zero-width spaces and joiners, bidirectional
 controls, tag characters), so a look-alike of a tag or a keyword is seen as what it looks
 like. Every memory is stored as `stored_text` gives it, whoever wrote it (a dream pass, an
 agent, a flush), and every memory a context block injects is rendered by `as_data`: on one
@@ -32,8 +32,31 @@ _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")  # markup: dropp
 DEFUSED = {"<": "\u2039", ">": "\u203a", "&": "& "}  # ‹ ›, and "& lt;": no reader decodes it back
 
 
+# Sentence punctuation Chinese and Japanese write full-width ("，", "：", "（"): kept as written,
+# it can open or close nothing.
+_PROSE_MARKS = frozenset(",.!?;:()")
+
+
+def _folded(ch: str) -> str:
+    """`ch` as NFKC folds it, when the folded form is ASCII a reader could act on (a full-width
+    ``<``, a bold letter, a ligature, a no-break space); otherwise `ch` as written (a Thai vowel
+    or a Korean letter NFKC would split, a full-width comma)."""
+    folded = unicodedata.normalize("NFKC", ch)
+    return folded if folded.isascii() and folded not in _PROSE_MARKS else ch
+
+
 def normalise(text: str) -> str:
-    """`text` with format characters removed and compatibility forms folded (NFKC)."""
+    """`text` with format characters removed and the compatibility forms a reader could act on
+    folded (`_folded`); letters of every script kept as they are written."""
+    text = unicodedata.normalize("NFC", FORMAT_CHARS.sub("", text))
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text
+    return "".join(_folded(ch) if not ch.isascii() else ch for ch in text)
+
+
+def eager(text: str) -> str:
+    """`text` as the most eager reader sees it: format characters removed, every compatibility
+    form folded (NFKC). What the checks read; never what is stored."""
     return unicodedata.normalize("NFKC", FORMAT_CHARS.sub("", text))
 
 

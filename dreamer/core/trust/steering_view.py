@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from dreamer.core.trust.memory_text import normalise
+from dreamer.core.trust.memory_text import eager
 
 # Letters of Cyrillic, Greek and other scripts that a reader takes for Latin ones.
 _CONFUSABLE = str.maketrans(
@@ -45,8 +45,8 @@ def fold_confusables(text: str) -> str:
 
 def readings(text: str) -> list[str]:
     """`text` normalised, and its entities decoded too."""
-    seen = normalise(text)
-    return list(dict.fromkeys([seen, normalise(html.unescape(seen))])) if "&" in seen else [seen]
+    seen = eager(text)
+    return list(dict.fromkeys([seen, eager(html.unescape(seen))])) if "&" in seen else [seen]
 
 
 def flatten(text: str, *, fold: bool = True) -> str:
@@ -79,4 +79,4 @@ def sentences(view: str) -> list[str]:
 def word_view(text: str) -> str:
     """`text` as words are matched on it: case folded, then look-alikes folded, points dropped
     (so "Відтепер" and "відтепер", or "ignore" with a Cyrillic і, read alike)."""
-    return _POINTS.sub("", fold_confusables(normalise(text).casefold()))
+    return _POINTS.sub("", fold_confusables(eager(text).casefold()))
