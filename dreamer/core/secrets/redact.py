@@ -20,6 +20,7 @@ from dreamer.core.secrets.meaning import MEANING_RULES
 from dreamer.core.secrets.prose import PROSE_RULES
 from dreamer.core.secrets.rules import MARKER_RE, RULES, Rule
 from dreamer.core.secrets.structure import find_by_structure, secrets_in_answer
+from dreamer.core.secrets.tokens import UNNAMED, find_tokens
 from dreamer.core.secrets.values import encoded
 from dreamer.core.secrets.vendors import find_vendor_tokens
 
@@ -67,6 +68,7 @@ def _candidates(text: str, decode: bool = True) -> list[tuple[int, int, int, str
             if rule.check is None or rule.check(m):
                 found.append((*_span(rule, m), priority, rule.kind_of(m)))
     found += [(start, end, -1, kind) for start, end, kind in find_vendor_tokens(text)]  # formats name the kind
+    found += [(start, end, -1 if kind != UNNAMED else len(ALL_RULES), kind) for start, end, kind in find_tokens(text)]
     found += [(start, end, len(ALL_RULES), kind) for start, end, kind in find_by_structure(text)]
     if decode:
         found += [
