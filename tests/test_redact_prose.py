@@ -94,3 +94,18 @@ def test_an_iban_is_one_whose_checksum_holds():
     assert not iban_ok("GB82 WEST 1234 5698 7654 33")  # the checksum fails
     assert not iban_ok("DE8937040044053201300")  # one short of Germany's 22
     assert not iban_ok("ZZ00")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("passphrase: correct horse battery staple", "passphrase: [REDACTED:passphrase]"),
+        ("my passphrase is lemon tree under blue sky", "my passphrase is [REDACTED:passphrase]"),
+        ("the passphrase is correct", "the passphrase is correct"),
+        ("the passphrase is correct now", "the passphrase is correct now"),
+        ("the passphrase is case sensitive", "the passphrase is case sensitive"),
+        ("the passphrase is written on paper", "the passphrase is written on paper"),
+    ],
+)
+def test_a_passphrase_of_plain_words_is_redacted_and_a_description_kept(text, expected):
+    assert redact(text) == expected

@@ -1,11 +1,7 @@
-"""Secrets said in prose, and personal numbers: the `Rule`s `redact` applies after the formats of
-`secret_rules`.
-
-A password, passphrase or PIN is redacted when the words say so ("my password is hunter2", "the
-password for the router is ...", "passphrase: ...", "PIN is 4821"); what follows such words is
-taken for a secret only when it reads as one (not "the password is wrong", "the password is 16
-characters long"). Social security numbers (the US format), IBANs (their checksum checked) and
-phone numbers where the words say whose they are ("my phone number is", "call me at").
+"""Personal numbers: the `Rule`s `redact` applies last. Social security numbers (the US format),
+IBANs (their checksum checked) and phone numbers where the words say whose they are ("my phone
+number is", "call me at"). Passwords, passphrases and PINs said in prose, in any language, are
+read by `meaning`.
 """
 
 from __future__ import annotations
@@ -14,93 +10,7 @@ import json
 import re
 from importlib.resources import files
 
-from dreamer.core.secrets.rules import Rule, is_code, is_placeholder
-from dreamer.core.secrets.words import DESCRIBING, FUNCTION_WORDS, NOT_A_VALUE
-
-# --- passwords, passphrases and PINs ---------------------------------------------------
-
-# Words that, following "the password is", describe the password instead of giving it (shared
-# with the rules by meaning, in every language they read).
-_NOT_A_VALUE = NOT_A_VALUE
-_DESCRIBING_RE = re.compile(DESCRIBING)
-_KEYWORD = r"(?P<word>pass(?:word|phrase|code)|pass[ \-]code|pin(?:[ \-]?(?:code|number))?|(?:cvv|cvc)2?)"
-# What may stand between the word and the verb: "for the router", "of my bank account" (a few words).
-_QUALIFIER = r"(?:[ \t]+(?:for|of|to|on|at)[ \t]+[\w.@\-']+(?:[ \t]+[\w.@\-']+){0,3}?)?"
-_VERB = (
-    r"(?P<verb>[ \t]*:[ \t]*"  # "password = X" is an assignment: `secret_rules` reads those
-    r"|[ \t]*(?:['’]s|[ \t]+(?:is|was|will[ \t]+be|should[ \t]+be)(?:[ \t]+(?:now|still|actually))?)[ \t]*:?[ \t]+"
-    r"|[ \t]+(?:to|into)[ \t]+)"
-)
-_QUOTED = r"\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|“(?P<cq>[^”\n]{1,200})”|`(?P<bq>[^`\n]{1,200})`"
-_TOKEN = r"(?P<bare>[^\s\"'“”`]{1,200})"
-_TRAILING = ".,;:)]}>"  # punctuation ending a sentence, not the secret's ("!" and "?" go with it)
-_CLAUSE_END = re.compile(
-    r"(?i)(?:\s*$|\s*[\n.,;!?)\]]|\s+(?:and|but|so|or|then|now|btw|please|if|because|which|though|when|for|"
-    r"—|-)\b)"
-)
-_SECRETISH = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])|[^\w\s\-'’]|[a-z][A-Z]")  # "case-sensitive" is a word
-
-PROSE_SECRET_RE = re.compile(
-    rf"(?i)(?<![\w\-]){_KEYWORD}s?(?![\w\-]){_QUALIFIER}{_VERB}(?:{_QUOTED}|{_TOKEN})",
-)
-_WORDS = re.compile(r"[^\s.,;!?\n]+(?:[ \t]+[^\s.,;!?\n]+){1,11}")
-
-
-def _kind(m: re.Match[str]) -> str:
-    word = m.group("word").lower()
-    if word.startswith("passphrase"):
-        return "passphrase"
-    return "password" if word.startswith("pass") else "pin"
-
-
-def _value_span(m: re.Match[str]) -> tuple[str, int, int] | None:
-    """The secret's text and span: quoted, one token (trailing punctuation left out), or for a
-    passphrase the words up to the end of the sentence."""
-    for name in ("dq", "sq", "cq", "bq"):
-        if m.group(name) is not None:
-            return m.group(name), m.start(name), m.end(name)
-    start, end = m.span("bare")
-    token = m.group("bare").rstrip(_TRAILING)
-    if not token:
-        return None
-    if _kind(m) == "passphrase" and (words := _WORDS.match(m.string, start)) is not None:
-        phrase = words.group(0)
-        if not any(w.lower() in FUNCTION_WORDS for w in phrase.split()):  # words, not a sentence
-            return phrase, start, start + len(phrase)
-    return token, start, start + len(token)
-
-
-def _reads_as_a_secret(m: re.Match[str]) -> bool:
-    found = _value_span(m)
-    if found is None:
-        return False
-    value, _, end = found
-    if is_placeholder(value) or value.startswith("[REDACTED"):
-        return False
-    quoted = m.group("bare") is None
-    if not quoted and is_code(value, m.group("word")):  # "password: os.environ[...]"
-        return False
-    if _kind(m) == "pin":
-        return bool(re.fullmatch(r"\d{3,12}", value)) and bool(_CLAUSE_END.match(m.string, end))
-    if quoted:
-        return True
-    secretish = bool(_SECRETISH.search(value))
-    if m.group("verb").strip() in ("to", "into"):  # "sent the password to Bob": only what reads as a secret
-        return secretish and not value.isdigit()
-    if " " in value.strip():  # a passphrase of plain words (`_value_span`)
-        return True
-    first = value.split()[0].lower()
-    if first.split("-")[0] in _NOT_A_VALUE or (first.isalpha() and _DESCRIBING_RE.fullmatch(first)):
-        return False
-    if value.isdigit():  # "the password is 16 characters long"
-        return bool(_CLAUSE_END.match(m.string, end))
-    return secretish or bool(_CLAUSE_END.match(m.string, end))
-
-
-def _prose_span(m: re.Match[str]) -> tuple[int, int]:
-    found = _value_span(m)
-    return (found[1], found[2]) if found else m.span("bare")
-
+from dreamer.core.secrets.rules import Rule
 
 # --- personal numbers ------------------------------------------------------------------
 
@@ -150,7 +60,6 @@ def _phone_ok(m: re.Match[str]) -> bool:
 
 
 PROSE_RULES: tuple[Rule, ...] = (
-    Rule(_kind, PROSE_SECRET_RE, "bare", _reads_as_a_secret, span=_prose_span),
     Rule("ssn", SSN_RE, "val"),
     Rule("iban", IBAN_RE, 0, lambda m: iban_ok(m.group(0))),
     Rule("phone", PHONE_RE, "val", _phone_ok),

@@ -178,9 +178,10 @@ def phrase(tail: str, how: str) -> Span | None:
         return q
     m = re.compile(r"[^\W\d_][\w'’\-]*(?:[ \t]+[^\W\d_][\w'’\-]*){1,23}").match(tail)
     if m is not None and clause_ends(tail, m.end()) and how in ("verb", "line"):
-        words = m.group(0).split()
-        if not any(w.lower() in FUNCTION_WORDS or w.lower() in NOT_A_VALUE for w in words):
-            return m.span()
+        words = [w.lower() for w in m.group(0).split()]
+        describing = sum(w in NOT_A_VALUE for w in words)  # "is correct", "is under the mat"
+        if not any(w in FUNCTION_WORDS for w in words) and (describing == 0 or 2 * describing < len(words) - 1):
+            return m.span()  # "correct horse battery staple": words, not a sentence
     return word(tail, how)
 
 
