@@ -2,7 +2,8 @@
 
 A line counts when it holds part of a regex literal (a string reaching an `re.*` call, directly
 or through a module-level name) or part of a literal word collection (a set, list, tuple or dict
-of three or more string words). Each line counts once.
+of three or more string words; not a dispatch table of functions, nor ``__all__``). Each line
+counts once.
 
     python tools/pattern_lines.py FILE...            # files on disk
     python tools/pattern_lines.py --rev REV PATH...  # files as they were at a git revision
@@ -74,7 +75,11 @@ def _span(node: ast.AST) -> set[int]:
 
 
 def _word_collection(node: ast.AST) -> bool:
+    """A literal collection of three or more words. A dict whose values are code (``{"word":
+    word, "code": code}``) is a dispatch table: its keys name functions, they match nothing."""
     if isinstance(node, ast.Dict):
+        if not any(isinstance(v, (ast.Constant, ast.Set, ast.List, ast.Tuple, ast.Dict)) for v in node.values):
+            return False
         items = [k for k in node.keys if k is not None] + list(node.values)
     elif isinstance(node, (ast.Set, ast.List, ast.Tuple)):
         items = list(node.elts)
@@ -82,6 +87,16 @@ def _word_collection(node: ast.AST) -> bool:
         return False
     words = [i for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
     return len(words) >= 3 and len(words) * 2 >= len(items)
+
+
+def _exported(node: ast.AST, tree: ast.Module) -> bool:
+    """Whether `node` is the value of ``__all__`` (names of the module, not words)."""
+    return any(
+        isinstance(stmt, ast.Assign)
+        and stmt.value is node
+        and any(getattr(t, "id", "") == "__all__" for t in stmt.targets)
+        for stmt in tree.body
+    )
 
 
 def _keys(node: ast.AST) -> set[int]:
@@ -128,7 +143,7 @@ def count(sources: dict[str, str]) -> dict[str, int]:
             for arg in _pattern_args(node, wrappers):
                 for sub in _strings(arg, names, set()):
                     lines[owner.get(id(sub), path)] |= _span(sub)
-            if _word_collection(node):
+            if _word_collection(node) and not _exported(node, tree):
                 lines[path] |= _span(node)
     return {path: len(found) for path, found in lines.items()}
 
