@@ -196,6 +196,7 @@ def not_value(token: str) -> bool:
     return low in table()[3] or (len(low) < 40 and _key(low) in table()[0])
 
 
-def mentions_code(text: str) -> bool:
-    """Whether `text` holds a code word of the table ("código", "kode", "код")."""
-    return any("code" in roles for _, _, roles in _found(fold(text)))
+def mentions(text: str, role: str) -> bool:
+    """Whether `text` holds a word of the table in `role`: a code word ("código", "kode", "код"),
+    a door word ("safe", "сейф")."""
+    return any(role in roles for _, _, roles in _found(fold(text)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from dreamer.core.secrets.labels import Label, find_labels, mentions_code, spaceless, wordish
+from dreamer.core.secrets.labels import Label, find_labels, mentions, spaceless, wordish
 from dreamer.core.secrets.shapes import unit_after
 from dreamer.core.secrets.values import (
     Token,
@@ -60,7 +60,7 @@ def _kind_of(label: Label, text: str, value: str) -> str:
     if label.kind != "access":
         return label.kind
     line = text[text.rfind("\n", 0, label.start) + 1 : label.end + 60]
-    if any(lab.kind == "door_code" or "door" in lab.kind for lab in find_labels(line)):
+    if mentions(line, "door") or any(lab.kind == "door_code" for lab in find_labels(line)):
         return "door_code"
     return "pin" if code(value, 4, 8) else "password"
 
@@ -102,7 +102,12 @@ def _counted(text: str, end: int) -> bool:
 
 def _clause_after(text: str, start: int) -> int:
     m = _CLAUSE_END.search(text, start, min(len(text), start + _REACH))
-    return m.start() if m else min(len(text), start + _REACH)
+    if m:
+        return m.start()
+    end = min(len(text), start + _REACH)
+    while end < len(text) and not text[end].isspace():
+        end += 1  # a long value the reach cuts is read whole
+    return end
 
 
 def _name(value: str) -> bool:
@@ -281,7 +286,7 @@ def secrets_in_answer(asked: str, answer: str) -> list[Found]:
     if not answer.strip():
         return []
     if not labels:  # asked for a code of no kind named: "qual foi o código que chegou por SMS?"
-        return [(*span, "otp")] if mentions_code(tail) and (span := answer_span("otp", answer)) else []
+        return [(*span, "otp")] if mentions(tail, "code") and (span := answer_span("otp", answer)) else []
     kind = labels[-1].kind
     span = answer_span(kind, answer) or _first(answer, kind, (0, len(answer)), 6)
     return [(*span, kind)] if span else []
