@@ -86,7 +86,7 @@ def _first(text: str, kind: str, span: Token, most: int = 8, least: int = 5) -> 
             continue  # "the alarm code was changed in 2023"
         if "," in text[s:e] and text[s].isdecimal():
             e = text.index(",", s, e)  # "验证码为185406,5分钟内有效"
-        if kind in _CODES and _counted(text, e):
+        if (kind in _CODES or kind in _NUMBERS) and _counted(text, e):
             continue  # "the safe costs 249 dollars"
         if (kind in _CODES or kind in _NUMBERS) and _shaped(kind, text[s : (g := grouped(text, s, e))], least):
             return s, g  # "817 455"
