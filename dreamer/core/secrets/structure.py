@@ -130,7 +130,8 @@ def _answer_words(text: str, start: int, end: int) -> Token | None:
     if "[REDACTED" in rest:
         return None
     words = value.split()
-    if not 1 <= len(words) <= 3 or not _name(value.rstrip(".。!")):
+    made = len(words) == 1 and credential(value.strip("«»“”\"'"))  # "«Ракушка29»"
+    if not 1 <= len(words) <= 3 or not (_name(value.rstrip(".。!")) or made):
         return None
     if m.group("said") is not None and (len(words) > 1 or value[0].islower()):
         return None  # without a colon, one name only: "... na Bingo", not "... was wrong"
