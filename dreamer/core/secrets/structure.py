@@ -171,6 +171,8 @@ def _before(text: str, label: Label) -> Token | None:
             or (i == 1 and len(before) == 5 and _shaped(label.kind, text[s:e]))
             or close  # "552 913 is the login code"
         )
+        if _hash(text[s:e]):
+            continue  # "commit 9f2c1ab fixes the login"
         if label.kind in ("password", "access") and credential(text[s:e], 6) or _shaped("api_key", text[s:e]):
             return s, e
         if label.kind in _CODES and label.kind != "access" and opens:
@@ -180,6 +182,11 @@ def _before(text: str, label: Label) -> Token | None:
         if label.kind == "access" and i <= 1 and code(text[s:e], 4, 8):
             return s, e
     return None
+
+
+def _hash(value: str) -> bool:
+    """A commit or content hash: seven to sixty-four lower-case hex digits, with a letter."""
+    return 7 <= len(value) <= 64 and all(c in "0123456789abcdef" for c in value) and not value.isdecimal()
 
 
 def _group_start(text: str, line_start: int, s: int) -> int:
