@@ -41,7 +41,7 @@ def test_the_sets_span_thirty_languages_and_the_new_shapes():
 def test_secrets_recall_and_precision_through_the_gate():
     c = secret_scores()["all"]
     found, changed = c["found"], c["changed"]
-    assert (found, c["secrets"], changed, c["lookalikes"]) == (113, 114, 0, 38)
+    assert (found, c["secrets"], changed, c["lookalikes"]) == (114, 114, 0, 38)
     assert found / c["secrets"] >= 0.98 and found / (found + changed) >= 0.95
 
 

@@ -2,7 +2,7 @@
 
 The table is data: for each language, the phrases that name each kind of secret (a password, a
 PIN, a door code, a one-time code, a recovery phrase, a security answer, a card's CVV, an API
-key), the phrases that say what follows opens something (``access``), and the words that make a
+key, a national identity number, recovery codes, a bank account number), the phrases that say what follows opens something (``access``), and the words that make a
 code word a door code (``door``) or a PIN (``card``). A phrase matches case-insensitively, a
 space in it standing for any run of spaces or hyphens. In a script that separates words, a label
 starts a word and may carry an ending ("hasłem", "şifresi", "пароля"); in one that does not
@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
-KINDS = ("password", "pin", "door_code", "otp", "seed_phrase", "security_answer", "cvv", "api_key", "access")
+_KIND_NAMES = (
+    "password pin door_code otp seed_phrase security_answer cvv api_key national_id recovery_code bank_account"
+)
+KINDS = (*_KIND_NAMES.split(), "access")
 _HELPERS = ("door", "code", "card", "not_labels", "column")
 _MARKER = re.compile(r"\[redacted:[a-z0-9_]+\]")
 _NEAR = 24  # how far a code word and a door or card word may stand apart
@@ -171,10 +174,10 @@ def _in_table(text: str, pos: int) -> bool:
 
 
 def _composites(found: list[tuple[int, int, frozenset[str]]], folded: str) -> list[Label]:
-    """A code word beside a door word ("код от домофона", "दरवाज़े का कोड") is a door code's
+    """A code or password word beside a door word ("код от домофона", "दरवाज़े का कोड") is a door code's
     label; beside a card word ("kod karty", "kartın şifresi"), a PIN's."""
     out: list[Label] = []
-    codes = [(s, e) for s, e, r in found if "code" in r]
+    codes = [(s, e) for s, e, r in found if r & {"code", "password"}]  # "M-Pesa nenosiri"
     for s, e, roles in found:
         for helper, kind in (("door", "door_code"), ("card", "pin")):
             if helper not in roles:
@@ -191,3 +194,9 @@ def not_value(token: str) -> bool:
     """A word that reads like a value and names a format or a thing ("base64", "Wi-Fi")."""
     low = re.sub(r"['’][a-z]{1,2}$", "", token.lower())  # "base64'd"
     return low in table()[3] or (len(low) < 40 and _key(low) in table()[0])
+
+
+def mentions(text: str, role: str) -> bool:
+    """Whether `text` holds a word of the table in `role`: a code word ("código", "kode", "код"),
+    a door word ("safe", "сейф")."""
+    return any(role in roles for _, _, roles in _found(fold(text)))

@@ -211,8 +211,9 @@ def _card_ok(m: re.Match[str]) -> bool:
     if _IBAN_HEAD_RE.search(m.string, max(0, m.start() - 5), m.start()):
         return False  # the digits of an IBAN: its own rule names it
     seps = {c for c in raw if not c.isdigit()}
-    if len(seps) > 1:
-        return False
+    groups = raw.replace("-", " ").split()
+    if len(seps) > 1 or len(groups) > 1 and len(groups[0]) != 4:
+        return False  # a card is written in fours first: not "302-4471823-1192", an order
     digits = re.sub(r"\D", "", raw)
     return 13 <= len(digits) <= 19 and bool(_CARD_PREFIX_RE.match(digits)) and luhn_ok(digits)
 

@@ -42,6 +42,11 @@ _WORD = re.compile(r"[^\W\d_][\w'’\-]*")
 _JA_RUN = re.compile(r"[\u30a0-\u30ff\u3400-\u9fffA-Za-z0-9ー]+")
 
 
+def unit_after(text: str, end: int) -> bool:
+    """Whether a unit follows the number ending at `end` ("249 dollars", "8 characters")."""
+    return bool(_UNIT_AFTER.match(text, end))
+
+
 def clause_ends(text: str, pos: int) -> bool:
     """Whether the sentence's clause ends at `pos` (the end, a mark, a conjunction, Japanese)."""
     return bool(_CLAUSE_END.match(text, pos))

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import re
 
-from dreamer.core.secrets.labels import Label, find_labels, wordish
+from dreamer.core.secrets.labels import Label, find_labels, mentions, spaceless, wordish
+from dreamer.core.secrets.shapes import unit_after
 from dreamer.core.secrets.values import (
     Token,
     code,
+    code_list,
     credential,
     grouped,
     hides_credential,
+    id_number,
     made_up,
+    scrambled,
     seed_runs,
     token_key,
     tokens,
@@ -33,12 +37,16 @@ _TABLE_RULE = re.compile(r"[\s|:+\-]*")
 _NAMED = re.compile(r"[ \t]*[,;][ \t]*[^\W\d_][\w'’ \-]{0,24}?[ \t]*(?:=|:|->|→)[ \t]*(?=\S)")
 _YEAR = re.compile(r"19[5-9]\d|20[0-3]\d")  # a year near ours
 _CODES = {"pin": (4, 8), "door_code": (3, 8), "otp": (4, 8), "cvv": (3, 4), "access": (4, 8)}
+_NUMBERS = {"national_id": id_number, "bank_account": id_number, "recovery_code": code_list}
 
 
 def _shaped(kind: str, value: str, least: int = 5) -> bool:
     """Whether `value` has the shape of a secret of `kind` (`least`: digits a password needs)."""
     if kind in ("password", "access"):
-        return credential(value) or code(value, least if kind == "password" else 4, 12) or hides_credential(value)
+        made = credential(value) or scrambled(value) or hides_credential(value)
+        return made or code(value, least if kind == "password" else 4, 12)
+    if kind in _NUMBERS:
+        return _NUMBERS[kind](value)
     if kind == "api_key":
         return token_key(value, 16)
     if kind not in _CODES:
@@ -52,7 +60,7 @@ def _kind_of(label: Label, text: str, value: str) -> str:
     if label.kind != "access":
         return label.kind
     line = text[text.rfind("\n", 0, label.start) + 1 : label.end + 60]
-    if any(lab.kind == "door_code" or "door" in lab.kind for lab in find_labels(line)):
+    if mentions(line, "door") or any(lab.kind == "door_code" for lab in find_labels(line)):
         return "door_code"
     return "pin" if code(value, 4, 8) else "password"
 
@@ -69,22 +77,37 @@ def _first(text: str, kind: str, span: Token, most: int = 8, least: int = 5) -> 
             break
         if "[REDACTED" in text[s:e]:
             return None  # the value was found already
-        if s == span[0] and s > 0 and (wordish(text[s - 1]) or text[s - 1] == "]"):  # "pw:X", not "url_pw]@"
+        glued = wordish(text[s - 1]) and not (spaceless(text[s - 1]) and text[s].isdecimal())  # "身份证号码1101..."
+        if s == span[0] and s > 0 and (glued or text[s - 1] == "]"):  # "pw:X", not "url_pw]@"
             if text[s] not in ":=：" or s + 1 >= e:
                 continue
             s += 1
         if _YEAR.fullmatch(text[s:e]) and i > 1:
             continue  # "the alarm code was changed in 2023"
-        if kind in _CODES and _shaped(kind, text[s : (g := grouped(text, s, e))], least):
+        if "," in text[s:e] and text[s].isdecimal():
+            e = text.index(",", s, e)  # "验证码为185406,5分钟内有效"
+        if (kind in _CODES or kind in _NUMBERS) and _counted(text, e):
+            continue  # "the safe costs 249 dollars"
+        if (kind in _CODES or kind in _NUMBERS) and _shaped(kind, text[s : (g := grouped(text, s, e))], least):
             return s, g  # "817 455"
         if _shaped(kind, text[s:e], least):
             return s, e
     return None
 
 
+def _counted(text: str, end: int) -> bool:
+    """Whether a unit follows the number ending at `end` ("249 dollars", "8 characters")."""
+    return unit_after(text, end)
+
+
 def _clause_after(text: str, start: int) -> int:
     m = _CLAUSE_END.search(text, start, min(len(text), start + _REACH))
-    return m.start() if m else min(len(text), start + _REACH)
+    if m:
+        return m.start()
+    end = min(len(text), start + _REACH)
+    while end < len(text) and not text[end].isspace():
+        end += 1  # a long value the reach cuts is read whole
+    return end
 
 
 def _name(value: str) -> bool:
@@ -107,7 +130,8 @@ def _answer_words(text: str, start: int, end: int) -> Token | None:
     if "[REDACTED" in rest:
         return None
     words = value.split()
-    if not 1 <= len(words) <= 3 or not _name(value.rstrip(".。!")):
+    made = len(words) == 1 and credential(value.strip("«»“”\"'"))  # "«Ракушка29»"
+    if not 1 <= len(words) <= 3 or not (_name(value.rstrip(".。!")) or made):
         return None
     if m.group("said") is not None and (len(words) > 1 or value[0].islower()):
         return None  # without a colon, one name only: "... na Bingo", not "... was wrong"
@@ -147,6 +171,8 @@ def _before(text: str, label: Label) -> Token | None:
             or (i == 1 and len(before) == 5 and _shaped(label.kind, text[s:e]))
             or close  # "552 913 is the login code"
         )
+        if _hash(text[s:e]):
+            continue  # "commit 9f2c1ab fixes the login"
         if label.kind in ("password", "access") and credential(text[s:e], 6) or _shaped("api_key", text[s:e]):
             return s, e
         if label.kind in _CODES and label.kind != "access" and opens:
@@ -156,6 +182,11 @@ def _before(text: str, label: Label) -> Token | None:
         if label.kind == "access" and i <= 1 and code(text[s:e], 4, 8):
             return s, e
     return None
+
+
+def _hash(value: str) -> bool:
+    """A commit or content hash: seven to sixty-four lower-case hex digits, with a letter."""
+    return 7 <= len(value) <= 64 and all(c in "0123456789abcdef" for c in value) and not value.isdecimal()
 
 
 def _group_start(text: str, line_start: int, s: int) -> int:
@@ -177,7 +208,7 @@ def answer_span(kind: str, answer: str, base: int = 0) -> Token | None:
         return None
     if kind == "security_answer":
         words = body.split()
-        if len(words) > 3 or not _name(body.rstrip('.。!」"')):
+        if len(words) > 3 or not (_name(body.rstrip('.。!」"')) or len(words) == 1 and credential(body)):
             return None
         s = base + start + answer[start:].index(body[0])
         return s, s + len(body.rstrip('.。!」"'))
@@ -242,7 +273,7 @@ def find_by_structure(text: str) -> list[Found]:
     found += [(s, e, "password") for s, e in tokens(text) if made_up(text[s:e])]
     last = -9
     for label in find_labels(text):
-        if label.start - last < 3 and not any(c.isspace() for c in text[last : label.start]):
+        if 0 <= label.start - last < 3 and not any(c.isspace() for c in text[last : label.start]):
             continue  # labels glued into one run ("password=password=...") are read once
         last = label.end
         spans = _after(text, label) or [span for span in (_before(text, label) or _next_line(text, label),) if span]
@@ -260,8 +291,10 @@ def secrets_in_answer(asked: str, answer: str) -> list[Found]:
         return []  # a question or a prompt ("Enter your PIN:") that gives no secret itself
     tail = tail[max((tail.rfind(mark, 0, -1) for mark in ".!?。！？\n"), default=-1) + 1 :]
     labels = [lab for lab in find_labels(tail) if lab.kind != "access"]
-    if not labels or not answer.strip():
+    if not answer.strip():
         return []
+    if not labels:  # asked for a code of no kind named: "qual foi o código que chegou por SMS?"
+        return [(*span, "otp")] if mentions(tail, "code") and (span := answer_span("otp", answer)) else []
     kind = labels[-1].kind
     span = answer_span(kind, answer) or _first(answer, kind, (0, len(answer)), 6)
     return [(*span, kind)] if span else []

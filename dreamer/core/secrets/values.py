@@ -24,7 +24,7 @@ Token = tuple[int, int]  # a span in the text
 
 _OPEN = "\"'“‘«「『([{<（【¿¡—–`"
 _CLOSE = "\"'”’»」』)]}>）】.,;:，。、；：?？؟।۔`"
-_DATE = re.compile(r"\d{1,4}([-/.])\d{1,2}\1\d{1,4}|(?:19|20)\d\d-[01]\d|\d{1,2}[:h]\d{2}(?::\d{2})?|\d{4}年.*")
+_DATE = re.compile(r"\d{1,4}([-/.])[0-3]?\d\1\d{1,4}|(?:19|20)\d\d-[01]\d|\d{1,2}[:h]\d{2}(?::\d{2})?|\d{4}年.*")
 _URLISH = re.compile(
     r"(?i)^(?:[a-z][a-z0-9+.\-]*://|www\.|\.{0,2}/\w|~/)|^[^@\s]+@[^@\s]+\.[a-z]{2,}$|\.(?:com|org|net|io|html?)$"
 )
@@ -111,6 +111,9 @@ def made_up(value: str) -> bool:
 
 def token_key(value: str, low: int = 12) -> bool:
     """A key or token: a long run of letters and digits (or hex) with entropy."""
+    joined = value.rstrip("=").partition("=")  # "ATATT3x...-TViMrm=FE86167E": a checksum, not code
+    if len(joined[0]) >= 24 and any(c.isdigit() for c in joined[0]):
+        value = joined[0] + joined[2]
     if len(value) < low or not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", value) or not plain(value):
         return False
     if sum(value.count(c) for c in "_-.") / len(value) >= 0.1:
@@ -128,11 +131,45 @@ def digits(value: str) -> str | None:
 
 
 def code(value: str, low: int, high: int) -> bool:
-    """A code of `low` to `high` digits, or a short code of capitals and digits ("B4271")."""
+    """A code of `low` to `high` digits, or a short code of digits with a capital or two."""
     d = digits(value) if not _DATE.fullmatch(value) else None
     if d is not None:
         return low <= len(d) <= high
-    return bool(re.fullmatch(r"[A-Z]\d{3,7}[A-Z]?|\d{3,7}[A-Z]", value)) and high >= 6
+    letters = "".join(c for c in value if not c.isdecimal())
+    ends = len(letters) == 1 or letters == value[0] + value[-1]  # "B4271", "208К8116", "A1234B"
+    return bool(letters) and ends and letters.isalpha() and letters.isupper() and 4 <= len(value) <= 9 and high >= 6
+
+
+def id_number(value: str) -> bool:
+    """A national identity or account number: six digits or more, maybe grouped ("930812-2552038",
+    "1-0018-32623-78-3") or with capitals ("48392017K", "RSSMRA85T10A562S"); not a date."""
+    if not plain(value) or _DATE.fullmatch(value) or not value[:1].isalnum() or not value[-1:].isalnum():
+        return False
+    if (d := digits(value)) is not None:
+        return 6 <= len(d) <= 34
+    rest = [c for c in value if not c.isdecimal() and c not in "-./ "]
+    count = sum(c.isdecimal() for c in value)
+    return count >= 5 and len(value) <= 24 and all(c.isascii() and c.isupper() for c in rest)
+
+
+def code_list(value: str) -> bool:
+    """Recovery codes: groups of letters and digits of one length joined by hyphens ("9150a-08677",
+    "astv-xvcx-xzvf"), a grouped code of six digits or more, or a key."""
+    parts = value.split("-")
+    even = len({len(p) for p in parts}) == 1 and all(p.isascii() and p.isalnum() and 3 <= len(p) <= 8 for p in parts)
+    if len(parts) >= 2 and even and (len(parts) >= 3 or any(c.isdigit() for c in value)):
+        return True
+    return code(value, 6, 16) or token_key(value, 8)
+
+
+def scrambled(value: str) -> bool:
+    """Letters of mixed case in no word's order ("wcnwfYBRn", "UsgXDbpomHZM"): a capital neither
+    opens a word nor begins one inside, as in "LastPass" or "McDonald"."""
+    if not 8 <= len(value) <= 64 or not value.isalpha() or not value.isascii() or not plain(value):
+        return False
+    uppers = sum(c.isupper() for c in value)
+    camel = all(value[i + 1 : i + 2].islower() for i, c in enumerate(value) if c.isupper())
+    return uppers >= 2 and sum(c.islower() for c in value) >= 2 and not camel
 
 
 @cache
