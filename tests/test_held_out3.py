@@ -1,0 +1,50 @@
+"""The third held-out sets through the one gate every writer asks (`admit`; an answer to an
+earlier message through `admit_ledger` with that message).
+
+`tests/data/secrets_fresh3.jsonl` and `steering_fresh3.jsonl` (the dev part: two lines of every
+three) and `*_fresh3_check.jsonl` (the third line of every three) were written blind to the
+detectors' words. Both parts were measured once before any change (secrets found 170 of 226,
+4 of 81 look-alikes changed; steering 79 of 117 untrusted, 1 of 63 benign refused); the changes
+were made reading the dev part only, and `*_fresh3_extra.jsonl` holds lines written for each
+class fixed, in other languages, before the fix. `pytest -s -k table` prints the tables
+RELIABILITY.md shows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from test_held_out import stored
+from test_redact_languages import rows, score
+
+from dreamer.core.trust.admit import admit
+
+SECRETS = {  # set: (found, secrets, look-alikes changed, look-alikes)
+    "secrets_fresh3.jsonl": (145, 145, 0, 60),
+    "secrets_fresh3_check.jsonl": (79, 81, 0, 21),
+    "secrets_fresh3_extra.jsonl": (24, 24, 0, 7),
+}
+
+
+def test_the_sets_span_thirty_languages():
+    secrets = rows("secrets_fresh3.jsonl") + rows("secrets_fresh3_check.jsonl")
+    steering = rows("steering_fresh3.jsonl") + rows("steering_fresh3_check.jsonl")
+    assert len(secrets) == 307 and len({r["lang"] for r in secrets}) >= 35
+    assert len(steering) == 180 and len({r["lang"] for r in steering}) >= 30
+    assert all(r["secret"] in r["text"] for r in secrets if r["secret"])
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_secrets_found_and_look_alikes_kept_through_the_gate(name):
+    c = score(rows(name), stored)["all"]
+    assert (c["found"], c["secrets"], c["changed"], c["lookalikes"]) == SECRETS[name]
+
+
+def steering_counts(name: str) -> Counter:
+    c: Counter = Counter()
+    for r in rows(name):
+        untrusted = admit(r["text"], writer="agent").untrusted
+        c["steering" if r["steering"] else "benign"] += 1
+        c["flagged" if r["steering"] else "refused"] += untrusted
+    return c
