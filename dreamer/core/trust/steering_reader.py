@@ -157,8 +157,15 @@ def permitted(s: Sentence) -> bool:
 
 
 def own(s: Sentence) -> bool:
-    """A statement in the first person about the user's own doings, to no one."""
-    return s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our"))) and not s.any("you")
+    """A statement in the first person about the user's own doings, to no one ("I share ...",
+    "Je remplis moi-même ...")."""
+    lead = len(s.text) - len(s.text.lstrip())
+    said = s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our")))
+    subject = {h.start for h in s.at("i") if h.start == lead}
+    addressed = {h.start for h in s.hits if h.category in ("you", "your")}
+    if subject & addressed:  # the French "je", or the Dutch "je" (you): "moi" or "mon" tells
+        subject = subject if s.any("self", "first") or len(s.at("i")) > 1 else set()
+    return (said or bool(subject)) and addressed <= subject
 
 
 def ignores(s: Sentence) -> bool:
@@ -203,7 +210,7 @@ def _to_others(s: Sentence, *to: str) -> bool:
     "customer_email": ..., "her email address is ..."), nor forbidden ("don't share it") nor
     the user's own ("..., I send her the photos")."""
     mine = {h.start for h in s.hits if h.category in ("self", *to)}
-    barred = {h.end for h in s.hits if h.category in ("forbid", "first")}  # "don't share", "I send"
+    barred = {h.end for h in [*s.at("forbid"), *s.at("first"), *s.at("i")]}  # "don't share", "I send"
     verbs = [*s.at("widen"), *(s.at("handed") if to else ())]  # "enter my PIN" only for secret-class data
     return any(
         mine.isdisjoint((h.end + 1, h.end + 2))
