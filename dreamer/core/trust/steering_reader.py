@@ -142,7 +142,8 @@ def _chain(s: Sentence, who: str, gap: int, verbs: str) -> bool:
 
 
 def authority(s: Sentence) -> bool:
-    claimed = s.near("as", "authority", 32) and s.any("your", "you", "order")
+    told = s.any("your", "you", "order") or (s.any("ai") and s.any("widen", "permit", "disable"))
+    claimed = s.near("as", "authority", 32) and told
     said = s.near("role", "says", 24) and s.any("you", "your")
     official = s.near("official", "policy", 24) and s.any("ai", "you", "must")
     ordered_to = s.any("order") and s.any("you") and s.any("rules", "safeguard", "ai")
