@@ -190,7 +190,7 @@ def asks_prompt(s: Sentence) -> bool:
     verbatim = (
         s.any("verbatim") and s.any("reveal", "widen") and s.any("prior", "secret") and s.any("you", "your", "ai")
     )
-    return asked or verbatim or (s.near("reveal", "rules") and s.any("prior", "your", "told"))
+    return asked or verbatim or (s.near("reveal", "rules") and s.any("prior", "your", "booted"))
 
 
 def from_now_on(s: Sentence) -> bool:
