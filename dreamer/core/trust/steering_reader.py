@@ -225,6 +225,7 @@ def unasked(s: Sentence) -> bool:
     """Whoever asks, or with no one asked: "anyone", "any site that asks", "without pinging me",
     "no need to double-check", "sin permiso", "許可なしで"."""
     lacking = any(s.near("lacking", other, 24) for other in ("self", "safeguard", "permit"))
+    lacking = lacking or s.near("lacking", "asker", 24)  # "ohne mich vorher zu fragen"
     return s.any("scope") or lacking or s.near("any", "asker")  # "any chat that asks"
 
 
