@@ -188,7 +188,9 @@ def asks_prompt(s: Sentence) -> bool:
     named = any(_LABEL.match(s.text, h.end) for h in s.at("secret")) or s.any("frame")  # "Begin system prompt:"
     asked = s.any("secret") and (named or s.any("reveal", "widen", "your", "please", "ai", "asker"))
     verbatim = (
-        s.any("verbatim") and s.any("reveal", "widen") and s.any("prior", "secret") and s.any("you", "your", "ai")
+        s.any("verbatim")
+        and s.any("reveal", "widen")
+        and (s.any("hidden") and s.any("startup") or s.any("prior", "secret") and s.any("you", "your", "ai"))
     )
     return asked or verbatim or (s.near("reveal", "rules") and s.any("prior", "your", "booted"))
 
