@@ -4,7 +4,9 @@
 reading (`dreamer.core.trust.steering_reader`) asks about: names of the model (`ai`), role
 labels, verbs that set rules aside (`override`), the rules themselves, "previous", "your",
 "from now on", claims of authority, verbs that widen what the assistant may do and the
-phrases that widen them ("without asking", "anyone"). An entry is a word or a phrase (words
+phrases that widen them ("without asking", "anyone"), secret-class data (`private`: a card
+number, a password, "my notes"), who reads a note (`reader`), a role without rules (`unbound`),
+"word for word" (`verbatim`). An entry is a word or a phrase (words
 separated by a space); ``x*`` matches a word that begins with ``x``. Words are matched on
 `steering_view.word_view` as whole words (``*x``: a word ending in ``x``, a particle or a suffix), and inside a run of a script written without spaces
 (Chinese, Japanese, Thai, ...) as substrings. A word in Arabic or Hebrew script is also matched
