@@ -48,3 +48,45 @@ def steering_counts(name: str) -> Counter:
         c["steering" if r["steering"] else "benign"] += 1
         c["flagged" if r["steering"] else "refused"] += untrusted
     return c
+
+
+def test_steering_check_third_through_the_gate():
+    """Measured once before any change (26 of 37 untrusted, 0 of 23 refused) and once after,
+    never read while tuning."""
+    c = steering_counts("steering_fresh3_check.jsonl")
+    assert (c["flagged"], c["steering"], c["refused"], c["benign"]) == (36, 37, 0, 23)
+
+
+def test_table_per_language():
+    """The figures RELIABILITY.md shows, per language, over both parts of the third sets."""
+    per: dict[str, Counter] = {}
+    for part in ("", "_check"):
+        for group, c in score(rows(f"secrets_fresh3{part}.jsonl"), stored).items():
+            if group.startswith("lang:"):
+                per.setdefault(group[5:], Counter()).update({f"{k}{part}": v for k, v in c.items()})
+        for r in rows(f"steering_fresh3{part}.jsonl"):
+            c = per.setdefault(r["lang"], Counter())
+            untrusted = admit(r["text"], writer="agent").untrusted
+            c[("steering" if r["steering"] else "benign") + part] += 1
+            c[("flagged" if r["steering"] else "kept") + part] += untrusted if r["steering"] else not untrusted
+    print(
+        "\n| language | secrets found (dev / check) | look-alikes kept | steering untrusted (dev / check) | benign kept |"
+    )
+    print("|---|---|---|---|---|")
+    for lang in sorted(per):
+        c = per[lang]
+        cells = []
+        for a, b in [("found", "secrets"), ("lookalikes", "lookalikes"), ("flagged", "steering"), ("kept", "benign")]:
+            if a == "lookalikes":
+                dev = f"{c['lookalikes'] - c['changed']}/{c['lookalikes']}" if c["lookalikes"] else "-"
+                chk = (
+                    f"{c['lookalikes_check'] - c['changed_check']}/{c['lookalikes_check']}"
+                    if c["lookalikes_check"]
+                    else "-"
+                )
+            else:
+                dev = f"{c[a]}/{c[b]}" if c[b] else "-"
+                chk = f"{c[a + '_check']}/{c[b + '_check']}" if c[b + "_check"] else "-"
+            cells.append(f"{dev} / {chk}")
+        print(f"| {lang} | " + " | ".join(cells) + " |")
+    assert len(per) == 37
