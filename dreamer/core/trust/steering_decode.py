@@ -1,6 +1,7 @@
 """Instructions hidden by an encoding, read decoded (pure): base64, hex (``6967...`` or
-``\\x69\\x67...``), URL-encoding (``%69%67...``) and ROT13. Each gives the texts the check
-reads again; only readable text counts (a commit hash or a UUID decodes to bytes, not text).
+``\\x69\\x67...``), URL-encoding (``%69%67...``), ROT13, digits written for letters
+(``1gn0r3``) and letters spaced apart (``I G N O R E``). Each gives the texts the check reads
+again; only readable text counts (a commit hash or a UUID decodes to bytes, not text).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ _LATIN = re.compile(r"[A-Za-z]{3,}")
 ORDER_WORDS = frozenset(
     {"ai", "role", "override", "rules", "secret", "reveal", "widen", "grant", "now_on", "authority"}
 )
+# Digits and signs written for the letters they look like, in a word that mixes both.
+_LEET = str.maketrans("013457@$", "oieastas")
+_MIXED = re.compile(r"\b(?=\w*\d)(?=\w*[^\W\d_])[\w@$]+")
+_SPACED = re.compile(r"(?<!\S)(?:[^\W\d_] ){3,}[^\W\d_](?!\S)")  # "I G N O R E", one letter a word
+_GAP = re.compile(r"\s{2,}")
 MAX_DECODED = 4  # runs of one kind decoded in one text, at most
 
 
@@ -56,6 +62,10 @@ def decoded_texts(view: str) -> list[str]:
         out.append(unquote(view, errors="replace"))
     if len(_LATIN.findall(view)) >= 3 and _worded(rot13 := codecs.encode(view, "rot13")):
         out.append(rot13)
+    if len(_MIXED.findall(view)) >= 2 and _worded(plain := _MIXED.sub(lambda m: m.group().translate(_LEET), view)):
+        out.append(plain)
+    if _SPACED.search(view):  # one letter a word, words apart by wider gaps
+        out.append(" ".join(word.replace(" ", "") for word in _GAP.split(view)))
     return out
 
 
