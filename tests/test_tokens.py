@@ -46,3 +46,14 @@ def test_a_listed_format_names_its_kind_and_an_earlier_row_wins_its_span():
     assert find_tokens(f"key {key}") == [(4, 4 + len(key), "anthropic_key")]
     assert redact("hf_3tGDyNJLYYOo7uaDhg4n1wvE5tRnJI9oZb") == "[REDACTED:huggingface_token]"
     assert redact("key-" + "0123456789abcdef" * 2) == "[REDACTED:mailgun_key]"
+
+
+@pytest.mark.parametrize(
+    ("token", "kind"),
+    [
+        ("AGE-SECRET-KEY-1FEGUAAAEDNANAP0RFZA4F3CRRE50N3XA7SQM0LX747R7T34CE3E5HVM0QX", "private_key"),
+        ("ATATT3xFfGF07NlWpopgVHkaRZSjoumQQFQzcmPexqFUs-TViMrm=FE86167E", "atlassian_token"),
+    ],
+)
+def test_a_listed_format_with_an_upper_case_prefix_is_found_alone(token, kind):
+    assert redact(f"{token}\n") == f"[REDACTED:{kind}]\n"
