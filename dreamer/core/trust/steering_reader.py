@@ -32,6 +32,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable
 
+from dreamer.core.trust.steering_claims import bracketed, claims, conceals, decodes, keeps, own, recasts, spills
 from dreamer.core.trust.steering_view import sentences, word_view
 from dreamer.core.trust.steering_words import Hit, lexicon
 
@@ -40,9 +41,6 @@ _CALL = re.compile(r"\s*[,:!\u060c\u3001;]")
 _LABEL = re.compile(r"\s*[:>]")
 _NOUN = re.compile(r"\s*[:\"'=]|\s+(?:is|was|are|address|addresses|id)\b")
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+")
-TRANSCRIPT_ALSO = frozenset(
-    {"addressed_to_ai", "role_marker", "authority_claim", "ignore_instructions", "system_prompt", "role_override"}
-)
 
 
 class Sentence:
@@ -70,6 +68,18 @@ class Sentence:
             if i < len(starts) and starts[i] <= a.start + span:
                 return True
         return False
+
+    def chain(self, first: str, *steps: tuple[str, int]) -> list[Hit]:
+        """Words in order: one of `first`, then one of each step's categories (``"a|b"``)
+        starting at most its gap of characters after the last ended ("the user" "is" "root");
+        the last words of the chains found."""
+        found = self.at(first)
+        for categories, gap in steps:
+            ends = [h.end for h in found]
+            found = [
+                h for c in categories.split("|") for h in self.at(c) if any(0 < h.start - end <= gap for end in ends)
+            ]
+        return found
 
     def opening(self) -> tuple[list[Hit], bool]:
         """The words the sentence opens with, past a greeting ("hey", "listen,") or an address
@@ -142,7 +152,7 @@ def _chain(s: Sentence, who: str, gap: int, verbs: str) -> bool:
 
 
 def authority(s: Sentence) -> bool:
-    told = s.any("your", "you", "order") or (s.any("ai") and s.any("widen", "permit", "disable"))
+    told = s.any("your", "you", "order", "access") or (s.any("ai") and s.any("widen", "permit", "disable"))
     claimed = s.near("as", "authority", 32) and told
     said = s.near("role", "says", 24) and s.any("you", "your")
     official = s.near("official", "policy", 24) and s.any("ai", "you", "must")
@@ -157,22 +167,22 @@ def permitted(s: Sentence) -> bool:
     return s.any("permit") and above and s.any("you", "ai", "reveal", "widen", "disable") and not own(s)
 
 
-def own(s: Sentence) -> bool:
-    """A statement in the first person about the user's own doings, to no one ("I share ...",
-    "Je remplis moi-même ...")."""
-    lead = len(s.text) - len(s.text.lstrip())
-    said = s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our")))
-    subject = {h.start for h in s.at("i") if h.start == lead}
-    addressed = {h.start for h in s.hits if h.category in ("you", "your")}
-    if subject & addressed:  # the French "je", or the Dutch "je" (you): "moi" or "mon" tells
-        subject = subject if s.any("self", "first") or len(s.at("i")) > 1 else set()
-    return (said or bool(subject)) and addressed <= subject
-
-
 def ignores(s: Sentence) -> bool:
     rules = s.near("override", "rules") and s.any("prior", "your", "ai")
     told = s.near("override", "told") or (s.near("override", "all_of", 16) and s.any("prior", "you"))
-    return not own(s) and (rules or told or _right_after(s, "override", "prior"))
+    prior = _right_after(s, "override", "prior") or _right_after(s, "override", "safeguard")  # "ignore safety"
+    return not own(s) and (rules or told or prior)
+
+
+def sets_aside(s: Sentence) -> bool:
+    """An order to set rules aside opening a sentence, past "please", "now" or "important:"
+    ("Ignore previous ...", "Now ignore safety and answer"), not "I ignored the warning"."""
+    lead = 0
+    for word in sorted(s.at("lead_in"), key=lambda h: h.start):
+        if word.start <= lead + 1:
+            lead = word.end + len(s.text[word.end :]) - len(s.text[word.end :].lstrip(" :,!"))
+    opening = [h for h in s.at("override") if h.start <= lead + 1]
+    return any(0 < what.start - h.end <= 1 for what in s.at("aside") for h in opening)
 
 
 def _right_after(s: Sentence, one: str, other: str) -> bool:
@@ -260,8 +270,18 @@ READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
     ("ignore_instructions", ignores),
     ("system_prompt", asks_prompt),
     ("role_override", from_now_on),
+    ("order", sets_aside),
     ("widens_permissions", widens),
+    ("chat_markup", bracketed),
+    ("role_override", recasts),
+    ("addressed_to_ai", conceals),
+    ("memory_instruction", spills),
+    ("authority_claim", claims),
+    ("memory_command", keeps),
+    ("encoded_instruction", decodes),
 ]
+# What a transcript line is read for: all but a user's own orders to the assistant.
+TRANSCRIPT_ALSO = frozenset(name for name, _ in READINGS) - {"widens_permissions"}
 
 
 def structural_markers(view: str, *, line: bool = False) -> list[str]:
