@@ -23,7 +23,9 @@ what counts is how they stand together, not a listed sentence:
   user's memories) put into forms or handed out by the model's leave ("it's fine to autofill
   my card number"), even said as a preference. A statement in the
   first person about the user's own doings ("I share my recipes with anyone who asks") is not
-  one, nor a preference about replies ("I like answers in French").
+  one, nor a preference about replies ("I like answers in French");
+* claims of rank or access, memory orders, personas and bracketed roles (`steering_claims`),
+  role notices, labels in mid-line and role headings (`steering_labels`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from dreamer.core.trust.steering_claims import bracketed, claims, conceals, decodes, keeps, own, recasts, spills
+from dreamer.core.trust.steering_labels import heads_rules, noticed, spoken
 from dreamer.core.trust.steering_view import sentences, word_view
 from dreamer.core.trust.steering_words import Hit, lexicon
 
@@ -47,7 +50,7 @@ class Sentence:
     """One sentence and where each category's words are in it."""
 
     def __init__(self, text: str) -> None:
-        self.text = word_view(text)
+        self.raw, self.text = text, word_view(text)
         self.hits = lexicon().hits(self.text)
         self.by: dict[str, list[Hit]] = {}
         for hit in self.hits:
@@ -264,6 +267,9 @@ def widens(s: Sentence) -> bool:
 READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
     ("addressed_to_ai", called),
     ("role_marker", labelled),
+    ("role_marker", noticed),
+    ("role_marker", spoken),
+    ("role_heading", heads_rules),
     ("addressed_to_ai", told_to),
     ("addressed_to_ai", ordered),
     ("authority_claim", authority),

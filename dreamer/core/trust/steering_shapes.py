@@ -43,11 +43,6 @@ ANYWHERE = [
     ),
     _shape("fake_system_line", r"(?-i:\b(?:SYSTEM|DEVELOPER|ASSISTANT|ADMIN)\s*:)"),
     _shape(
-        "role_marker",
-        r"\b(?:system|developer|assistant|operator)\s*[:>]\s*(?:you|ignore|disregard|forget|obey|from now|new|the user"
-        r"|always|never|do|send|reveal|override|grant|treat|act|sure|ok|okay|understood|i will|i'll|yes)\b",
-    ),
-    _shape(
         "dialogue",
         rf"\b(?:human|user|me|q)\s*:[^\n]{{0,300}}?\s(?:{ROLE}|a)\s*:",
     ),
@@ -64,22 +59,9 @@ MEMORY_ONLY = frozenset({"heading"})  # shapes of a memory's own text, not of th
 SEGMENT_START = [
     _shape(
         "role_marker",
-        rf"(?:\[?\d+\]\s*)?(?:{ROLE}|tool|function|(?:tool|function) (?:output|result|response|call)s?"
-        r"|(?:system|developer|admin|administrator|operator|security) (?:message|prompt|note|notice|instructions?"
-        r"|override|update|command|alert|directive))(?:\s*\([^)]{0,30}\))?\s*[:>\uff1a]",
-        at_start=True,
-    ),
-    _shape(  # "SYSTEM NOTICE — ...": a role's notice in capitals, before a dash (a segment's end)
-        "role_marker",
-        r"(?-i:(?:SYSTEM|DEVELOPER|ADMIN|ADMINISTRATOR|OPERATOR|SECURITY) (?:MESSAGE|PROMPT|NOTE|NOTICE|INSTRUCTIONS?"
-        r"|OVERRIDE|UPDATE|COMMAND|ALERT|DIRECTIVE))\s*(?:-+\s|$)",
+        rf"(?:\[?\d+\]\s*)?(?:{ROLE}|(?:tool|function)(?: (?:output|result|response|call)s?)?)"
+        r"(?:\s*\([^)]{0,30}\))?\s*[:>\uff1a]",
         at_start=True,
     ),
     _shape("heading", r"#{1,6}(?:\s|$)|={3,}\s*$", at_start=True),
-    _shape(
-        "role_heading",  # a heading that names a role or a rule set, steering in a transcript line too
-        r"#{1,6}\s*(?:system|sys|instructions?|assistant|developer|admin|administrator|operator|override|prompt"
-        r"|new (?:rules|instructions)|rules for)\b",
-        at_start=True,
-    ),
 ]
