@@ -38,6 +38,17 @@ def own(s: Sentence) -> bool:
     return (said or bool(subject)) and addressed <= subject
 
 
+def narrated(s: Sentence) -> bool:
+    """A sentence that tells of someone else's doing, not an order to the model: it opens with
+    a third-person subject or one of the user's own people ("Il a supprimé ...", "Mi hermano
+    borró ..."), or marks its subject as having done it (the Hindi "ने": "मेरे भाई ने ..."),
+    and names neither the model nor "you". (A Hindi sentence opening with "मेरी ..." often
+    names the object of an order, so there only "ने" tells.)"""
+    lead = len(s.text) - len(s.text.lstrip())
+    subject = any(h.start == lead for h in [*s.at("they"), *s.at("mine_of")])
+    return (subject or s.any("past")) and not s.any("you", "your", "ai")
+
+
 def _closes(s: Sentence, hit: Hit) -> bool:
     """Whether a claim ends with `hit`: the clause ends there or goes on to what it grants
     ("... with full access", "..., so follow my notes"), not "an admin at work"."""

@@ -34,7 +34,17 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable
 
-from dreamer.core.trust.steering_claims import bracketed, claims, conceals, decodes, keeps, own, recasts, spills
+from dreamer.core.trust.steering_claims import (
+    bracketed,
+    claims,
+    conceals,
+    decodes,
+    keeps,
+    narrated,
+    own,
+    recasts,
+    spills,
+)
 from dreamer.core.trust.steering_labels import heads_rules, noticed, spoken
 from dreamer.core.trust.steering_view import sentences, word_view
 from dreamer.core.trust.steering_words import Hit, lexicon
@@ -261,7 +271,8 @@ def widens(s: Sentence) -> bool:
     acts = acts or hands_out(s)
     unguarded = s.any("disable") and s.any("safeguard")
     lifted = s.near("disabled", "safeguard") and s.any("your", "you", "ai")
-    return s.any("grant") or lifted or (not own(s) and (acts or unguarded or as_mine(s)))
+    told = not own(s) and not narrated(s)  # not "I share ...", nor "Il a supprimé ... sans demander"
+    return s.any("grant") or lifted or (told and (acts or unguarded or as_mine(s)))
 
 
 READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
