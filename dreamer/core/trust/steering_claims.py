@@ -61,7 +61,7 @@ def _closes(s: Sentence, hit: Hit) -> bool:
 def claims(s: Sentence) -> bool:
     ranks = s.chain("claimant", ("be", 14), ("rank", 6)) + s.chain("i_am", ("rank", 6))
     ranked = any(_closes(s, h) for h in ranks)
-    held = s.chain("holds", ("access", 2)) or s.chain("permit", ("see", 4), ("each", 10))
+    held = s.chain("holds", ("access", 6)) or s.chain("permit", ("see", 4), ("each", 10))
     holds = bool(held) and s.any("claimant", "i_am", "you", "ai", "each") and not own(s)  # not "Bob has full access"
     sent = s.chain("missive", ("from_by", 12), ("body", 12)) + s.chain("permit", ("from_by", 2), ("body", 4))
     by_body = any(_closes(s, h) for h in sent)  # "message from the developers:", not "... of the app"
