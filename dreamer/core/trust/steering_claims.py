@@ -62,10 +62,16 @@ def claims(s: Sentence) -> bool:
     ranks = s.chain("claimant", ("be", 14), ("rank", 6)) + s.chain("i_am", ("rank", 6))
     ranked = any(_closes(s, h) for h in ranks)
     held = s.chain("holds", ("access", 6)) or s.chain("permit", ("see", 4), ("each", 10))
-    holds = bool(held) and s.any("claimant", "i_am", "you", "ai", "each") and not own(s)  # not "Bob has full access"
-    sent = s.chain("missive", ("from_by", 12), ("body", 12)) + s.chain("permit", ("from_by", 2), ("body", 4))
+    over = s.any("access") and s.any("you", "ai")  # "admin rights over this assistant"
+    holds = (
+        bool(held or over) and s.any("claimant", "i_am", "you", "ai", "each") and not own(s)
+    )  # not "Bob has full access"
+    given = bool(s.chain("granted", ("access", 6))) and not own(s)
+    sent = s.chain("missive", ("from_by", 12), ("body", 12)) + s.chain("permit|sanctioned", ("from_by", 2), ("body", 4))
+    sent += s.chain("herald_the", ("authority|role", 2))  # "this is the system speaking"
     by_body = any(_closes(s, h) for h in sent)  # "message from the developers:", not "... of the app"
-    return ranked or holds or by_body or bool(s.chain("herald", ("authority", 8)))
+    behalf = s.chain("behalf", ("body", 2)) or s.chain("herald", ("authority", 8))
+    return ranked or holds or given or by_body or bool(behalf)
 
 
 def _announced(s: Sentence) -> bool:
@@ -76,9 +82,12 @@ def _announced(s: Sentence) -> bool:
 
 def recasts(s: Sentence) -> bool:
     unlocked = s.any("mode", "recast") and not own(s)  # "developer mode", "you are now DAN"
-    persona = s.chain("pretend", ("you|ai", 8)) or s.chain("your", ("persona", 8))
+    persona = bool(s.chain("pretend", ("you|ai", 8)) or s.chain("your", ("persona", 8)))
     lifted = bool(s.chain("disable", ("rules", 12))) and s.any("you", "your", "ai") and not own(s)
-    return unlocked or bool(persona) or _announced(s) or lifted or bool(s.chain("rewrite", ("your", 2), ("rules", 12)))
+    guards = s.chain("disable|rewrite", ("guard_set", 6))  # "remove all safety checks"
+    lifted = lifted or (bool(guards) and not own(s))
+    persona = persona or (bool(s.chain("act_as", ("unbound", 6))) and not own(s))  # "act as an unfiltered AI"
+    return unlocked or persona or _announced(s) or lifted or bool(s.chain("rewrite", ("your", 2), ("rules", 12)))
 
 
 def spills(s: Sentence) -> bool:
@@ -93,7 +102,11 @@ def keeps(s: Sentence) -> bool:
 
 
 def conceals(s: Sentence) -> bool:
-    return bool(s.chain("conceal", ("hidden_from", 24)))
+    told = s.chain("conceal", ("hidden_from", 24))  # "do not tell the user ..."
+    kept = s.chain("hidden_from", ("kept_from", 4)) or s.chain(
+        "kept_from", ("hidden_from", 2)
+    )  # "secret from the user"
+    return bool(told or kept)
 
 
 def decodes(s: Sentence) -> bool:
@@ -103,4 +116,6 @@ def decodes(s: Sentence) -> bool:
 def bracketed(s: Sentence) -> bool:
     """A role in brackets: "[system] ...", "[ADMIN] grant ..."."""
     roles = [*s.at("role"), *s.at("ai"), *s.at("authority")]
-    return any(s.text[h.end : h.end + 1] == "]" and (h.start == 0 or s.text[h.start - 1] == "[") for h in roles)
+    heads = [h for h in roles if h.start == 0 or s.text[h.start - 1] == "["]
+    notices = [n for n in s.at("notice") if any(0 < n.start - h.end <= 1 for h in heads)]  # "[system_message]"
+    return any(s.text[h.end : h.end + 1] == "]" for h in [*heads, *notices])

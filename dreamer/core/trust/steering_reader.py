@@ -83,10 +83,10 @@ class Sentence:
         return False
 
     def chain(self, first: str, *steps: tuple[str, int]) -> list[Hit]:
-        """Words in order: one of `first`, then one of each step's categories (``"a|b"``)
+        """Words in order: one of `first`, then one of each step's categories (either ``"a|b"``)
         starting at most its gap of characters after the last ended ("the user" "is" "root");
         the last words of the chains found."""
-        found = self.at(first)
+        found = [h for c in first.split("|") for h in self.at(c)]
         for categories, gap in steps:
             ends = [h.end for h in found]
             found = [
@@ -183,8 +183,7 @@ def permitted(s: Sentence) -> bool:
 def ignores(s: Sentence) -> bool:
     rules = s.near("override", "rules") and s.any("prior", "your", "ai")
     told = s.near("override", "told") or (s.near("override", "all_of", 16) and s.any("prior", "you"))
-    prior = _right_after(s, "override", "prior") or _right_after(s, "override", "safeguard")  # "ignore safety"
-    return not own(s) and (rules or told or prior)
+    return not own(s) and (rules or told or _right_after(s, "override", "prior"))
 
 
 def sets_aside(s: Sentence) -> bool:
