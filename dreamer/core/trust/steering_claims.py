@@ -83,11 +83,12 @@ def _announced(s: Sentence) -> bool:
 def recasts(s: Sentence) -> bool:
     unlocked = s.any("mode", "recast") and not own(s)  # "developer mode", "you are now DAN"
     persona = bool(s.chain("pretend", ("you|ai", 8)) or s.chain("your", ("persona", 8)))
+    persona = persona or (s.any("pose") and not own(s))  # "pretend to be ..."
     lifted = bool(s.chain("disable", ("rules", 12))) and s.any("you", "your", "ai") and not own(s)
-    guards = s.chain("disable|rewrite", ("guard_set", 6))  # "remove all safety checks"
+    guards = s.chain("disable|strip", ("guard_set", 6))  # "remove all safety checks"
     lifted = lifted or (bool(guards) and not own(s))
     persona = persona or (bool(s.chain("act_as", ("unbound", 6))) and not own(s))  # "act as an unfiltered AI"
-    return unlocked or persona or _announced(s) or lifted or bool(s.chain("rewrite", ("your", 2), ("rules", 12)))
+    return unlocked or persona or _announced(s) or lifted or bool(s.chain("rewrite", ("its", 2), ("conduct", 12)))
 
 
 def spills(s: Sentence) -> bool:
@@ -115,7 +116,7 @@ def decodes(s: Sentence) -> bool:
 
 def bracketed(s: Sentence) -> bool:
     """A role in brackets: "[system] ...", "[ADMIN] grant ..."."""
-    roles = [*s.at("role"), *s.at("ai"), *s.at("authority")]
-    heads = [h for h in roles if h.start == 0 or s.text[h.start - 1] == "["]
+    roles = [*s.at("role"), *s.at("ai"), *s.at("authority"), *s.at("chat_party")]
+    heads = [h for h in roles if h.start == 0 or s.text[h.start - 1] in "[/"]  # "[system]", "[/user_prompt]"
     notices = [n for n in s.at("notice") if any(0 < n.start - h.end <= 1 for h in heads)]  # "[system_message]"
     return any(s.text[h.end : h.end + 1] == "]" for h in [*heads, *notices])
