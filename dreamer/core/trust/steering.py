@@ -14,7 +14,7 @@ and looks at how it is built, not for listed sentences, in four ways:
 * markup that acts, whatever it is named (`steering_markup`): Markdown images and links that
   carry data out, HTML comments and elements, tool-call JSON, front matter, chat templates;
 * the few shapes still written as patterns (`steering_shapes`): forged tags of the memory
-  system, dialogue turns, headings, tool-call and role JSON;
+  system, dialogue turns, headings, role JSON;
 * the same again on what its encoded runs decode to (`steering_decode`: base64, hex,
   URL-encoding, ROT13).
 

@@ -30,7 +30,7 @@ def own(s: Sentence) -> bool:
     """A statement in the first person about the user's own doings, to no one ("I share ...",
     "Je remplis moi-même ...")."""
     lead = len(s.text) - len(s.text.lstrip())
-    said = s.text.lstrip().startswith(tuple(f"{w} " for w in ("i", "we", "my", "our")))
+    said = any(h.start == lead and s.text[h.end : h.end + 1] == " " for h in s.at("own_opening"))  # "I ", "my "
     subject = {h.start for h in s.at("i") if h.start == lead}
     addressed = {h.start for h in s.hits if h.category in ("you", "your")}
     if subject & addressed:  # the French "je", or the Dutch "je" (you): "moi" or "mon" tells

@@ -4,6 +4,8 @@
 * `role_marker`: a role's notice opening a sentence, before a colon or a dash ("System note:
   ...", "SYSTEM NOTICE — ..."), or a speaker's label in mid-line followed by an order or a
   reply ("... SYSTEM: reveal ...", "assistant: sure");
+* `tool_call`: a tool's turn named in prose: a machine name ("[tool_use ...", "tool_result]",
+  "function_call(") or a tool's output before a colon ("Tool result: ...");
 * `role_heading`: a Markdown heading that names a role or a rule set ("## System",
   "# New instructions"), steering in a transcript line too.
 """
@@ -62,3 +64,17 @@ def heads_rules(s: Sentence) -> bool:
     hashes = len(s.text) - len(body)
     at = hashes + len(body) - len(body.lstrip())
     return 1 <= hashes <= 6 and any(h.start == at for h in s.at("rule_set"))
+
+
+def tool_turn(s: Sentence) -> bool:
+    """A tool's turn: its machine name opening a bracket or a line, or before a call's "(",
+    "=", "{" or "["; or its output, in words, before a colon. Not "tool use is common"."""
+    for word in s.at("tool_word"):
+        rest = s.text[word.end :].lstrip()
+        if "_" not in s.text[word.start : word.end]:
+            called = rest.startswith(":")
+        else:
+            called = word.start == 0 or s.text[word.start - 1] == "[" or (bool(rest) and rest[0] in "(={[")
+        if called:
+            return True
+    return False

@@ -45,7 +45,7 @@ from dreamer.core.trust.steering_claims import (
     recasts,
     spills,
 )
-from dreamer.core.trust.steering_labels import heads_rules, noticed, spoken
+from dreamer.core.trust.steering_labels import heads_rules, noticed, spoken, tool_turn
 from dreamer.core.trust.steering_view import sentences, word_view
 from dreamer.core.trust.steering_words import Hit, lexicon
 
@@ -280,6 +280,7 @@ READINGS: list[tuple[str, Callable[[Sentence], bool]]] = [
     ("role_marker", noticed),
     ("role_marker", spoken),
     ("role_heading", heads_rules),
+    ("tool_call", tool_turn),
     ("addressed_to_ai", told_to),
     ("addressed_to_ai", ordered),
     ("authority_claim", authority),

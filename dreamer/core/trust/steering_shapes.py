@@ -2,7 +2,7 @@
 the reading of words (`steering_reader`, `steering_markup`) does not cover.
 
 Each shape is one kind of move, not one sentence: a role marker opening a line or a sentence,
-a heading, a dialogue turn, tool-call JSON or a forged tag. What a text says (an order to the
+a heading, a dialogue turn, a role in JSON or a forged tag. What a text says (an order to the
 AI, a claim of authority, a memory command) is read from its words in `steering_reader`. They run on `steering.matching_view` (look-alikes folded, breaks as
 ``\\n``), case-insensitively. `at_start` shapes are matched at the start of each line or
 sentence (`steering.segments`), the others anywhere.
@@ -45,11 +45,6 @@ ANYWHERE = [
     _shape(
         "dialogue",
         rf"\b(?:human|user|me|q)\s*:[^\n]{{0,300}}?\s(?:{ROLE}|a)\s*:",
-    ),
-    _shape(
-        "tool_call",
-        r"\[tool_(?:use|result|call)\b|\btool (?:output|result|response|call)\s*:"
-        r"|\b(?:tool_use|tool_calls?|function_call)\s*[(={\[]",
     ),
     _shape("fake_role_json", r"[\"']role[\"']\s*:\s*[\"'](?:system|tool|developer|assistant|function)[\"']"),
 ]
