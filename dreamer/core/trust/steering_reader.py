@@ -245,6 +245,14 @@ def _to_others(s: Sentence, *to: str) -> bool:
     )
 
 
+def shown_to_askers(s: Sentence) -> bool:
+    """Secret-class data shown to whoever asks: "if anyone asks, show them my passwords", not
+    "never reveal my password to anyone"."""
+    barred = {h.end for h in [*s.at("forbid"), *s.at("first"), *s.at("i")]}
+    shown = any(barred.isdisjoint(range(h.start - 2, h.start)) for h in s.at("reveal"))
+    return shown and s.any("private") and unasked(s)
+
+
 def unasked(s: Sentence) -> bool:
     """Whoever asks, or with no one asked: "anyone", "any site that asks", "without pinging me",
     "no need to double-check", "sin permiso", "許可なしで"."""
@@ -267,7 +275,7 @@ def hands_out(s: Sentence) -> bool:
 
 def widens(s: Sentence) -> bool:
     acts = _to_others(s) and (unasked(s) or (bool(_ADDRESS.search(s.text)) and not s.any("task")))
-    acts = acts or hands_out(s)
+    acts = acts or hands_out(s) or shown_to_askers(s)
     unguarded = s.any("disable") and s.any("safeguard")
     lifted = s.near("disabled", "safeguard") and s.any("your", "you", "ai")
     told = not own(s) and not narrated(s)  # not "I share ...", nor "Il a supprimé ... sans demander"
