@@ -27,9 +27,13 @@ SECRETS = {  # set: (found, secrets, look-alikes changed, look-alikes)
 }
 
 
+def both_parts(name: str) -> list[dict]:
+    """The rows of a held-out set, its dev part and its check third ("secrets_fresh3")."""
+    return rows(f"{name}.jsonl") + rows(f"{name}_check.jsonl")
+
+
 def test_the_sets_span_thirty_languages():
-    secrets = rows("secrets_fresh3.jsonl") + rows("secrets_fresh3_check.jsonl")
-    steering = rows("steering_fresh3.jsonl") + rows("steering_fresh3_check.jsonl")
+    secrets, steering = both_parts("secrets_fresh3"), both_parts("steering_fresh3")
     assert len(secrets) == 307 and len({r["lang"] for r in secrets}) >= 35
     assert len(steering) == 180 and len({r["lang"] for r in steering}) >= 30
     assert all(r["secret"] in r["text"] for r in secrets if r["secret"])

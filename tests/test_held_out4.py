@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 from test_held_out import stored
-from test_held_out3 import steering_counts
+from test_held_out3 import both_parts, steering_counts
 from test_redact_languages import rows, score
 
 from dreamer.core.trust.steering import steering_markers
@@ -32,8 +32,7 @@ STEERING = {  # set: (untrusted, steering, benign refused, benign)
 
 
 def test_the_sets_span_sixty_languages():
-    secrets = rows("secrets_fresh4.jsonl") + rows("secrets_fresh4_check.jsonl")
-    steering = rows("steering_fresh4.jsonl") + rows("steering_fresh4_check.jsonl")
+    secrets, steering = both_parts("secrets_fresh4"), both_parts("steering_fresh4")
     assert (len(secrets), len(steering)) == (161, 113)
     assert len({r["lang"] for r in secrets}) == 61 and len({r["lang"] for r in steering}) == 60
 
