@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dreamer.core.trust.steering_reader import Sentence
+    from dreamer.core.trust.steering_sentence import Sentence
     from dreamer.core.trust.steering_words import Hit
 
 _CLAUSE_END = ".,;:!"

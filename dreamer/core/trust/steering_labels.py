@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dreamer.core.trust.steering_reader import Sentence
+    from dreamer.core.trust.steering_sentence import Sentence
 
 _MARKS = ":>\uff1a"
 _DASHES = "-\u2013\u2014"

@@ -31,7 +31,6 @@ what counts is how they stand together, not a listed sentence:
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Callable
 
 from dreamer.core.trust.steering_claims import (
@@ -46,65 +45,14 @@ from dreamer.core.trust.steering_claims import (
     spills,
 )
 from dreamer.core.trust.steering_labels import heads_rules, noticed, spoken, tool_turn
-from dreamer.core.trust.steering_view import sentences, word_view
-from dreamer.core.trust.steering_words import Hit, lexicon
+from dreamer.core.trust.steering_sentence import Sentence
+from dreamer.core.trust.steering_view import sentences
+from dreamer.core.trust.steering_words import Hit
 
-NEAR = 48  # characters between two words that belong together ("as ... your developer")
 _CALL = re.compile(r"\s*[,:!\u060c\u3001;]")
 _LABEL = re.compile(r"\s*[:>]")
 _NOUN = re.compile(r"\s*[:\"'=]|\s+(?:is|was|are|address|addresses|id)\b")
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+")
-
-
-class Sentence:
-    """One sentence and where each category's words are in it."""
-
-    def __init__(self, text: str) -> None:
-        self.raw, self.text = text, word_view(text)
-        self.hits = lexicon().hits(self.text)
-        self.by: dict[str, list[Hit]] = {}
-        for hit in self.hits:
-            self.by.setdefault(hit.category, []).append(hit)
-        self.has = set(self.by)
-
-    def at(self, category: str) -> list[Hit]:
-        return self.by.get(category, [])
-
-    def any(self, *categories: str) -> bool:
-        return not self.has.isdisjoint(categories)
-
-    def near(self, one: str, other: str, span: int = NEAR) -> bool:
-        """Whether a word of `one` starts within `span` characters of a word of `other`."""
-        starts = sorted(h.start for h in self.at(other))
-        for a in self.at(one):
-            i = bisect_left(starts, a.start - span)
-            if i < len(starts) and starts[i] <= a.start + span:
-                return True
-        return False
-
-    def chain(self, first: str, *steps: tuple[str, int]) -> list[Hit]:
-        """Words in order: one of `first`, then one of each step's categories (either ``"a|b"``)
-        starting at most its gap of characters after the last ended ("the user" "is" "root");
-        the last words of the chains found."""
-        found = [h for c in first.split("|") for h in self.at(c)]
-        for categories, gap in steps:
-            ends = [h.end for h in found]
-            found = [
-                h for c in categories.split("|") for h in self.at(c) if any(0 < h.start - end <= gap for end in ends)
-            ]
-        return found
-
-    def opening(self) -> tuple[list[Hit], bool]:
-        """The words the sentence opens with, past a greeting ("hey", "listen,") or an address
-        ("to the"), and whether a greeting opened it."""
-        at, greeted = 0, False
-        for hit in sorted(self.hits, key=lambda h: h.start):
-            if hit.start > at + 2:
-                break
-            if hit.category in ("hey", "to"):  # "hey model", or "to the AI:" (then a colon follows)
-                rest = self.text[hit.end :]
-                at, greeted = hit.end + len(rest) - len(rest.lstrip(" ,!")), greeted or hit.category == "hey"
-        return [h for h in self.hits if at <= h.start <= at + 1], greeted
 
 
 ORDERS = frozenset({"override", "reveal", "widen", "disable", "you", "your", "please"})
