@@ -12,47 +12,41 @@ from dreamer.llm.scripted.compact import compact_answer, is_compact_request
 from dreamer.online.compaction.summary import CompactSummary, checked, compact_prompt, rendered
 
 
-def call(cid: str, name: str, args: dict) -> dict:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+def tool_history(task: str, say: str, tool: str, args: dict, result: str, *after: str) -> tuple[list, dict]:
+    """A user's task, the assistant's one tool call (id ``c1``) and its result, then what the
+    assistant said after; with the call's tool name by id."""
+    call = {"id": "c1", "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}
+    messages = [
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": say, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": result},
+        *({"role": "assistant", "content": text} for text in after),
+    ]
+    return messages, {"c1": tool}
 
 
 HISTORIES = {
-    "coding, a bug fix under way": (
-        [
-            {"role": "user", "content": "fix issue #4127 in src/parse.py; keep Python 3.8 support"},
-            {
-                "role": "assistant",
-                "content": "Reproducing first.",
-                "tool_calls": [call("c1", "bash", {"command": "python repro.py"})],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "NonExistentTimeError: 2024-03-10 02:30"},
-            {"role": "assistant", "content": "Going with tz.normalize, since zoneinfo needs 3.9."},
-        ],
-        {"c1": "bash"},
+    "coding, a bug fix under way": tool_history(
+        "fix issue #4127 in src/parse.py; keep Python 3.8 support",
+        "Reproducing first.",
+        "bash",
+        {"command": "python repro.py"},
+        "NonExistentTimeError: 2024-03-10 02:30",
+        "Going with tz.normalize, since zoneinfo needs 3.9.",
     ),
-    "support, a refused payment": (
-        [
-            {"role": "user", "content": "move booking AIXC49 to May 23, at most 200 USD extra"},
-            {
-                "role": "assistant",
-                "content": "Rebooking on HAT359.",
-                "tool_calls": [call("c1", "rebook", {"id": "AIXC49", "flight": "HAT359"})],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "Error: certificate_7504 cannot pay changes"},
-        ],
-        {"c1": "rebook"},
+    "support, a refused payment": tool_history(
+        "move booking AIXC49 to May 23, at most 200 USD extra",
+        "Rebooking on HAT359.",
+        "rebook",
+        {"id": "AIXC49", "flight": "HAT359"},
+        "Error: certificate_7504 cannot pay changes",
     ),
-    "research, sources read": (
-        [
-            {"role": "user", "content": "compare vector databases; Apache-2.0 or MIT only"},
-            {
-                "role": "assistant",
-                "content": "Reading the pgvector issue.",
-                "tool_calls": [call("c1", "fetch_page", {"url": "https://pgv.example/512"})],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "p95 was 73 ms at 200 QPS"},
-        ],
-        {"c1": "fetch_page"},
+    "research, sources read": tool_history(
+        "compare vector databases; Apache-2.0 or MIT only",
+        "Reading the pgvector issue.",
+        "fetch_page",
+        {"url": "https://pgv.example/512"},
+        "p95 was 73 ms at 200 QPS",
     ),
     "only small talk so far": (
         [
